@@ -1,0 +1,35 @@
+"""tallyboard: log deep-learning runs to one reproducible result table and browse them offline.
+
+The public API is re-exported here. Names are resolved lazily so that ``import tallyboard`` stays
+cheap (no numpy, pandas, matplotlib or PIL) even inside a short-lived worker process.
+"""
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+from tallyboard import monitor
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "ResultTable": "tallyboard.table",
+    "NoCommitAction": "tallyboard.table",
+    "LogWriter": "tallyboard.writer",
+    "ResultTableEventHandler": "tallyboard.handlers",
+}
+
+__all__ = ["__version__", "monitor", *_LAZY]
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tallyboard.handlers import ResultTableEventHandler
+    from tallyboard.table import NoCommitAction, ResultTable
+    from tallyboard.writer import LogWriter
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'tallyboard' has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value
+    return value
