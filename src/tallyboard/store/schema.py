@@ -1,14 +1,34 @@
 """The result-table schema, version by version.
 
-One schema serves SQLite and PostgreSQL; `MIGRATIONS[n]` takes a store from version n to n + 1.
+One schema serves SQLite and PostgreSQL; `MIGRATIONS[n]` takes a store from version n to n + 1
+(SQL statements separated by ``;``, written with the same placeholders as the DDL below).
+
 Conventions every reader relies on:
-- times are float seconds since the Unix epoch (`start_time`, `end_time`, `updated_at`);
-  `walltime` of a logged record is float seconds since its repetition started, unless the user gave one;
-- run id -1 is the debug run; tags (`split/name`) are interned once in `tags`;
+- times of runs are float seconds since the Unix epoch (`start_time`, `end_time`, `updated_at`,
+  `repetitions.start_time`);
+- `walltime_ms` of a logged record (scalar, media, text) is an INTEGER number of milliseconds since
+  its repetition started, unless the user gave a walltime (then it is that value in seconds x 1000,
+  truncated). Integers because SQLite stores small integers in 1-4 bytes where a REAL takes 8: this
+  is what keeps a scalar row under 32 bytes on disk;
+- run id -1 is the debug run (overwritten by the next one); ids of real runs start at 1;
+- tags (`split/name`, further slashes kept whole) are interned once in `tags`; the empty tag ''
+  stands for "no tag" (an image logged with tag=None);
 - a scalar `value` of NULL means NaN (SQLite cannot store NaN; +-inf are stored as they are);
-- hparam and result values are JSON text (`json.dumps` of a Python scalar);
+  two scalars with the same (run_id, tag_id, rep, step) overwrite: the last one logged wins;
+- `epoch` is NULL when the user did not give one;
+- `rep` is the repetition, 0 for the first (`LogWriter.new_repetition()` starts the next one);
+- hparam and result values are JSON text (`json.dumps` of a Python scalar: number, string, bool,
+  null); NaN/inf results are written as the JSON tokens NaN/Infinity, which `json.loads` reads back;
+- `runs.cli` is the JSON object the user passed; `runs.unique_key` is the JSON array of the values
+  of the table's unique columns (NULL included as null), set for runs that take part in the
+  uniqueness check (NULL for the debug run);
+- `runs.status` is 'running', 'finished' or 'failed'; `runs.hidden` is 0 or 1;
 - `runs.updated_at` changes with every edit of a run's row, hparams or results, so live views
-  can ask for "what changed since T".
+  can ask for "what changed since T";
+- `media.kind` is 'image' or 'figure'; `texts.kind` is 'text' or 'fragment' (HTML);
+- `columns` lists every column the result table can show: `kind` is 'run' (a column of `runs`),
+  'hparam' or 'result'; `position` NULL means hidden from the default view;
+- `meta` holds 'schema_version' (integer as text) and 'unique_columns' (JSON array of names).
 """
 
 SCHEMA_VERSION = 1
@@ -68,45 +88,67 @@ CREATE TABLE results (
 );
 CREATE TABLE columns (
     name     TEXT PRIMARY KEY,
-    alias    TEXT,
-    position INTEGER,
-    hidden   INTEGER NOT NULL DEFAULT 0
+    kind     TEXT NOT NULL,
+    alias    TEXT NOT NULL,
+    position INTEGER
 );
 CREATE TABLE scalars (
-    run_id   BIGINT NOT NULL,
-    tag_id   INTEGER NOT NULL,
-    rep      INTEGER NOT NULL,
-    step     BIGINT NOT NULL,
-    epoch    BIGINT,
-    walltime DOUBLE PRECISION NOT NULL,
-    value    DOUBLE PRECISION,
+    run_id      BIGINT NOT NULL,
+    tag_id      INTEGER NOT NULL,
+    rep         INTEGER NOT NULL,
+    step        BIGINT NOT NULL,
+    epoch       BIGINT,
+    walltime_ms BIGINT NOT NULL,
+    value       DOUBLE PRECISION,
     PRIMARY KEY (run_id, tag_id, rep, step)
 ) {without_rowid};
 CREATE TABLE media (
-    media_id {pk},
-    run_id   BIGINT NOT NULL,
-    tag_id   INTEGER NOT NULL,
-    rep      INTEGER NOT NULL,
-    step     BIGINT NOT NULL,
-    epoch    BIGINT,
-    walltime DOUBLE PRECISION NOT NULL,
-    kind     TEXT NOT NULL,
-    width    INTEGER NOT NULL,
-    height   INTEGER NOT NULL,
-    png      {blob} NOT NULL
+    media_id    {pk},
+    run_id      BIGINT NOT NULL,
+    tag_id      INTEGER NOT NULL,
+    rep         INTEGER NOT NULL,
+    step        BIGINT NOT NULL,
+    epoch       BIGINT,
+    walltime_ms BIGINT NOT NULL,
+    kind        TEXT NOT NULL,
+    width       INTEGER NOT NULL,
+    height      INTEGER NOT NULL,
+    png         {blob} NOT NULL
 );
-CREATE INDEX media_by_run ON media (run_id, tag_id, step);
+CREATE INDEX media_by_run ON media (run_id, tag_id, rep, step);
 CREATE TABLE texts (
-    text_id  {pk},
-    run_id   BIGINT NOT NULL,
-    tag_id   INTEGER NOT NULL,
-    rep      INTEGER NOT NULL,
-    step     BIGINT NOT NULL,
-    epoch    BIGINT,
-    walltime DOUBLE PRECISION NOT NULL,
-    kind     TEXT NOT NULL,
-    content  TEXT NOT NULL
+    text_id     {pk},
+    run_id      BIGINT NOT NULL,
+    tag_id      INTEGER NOT NULL,
+    rep         INTEGER NOT NULL,
+    step        BIGINT NOT NULL,
+    epoch       BIGINT,
+    walltime_ms BIGINT NOT NULL,
+    kind        TEXT NOT NULL,
+    content     TEXT NOT NULL
 );
-CREATE INDEX texts_by_run ON texts (run_id, tag_id, step);
+CREATE INDEX texts_by_run ON texts (run_id, tag_id, rep, step);
 """
-# media.kind is 'image' or 'figure'; texts.kind is 'text' or 'fragment' (HTML).
+
+# The columns a new table shows, in order (name, alias, position; None = hidden by default).
+RUN_COLUMNS: tuple[tuple[str, str, int | None], ...] = (
+    ("run_id", "Run ID", 0),
+    ("experiment", "Experiment", 1),
+    ("tag", "Tag", 2),
+    ("config_path", "Config", 3),
+    ("comment", "Comment", 4),
+    ("config_hash", "Config Hash", None),
+    ("cli", "Cli", None),
+    ("command", "Command", None),
+    ("note", "Note", None),
+    ("color", "Color", None),
+    ("status", "Status", None),
+    ("start_time", "Start", None),
+    ("end_time", "End", None),
+    ("git_commit", "Commit", None),
+    ("git_diff", "Diff", None),
+    ("hidden", "Hidden", None),
+)
+
+# MIGRATIONS[n] upgrades a store at version n to n + 1. Version 1 is the first released schema.
+MIGRATIONS: dict[int, str] = {}

@@ -1,0 +1,32 @@
+"""Persistence: the only package that writes SQL.
+
+`open_store` picks the engine from what the user typed: a `postgresql://` (or `postgres://`) URL
+opens PostgreSQL, anything else is a path to a SQLite file. Engines are imported on demand, so a
+SQLite user never imports psycopg.
+"""
+
+from __future__ import annotations
+
+import os
+
+from tallyboard.store.base import Batch, Column, DuplicateRunError, Store, StoreError
+
+__all__ = ["Batch", "Column", "DuplicateRunError", "Store", "StoreError", "is_postgres_url", "open_store"]
+
+
+def is_postgres_url(url_or_path: str | os.PathLike[str]) -> bool:
+    return isinstance(url_or_path, str) and url_or_path.startswith(("postgresql://", "postgres://"))
+
+
+def open_store(url_or_path: str | os.PathLike[str], unique_columns: tuple[str, ...] = ()) -> Store:
+    """Open (creating or migrating if needed) the result table at a SQLite path or PostgreSQL URL.
+
+    `unique_columns` is recorded only when the table is created; `ResultTable` checks it afterwards.
+    """
+    if is_postgres_url(url_or_path):
+        from tallyboard.store.postgres import PostgresStore
+
+        return PostgresStore(str(url_or_path), unique_columns=unique_columns)
+    from tallyboard.store.sqlite import SqliteStore
+
+    return SqliteStore(url_or_path, unique_columns=unique_columns)

@@ -1,0 +1,390 @@
+"""The engine interface: what `table`, `writer` and `sink` ask of a database, and nothing more.
+
+`Store` is written once, in SQL that SQLite (>= 3.35) and PostgreSQL both accept: `?`
+placeholders (an engine with another paramstyle rewrites them in `_execute`), `ON CONFLICT ...
+DO UPDATE`, `RETURNING`. An engine module (store/sqlite.py, store/postgres.py) supplies only the
+primitives: a connection, `_atomic` (one transaction, retried when the database is busy),
+`_execute`/`_executemany`, `_lock_runs`, and the DDL type names. Keeping the SQL here is what
+lets the two engines behave identically without a second copy of every query.
+
+Threading: a `Store` is used by one thread at a time (its methods take `self._lock`); the sink's
+writer thread and a `ResultTable` each open their own.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from tallyboard.store.schema import RUN_COLUMNS
+
+T = TypeVar("T")
+
+# Rows a writer hands to the sink. `walltime` is in seconds; the store converts it to
+# schema's `walltime_ms`. A scalar row is (rep, step, epoch, walltime, value) with value None for NaN.
+ScalarRow = tuple[int, int, "int | None", float, "float | None"]
+
+
+class StoreError(Exception):
+    """The database cannot be used as a result table (wrong version, bad unique columns, ...)."""
+
+
+class DuplicateRunError(RuntimeError):
+    """A visible, non-failed run with the same unique columns exists already."""
+
+    def __init__(self, run_id: int) -> None:
+        super().__init__(
+            f"Configuration has already been run with run id {run_id}. Change a unique column "
+            "(experiment, config, cli, comment, tag, ...), or hide that run, to run it again."
+        )
+        self.run_id = run_id
+
+
+@dataclass
+class Batch:
+    """Everything the sink commits in one transaction, in the order it is applied.
+
+    scalars: (run_id, tag, rows) with rows of `ScalarRow`; one entry per series so that the
+      engine can insert a series with one prepared statement.
+    media: (run_id, tag, rep, step, epoch, walltime, kind, width, height, png).
+    texts: (run_id, tag, rep, step, epoch, walltime, kind, content).
+    hparams / results: (run_id, name, json_value); later values of a name overwrite.
+    repetitions: (run_id, rep, start_time).
+    run_updates: (run_id, {column: value}) applied last (e.g. status and end_time on close).
+    """
+
+    scalars: list[tuple[int, str, list[ScalarRow]]] = field(default_factory=list)
+    media: list[tuple] = field(default_factory=list)
+    texts: list[tuple] = field(default_factory=list)
+    hparams: list[tuple[int, str, str]] = field(default_factory=list)
+    results: list[tuple[int, str, str]] = field(default_factory=list)
+    repetitions: list[tuple[int, int, float]] = field(default_factory=list)
+    run_updates: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return (
+            sum(len(rows) for _, _, rows in self.scalars)
+            + len(self.media)
+            + len(self.texts)
+            + len(self.hparams)
+            + len(self.results)
+            + len(self.repetitions)
+            + len(self.run_updates)
+        )
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of the result table: `kind` is 'run', 'hparam' or 'result'; position None = hidden."""
+
+    name: str
+    kind: str
+    alias: str
+    position: int | None
+
+
+# Columns of `runs` a caller may edit through `update_run`, so no other name ever reaches the SQL.
+EDITABLE_RUN_FIELDS = frozenset({"note", "tag", "color", "status", "hidden", "end_time"})
+RUN_FIELDS = (*(name for name, _, _ in RUN_COLUMNS), "config_content", "unique_key", "updated_at")
+_SCALAR_COLUMNS = frozenset({"rep", "step", "epoch", "walltime_ms", "value"})
+_MEDIA_COLUMNS = "m.media_id, m.step, m.epoch, m.rep, t.name, m.walltime_ms, m.width, m.height, m.png"
+_TEXT_COLUMNS = "x.text_id, x.step, x.epoch, x.rep, t.name, x.walltime_ms, x.content"
+
+
+class Store(ABC):
+    """A result table in one database. Subclasses provide the connection and the primitives."""
+
+    url: str
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._tag_ids: dict[str, int] = {}
+
+    # ---- engine primitives --------------------------------------------------------------
+    @abstractmethod
+    def _atomic(self, work: Callable[[], T]) -> T:
+        """Run `work` in one write transaction and commit; when the database is busy, roll back and
+        run `work` again (so `work` must only touch the database), never raising "busy" to the caller."""
+
+    @abstractmethod
+    def _execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
+        """Execute one statement (in the current transaction, if any) and return all its rows."""
+
+    @abstractmethod
+    def _executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+        """Execute one statement for every row, inside the current transaction."""
+
+    @abstractmethod
+    def _lock_runs(self) -> None:
+        """Inside `_atomic`: make the uniqueness check and the insert of a run atomic across processes."""
+
+    @abstractmethod
+    def _table_exists(self, name: str) -> bool:
+        """Whether a table of that name exists (used to tell a new database from an old one)."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Close the connection; the store is unusable afterwards."""
+
+    # ---- table settings -------------------------------------------------------------------
+    def meta(self, key: str) -> str | None:
+        with self._lock:
+            rows = self._execute("SELECT value FROM meta WHERE key = ?", (key,))
+        return rows[0][0] if rows else None
+
+    # ---- runs ----------------------------------------------------------------------------
+    def create_run(self, fields: dict[str, Any], debug: bool = False) -> int:
+        """Insert a run; `fields` maps `runs` columns to values (start_time required).
+
+        A debug run replaces run -1 and everything logged under it. Otherwise, when
+        `fields['unique_key']` is not None and a visible run that is neither failed nor the debug
+        run has the same key, raise `DuplicateRunError` -- checked and inserted in one transaction.
+        """
+        names = [name for name in fields if name in RUN_FIELDS]
+        now = time.time()
+
+        def insert() -> int:
+            self._lock_runs()
+            if debug:
+                self._delete_run(-1)
+            elif fields.get("unique_key") is not None:
+                same = self._execute(
+                    "SELECT run_id FROM runs WHERE unique_key = ? AND hidden = 0"
+                    " AND status <> 'failed' AND run_id > 0 ORDER BY run_id LIMIT 1",
+                    (fields["unique_key"],),
+                )
+                if same:
+                    raise DuplicateRunError(same[0][0])
+            cols = ["updated_at", *names] + (["run_id"] if debug else [])
+            values = [now, *(fields[name] for name in names)] + ([-1] if debug else [])
+            marks = ", ".join("?" * len(cols))
+            rows = self._execute(
+                f"INSERT INTO runs ({', '.join(cols)}) VALUES ({marks}) RETURNING run_id", values
+            )
+            run_id = rows[0][0]
+            self._execute(
+                "INSERT INTO repetitions (run_id, rep, start_time) VALUES (?, 0, ?)",
+                (run_id, fields["start_time"]),
+            )
+            return run_id
+
+        with self._lock:
+            return self._atomic(insert)
+
+    def _delete_run(self, run_id: int) -> None:
+        for table in ("scalars", "media", "texts", "hparams", "results", "repetitions", "runs"):
+            self._execute(f"DELETE FROM {table} WHERE run_id = ?", (run_id,))
+
+    def update_run(self, run_id: int, **values: Any) -> None:
+        """Set editable columns of a run now (in its own transaction) and bump `updated_at`."""
+        with self._lock:
+            self._atomic(lambda: self._update_run(run_id, values))
+
+    def _update_run(self, run_id: int, values: dict[str, Any]) -> None:
+        unknown = set(values) - EDITABLE_RUN_FIELDS
+        if unknown:
+            raise ValueError(f"cannot edit run column(s) {sorted(unknown)}")
+        assignments = ", ".join(f"{name} = ?" for name in values)
+        self._execute(
+            f"UPDATE runs SET {assignments}, updated_at = ? WHERE run_id = ?",
+            (*values.values(), time.time(), run_id),
+        )
+
+    def run(self, run_id: int) -> dict[str, Any] | None:
+        """The row of one run as a dict of `runs` columns, or None."""
+        rows = self.runs(run_id=run_id, show_hidden=True)
+        return rows[0] if rows else None
+
+    def runs(self, run_id: int | None = None, show_hidden: bool = False) -> list[dict[str, Any]]:
+        """Rows of `runs` ordered by run id, as dicts (all columns)."""
+        where, params = [], []
+        if run_id is not None:
+            where.append("run_id = ?")
+            params.append(run_id)
+        if not show_hidden:
+            where.append("hidden = 0")
+        sql = f"SELECT {', '.join(RUN_FIELDS)} FROM runs"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        with self._lock:
+            rows = self._execute(sql + " ORDER BY run_id", params)
+        return [dict(zip(RUN_FIELDS, row, strict=True)) for row in rows]
+
+    def values(self, kind: str, run_id: int | None = None) -> dict[int, dict[str, Any]]:
+        """Hparams (`kind='hparams'`) or results (`'results'`) as {run_id: {name: value}}."""
+        if kind not in ("hparams", "results"):
+            raise ValueError(f"kind must be 'hparams' or 'results', not {kind!r}")
+        sql = f"SELECT run_id, name, value FROM {kind}"
+        params: tuple = ()
+        if run_id is not None:
+            sql, params = sql + " WHERE run_id = ?", (run_id,)
+        with self._lock:
+            rows = self._execute(sql + " ORDER BY run_id, name", params)
+        out: dict[int, dict[str, Any]] = {}
+        for rid, name, value in rows:
+            out.setdefault(rid, {})[name] = json.loads(value)
+        return out
+
+    # ---- columns of the result table ----------------------------------------------------------
+    def columns(self) -> list[Column]:
+        """Every column, shown ones first in display order, then hidden ones by name."""
+        with self._lock:
+            rows = self._execute(
+                "SELECT name, kind, alias, position FROM columns ORDER BY position IS NULL, position, name"
+            )
+        return [Column(*row) for row in rows]
+
+    def set_columns(self, changes: dict[str, dict[str, Any]]) -> None:
+        """Set `alias` and/or `position` of columns ({name: {"alias": .., "position": ..}}) atomically;
+        unknown column names raise `KeyError` and change nothing."""
+
+        def update() -> None:
+            known = {row[0] for row in self._execute("SELECT name FROM columns")}
+            missing = set(changes) - known
+            if missing:
+                raise KeyError(f"no such column(s): {sorted(missing)}")
+            for name, change in changes.items():
+                for key, value in change.items():
+                    if key not in ("alias", "position"):
+                        raise ValueError(f"cannot set {key!r} of a column")
+                    self._execute(f"UPDATE columns SET {key} = ? WHERE name = ?", (value, name))
+
+        with self._lock:
+            self._atomic(update)
+
+    # ---- the sink's one write path ---------------------------------------------------------
+    def write_batch(self, batch: Batch) -> None:
+        """Commit everything in `batch` in one transaction (retried as a whole when busy)."""
+        with self._lock:
+            new_tags: dict[str, int] = {}
+            self._atomic(lambda: self._write(batch, new_tags))
+            self._tag_ids.update(new_tags)  # only ids whose insert was committed
+
+    def _write(self, batch: Batch, new_tags: dict[str, int]) -> None:
+        new_tags.clear()
+
+        def tag_id(name: str) -> int:
+            known = self._tag_ids.get(name) or new_tags.get(name)
+            if known is None:
+                self._execute("INSERT INTO tags (name) VALUES (?) ON CONFLICT (name) DO NOTHING", (name,))
+                known = self._execute("SELECT tag_id FROM tags WHERE name = ?", (name,))[0][0]
+                new_tags[name] = known
+            return known
+
+        for run_id, tag, rows in batch.scalars:
+            # Ids are trusted ints, inlined so one prepared statement serves the whole series.
+            self._executemany(
+                "INSERT INTO scalars (run_id, tag_id, rep, step, epoch, walltime_ms, value)"
+                f" VALUES ({int(run_id)}, {int(tag_id(tag))}, ?, ?, ?, CAST(? * 1000 AS BIGINT), ?)"
+                " ON CONFLICT (run_id, tag_id, rep, step) DO UPDATE SET epoch = excluded.epoch,"
+                " walltime_ms = excluded.walltime_ms, value = excluded.value",
+                rows,
+            )
+        if batch.media:
+            self._executemany(
+                "INSERT INTO media (run_id, tag_id, rep, step, epoch, walltime_ms, kind, width, height, png)"
+                " VALUES (?, ?, ?, ?, ?, CAST(? * 1000 AS BIGINT), ?, ?, ?, ?)",
+                [(r[0], tag_id(r[1]), *r[2:]) for r in batch.media],
+            )
+        if batch.texts:
+            self._executemany(
+                "INSERT INTO texts (run_id, tag_id, rep, step, epoch, walltime_ms, kind, content)"
+                " VALUES (?, ?, ?, ?, ?, CAST(? * 1000 AS BIGINT), ?, ?)",
+                [(r[0], tag_id(r[1]), *r[2:]) for r in batch.texts],
+            )
+        for kind, rows in (("hparam", batch.hparams), ("result", batch.results)):
+            if not rows:
+                continue
+            self._executemany(
+                f"INSERT INTO {kind}s (run_id, name, value) VALUES (?, ?, ?)"
+                " ON CONFLICT (run_id, name) DO UPDATE SET value = excluded.value",
+                rows,
+            )
+            self._executemany(
+                "INSERT INTO columns (name, kind, alias, position)"
+                " SELECT ?, ?, ?, COALESCE(MAX(position), -1) + 1 FROM columns WHERE true"
+                " ON CONFLICT (name) DO NOTHING",
+                [(name, kind, name) for name in dict.fromkeys(name for _, name, _ in rows)],
+            )
+            now = time.time()
+            touched = {run_id for run_id, _, _ in rows}
+            self._executemany("UPDATE runs SET updated_at = ? WHERE run_id = ?", [(now, r) for r in touched])
+        if batch.repetitions:
+            self._executemany(
+                "INSERT INTO repetitions (run_id, rep, start_time) VALUES (?, ?, ?)"
+                " ON CONFLICT (run_id, rep) DO UPDATE SET start_time = excluded.start_time",
+                batch.repetitions,
+            )
+        for run_id, values in batch.run_updates:
+            self._update_run(run_id, values)
+
+    # ---- reads of logged records --------------------------------------------------------------
+    def tag_names(self, run_id: int, table: str = "scalars") -> list[str]:
+        """Tags used by a run in `table` ('scalars', 'media' or 'texts'), sorted."""
+        if table not in ("scalars", "media", "texts"):
+            raise ValueError(f"no logged records in table {table!r}")
+        with self._lock:
+            rows = self._execute(
+                "SELECT name FROM tags WHERE tag_id IN"
+                f" (SELECT DISTINCT tag_id FROM {table} WHERE run_id = ?) ORDER BY name",
+                (run_id,),
+            )
+        return [row[0] for row in rows]
+
+    def scalars(self, run_id: int, tag: str, rep: int | None = None, columns: str = "*") -> list[tuple]:
+        """One series ordered by (rep, step): rows of (rep, step, epoch, walltime_ms, value),
+        or of the comma-separated `columns` of `scalars` given (a fast path reads only what it needs)."""
+        if columns == "*":
+            columns = "rep, step, epoch, walltime_ms, value"
+        elif not {c.strip() for c in columns.split(",")} <= _SCALAR_COLUMNS:
+            raise ValueError(f"unknown scalar column(s) in {columns!r}")
+        sql = (
+            f"SELECT {columns} FROM scalars WHERE run_id = ?"
+            " AND tag_id = (SELECT tag_id FROM tags WHERE name = ?)"
+        )
+        params: tuple = (run_id, tag)
+        if rep is not None:
+            sql, params = sql + " AND rep = ?", (*params, rep)
+        with self._lock:
+            return self._execute(sql + " ORDER BY rep, step", params)
+
+    def repetitions(self, run_id: int) -> list[int]:
+        with self._lock:
+            rows = self._execute("SELECT rep FROM repetitions WHERE run_id = ? ORDER BY rep", (run_id,))
+        return [row[0] for row in rows]
+
+    def media(self, run_id: int | None, kind: str | None = None, **filters: Any) -> list[tuple]:
+        """Media rows (media_id, step, epoch, rep, tag, walltime_ms, width, height, png) by media_id.
+        `filters` may hold id, step, tag, epoch, repetition (None = any)."""
+        return self._records("media m", "m", "media_id", _MEDIA_COLUMNS, run_id, kind, filters)
+
+    def texts(self, run_id: int, kind: str | None = None, **filters: Any) -> list[tuple]:
+        """Text rows (text_id, step, epoch, rep, tag, walltime_ms, content), same filters as `media`."""
+        return self._records("texts x", "x", "text_id", _TEXT_COLUMNS, run_id, kind, filters)
+
+    def _records(self, table, alias, id_column, columns, run_id, kind, filters) -> list[tuple]:
+        where, params = [], []
+        names = {"id": id_column, "step": "step", "epoch": "epoch", "repetition": "rep", "tag": "tag"}
+        if run_id is not None:
+            where.append(f"{alias}.run_id = ?")
+            params.append(run_id)
+        if kind is not None:
+            where.append(f"{alias}.kind = ?")
+            params.append(kind)
+        for key, value in filters.items():
+            if key not in names:
+                raise TypeError(f"unknown filter {key!r}; use id, step, tag, epoch or repetition")
+            if value is None:
+                continue
+            where.append("t.name = ?" if key == "tag" else f"{alias}.{names[key]} = ?")
+            params.append(value)
+        sql = f"SELECT {columns} FROM {table} JOIN tags t ON t.tag_id = {alias}.tag_id"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        with self._lock:
+            return self._execute(f"{sql} ORDER BY {alias}.{id_column}", params)
