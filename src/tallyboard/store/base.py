@@ -91,7 +91,8 @@ class Column:
 # Columns of `runs` a caller may edit through `update_run`, so no other name ever reaches the SQL.
 EDITABLE_RUN_FIELDS = frozenset({"note", "tag", "color", "status", "hidden", "end_time"})
 RUN_FIELDS = (*(name for name, _, _ in RUN_COLUMNS), "config_content", "unique_key", "updated_at")
-_SCALAR_COLUMNS = frozenset({"rep", "step", "epoch", "walltime_ms", "value"})
+_SCALAR_COLUMNS = {name: name for name in ("rep", "step", "epoch", "walltime_ms", "value")}
+_SCALAR_COLUMNS["value_or_nan"] = "COALESCE(value, 'nan')"
 _MEDIA_COLUMNS = "m.media_id, m.step, m.epoch, m.rep, t.name, m.walltime_ms, m.width, m.height, m.png"
 _TEXT_COLUMNS = "x.text_id, x.step, x.epoch, x.rep, t.name, x.walltime_ms, x.content"
 
@@ -336,15 +337,22 @@ class Store(ABC):
             )
         return [row[0] for row in rows]
 
-    def scalars(self, run_id: int, tag: str, rep: int | None = None, columns: str = "*") -> list[tuple]:
-        """One series ordered by (rep, step): rows of (rep, step, epoch, walltime_ms, value),
-        or of the comma-separated `columns` of `scalars` given (a fast path reads only what it needs)."""
-        if columns == "*":
-            columns = "rep, step, epoch, walltime_ms, value"
-        elif not {c.strip() for c in columns.split(",")} <= _SCALAR_COLUMNS:
-            raise ValueError(f"unknown scalar column(s) in {columns!r}")
+    def scalars(
+        self,
+        run_id: int,
+        tag: str,
+        rep: int | None = None,
+        columns: tuple[str, ...] = ("rep", "step", "epoch", "walltime_ms", "value"),
+    ) -> list[tuple]:
+        """One series ordered by (rep, step), as rows of `columns` (names of `scalars` columns, or
+        'value_or_nan': the value with NaN as the text 'nan', which float() and numpy read as NaN;
+        a fast path asks only for what it needs)."""
+        unknown = set(columns) - _SCALAR_COLUMNS.keys()
+        if unknown:
+            raise ValueError(f"unknown scalar column(s) {sorted(unknown)}")
+        selected = ", ".join(_SCALAR_COLUMNS[name] for name in columns)
         sql = (
-            f"SELECT {columns} FROM scalars WHERE run_id = ?"
+            f"SELECT {selected} FROM scalars WHERE run_id = ?"
             " AND tag_id = (SELECT tag_id FROM tags WHERE name = ?)"
         )
         params: tuple = (run_id, tag)
@@ -357,6 +365,14 @@ class Store(ABC):
         with self._lock:
             rows = self._execute("SELECT rep FROM repetitions WHERE run_id = ? ORDER BY rep", (run_id,))
         return [row[0] for row in rows]
+
+    def repetition_starts(self, run_id: int) -> dict[int, float]:
+        """{rep: start_time} of a run (what a lossless export keeps; `repetitions` lists reps only)."""
+        with self._lock:
+            rows = self._execute(
+                "SELECT rep, start_time FROM repetitions WHERE run_id = ? ORDER BY rep", (run_id,)
+            )
+        return dict(rows)
 
     def media(self, run_id: int | None, kind: str | None = None, **filters: Any) -> list[tuple]:
         """Media rows (media_id, step, epoch, rep, tag, walltime_ms, width, height, png) by media_id.

@@ -1,0 +1,261 @@
+"""The background writer: records logged in the training thread become rows committed by another.
+
+Why it is built this way:
+- The training thread must never wait on the database. `LogWriter.add_scalar` appends a plain tuple
+  to a list owned by its series; appending is atomic under the GIL, so no lock is taken per call.
+  The writer thread takes what is there with `rows[:n]` and `del rows[:n]` (each also atomic), so
+  a row appended meanwhile is simply left for the next commit: nothing is ever lost or doubled.
+- One commit per `commit_interval` (0.5 s by default), one transaction per commit: SQLite's cost is
+  per transaction, so batching is where the speed comes from, and after a SIGKILL at most the rows
+  of the last interval and the commit in flight are missing.
+- One sink (one thread, one connection) per database per process, shared by every run logging
+  there, so a start of a run costs no thread and no connection after the first.
+- `flush()` counts: it asks for a commit and waits until a commit that started after the request
+  is done. A commit that fails for another reason than a busy database keeps its rows for the
+  next attempt and makes `flush()` raise, so an error is loud and nothing logged is dropped.
+- Exit paths: `atexit`, SIGTERM and uncaught exceptions (main thread or any thread) end the open
+  runs they concern (see `end_runs`) and drain the queue; the hooks are installed while at least
+  one run is open and restored when the last one closes.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import logging
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from tallyboard.store import Batch, Store, open_store
+
+log = logging.getLogger(__name__)
+
+DEFAULT_COMMIT_INTERVAL = 0.5
+# Rows a series may hold before add_scalar waits for the writer thread (about 100 MB per series).
+MAX_PENDING_ROWS = 500_000
+# After a commit this large, the writer starts the next one at once instead of sleeping.
+BUSY_BATCH = 20_000
+
+
+class Sink:
+    """Commits the records of every run logging to one database from this process."""
+
+    def __init__(self, store: Store, commit_interval: float = DEFAULT_COMMIT_INTERVAL) -> None:
+        self.store = store
+        self.commit_interval = commit_interval
+        self._series: list[tuple[int, str, list]] = []  # (run_id, tag, rows appended by writers)
+        self._records: list[tuple[str, tuple]] = []  # (Batch field name, row), in logging order
+        self._carry: Batch | None = None  # a batch whose commit failed, retried first
+        self._cond = threading.Condition(threading.RLock())
+        self._requested = 0  # flush requests so far
+        self._committed = 0  # the requests covered by finished commits
+        self._error: BaseException | None = None
+        self._stopping = False
+        self._thread = threading.Thread(target=self._run, name="tallyboard-sink", daemon=True)
+        self._thread.start()
+
+    # ---- the training thread's side -------------------------------------------------------------
+    def series(self, run_id: int, tag: str) -> list:
+        """A new list that rows of one series are appended to; the sink drains it from now on."""
+        rows: list = []
+        self._series.append((run_id, tag, rows))
+        return rows
+
+    def put(self, kind: str, row: tuple) -> None:
+        """Queue one record for the `Batch` list `kind` ('media', 'texts', 'hparams', 'run_updates', ...)."""
+        self._records.append((kind, row))
+
+    def flush(self) -> None:
+        """Return once everything queued before the call is committed; raise if the commit failed."""
+        with self._cond:
+            self._requested += 1
+            target = self._requested
+            self._cond.notify_all()
+            while self._committed < target:
+                if self._error is not None:
+                    error, self._error = self._error, None
+                    raise RuntimeError(f"tallyboard could not write to {self.store.url}: {error}") from error
+                if not self._thread.is_alive():
+                    raise RuntimeError("the tallyboard writer thread has stopped")
+                self._cond.wait()
+
+    def wait_for_room(self) -> None:
+        """Back-pressure for a series that outgrew `MAX_PENDING_ROWS`: commit before logging on."""
+        self.flush()
+
+    def forget(self, run_id: int) -> None:
+        """Stop draining the series of a run (after its last flush)."""
+        with self._cond:
+            self._series = [entry for entry in self._series if entry[0] != run_id]
+
+    # ---- the writer thread ----------------------------------------------------------------------
+    def _take(self) -> Batch:
+        batch = self._carry or Batch()
+        self._carry = None
+        for run_id, tag, rows in self._series[:]:
+            count = len(rows)
+            if count:
+                chunk = rows[:count]
+                del rows[:count]
+                batch.scalars.append((run_id, tag, chunk))
+        count = len(self._records)
+        records = self._records[:count]
+        del self._records[:count]
+        for kind, row in records:
+            getattr(batch, kind).append(row)
+        return batch
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                if self._committed == self._requested and not self._stopping:
+                    self._cond.wait(self.commit_interval)
+                request, stopping = self._requested, self._stopping
+            size = self._commit()
+            with self._cond:
+                if size is not None:
+                    self._committed = max(self._committed, request)
+                self._cond.notify_all()
+            if stopping and size is not None:
+                return
+            if size is not None and size >= BUSY_BATCH:
+                continue
+
+    def _commit(self) -> int | None:
+        """Write what is queued; the batch size, or None after a failure (the batch is kept)."""
+        batch = self._take()
+        if not len(batch):
+            return 0
+        try:
+            self.store.write_batch(batch)
+        except Exception as error:  # keep the rows, report through flush(), try again later
+            log.exception("tallyboard: commit to %s failed; will retry", self.store.url)
+            with self._cond:
+                self._carry = batch
+                self._error = error
+                self._cond.wait(self.commit_interval)
+            return None
+        return len(batch)
+
+    def stop(self) -> None:
+        """Commit what is left and end the writer thread."""
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+        self._thread.join()
+        self.store.close()
+
+
+# ---- one sink per database per process ---------------------------------------------------------
+_sinks: dict[str, Sink] = {}
+_sinks_lock = threading.Lock()
+
+
+def sink_for(url: str, commit_interval: float = DEFAULT_COMMIT_INTERVAL) -> Sink:
+    """The process's sink for the database at `url` (started on first use)."""
+    key = url if "://" in url else os.path.realpath(url)
+    with _sinks_lock:
+        sink = _sinks.get(key)
+        if sink is None or not sink._thread.is_alive():
+            sink = _sinks[key] = Sink(open_store(url), commit_interval)
+        return sink
+
+
+# ---- ending runs when the process or a thread ends ------------------------------------------------
+class OpenRun(Protocol):
+    """What the exit hooks need of a LogWriter."""
+
+    owner: int  # ident of the thread that created the run
+
+    def _end(self, status: str) -> None: ...
+
+
+_open_runs: dict[int, OpenRun] = {}  # id(writer) -> writer
+_hooks_lock = threading.RLock()
+_previous: dict[str, Any] = {}
+
+
+def opened(run: OpenRun) -> None:
+    """Register an open run; the first one installs the exit hooks."""
+    with _hooks_lock:
+        if not _open_runs:
+            _install_hooks()
+        _open_runs[id(run)] = run
+
+
+def closed(run: OpenRun) -> None:
+    """Unregister a run; the last one restores the hooks that were there before."""
+    with _hooks_lock:
+        if _open_runs.pop(id(run), None) is not None and not _open_runs:
+            _uninstall_hooks()
+
+
+def end_runs(status: str, thread_ident: int | None = None) -> None:
+    """End the open runs (those created by `thread_ident`, or all) with `status`, durably."""
+    with _hooks_lock:
+        runs = [r for r in _open_runs.values() if thread_ident is None or r.owner == thread_ident]
+    for run in runs:
+        try:
+            run._end(status)
+        except Exception:  # an exit path must not hide the original error
+            log.exception("tallyboard: could not record the end of a run")
+
+
+def _excepthook(exc_type: type[BaseException], value: BaseException, tb: Any) -> None:
+    end_runs("failed", threading.main_thread().ident)
+    _previous["excepthook"](exc_type, value, tb)
+
+
+def _threading_excepthook(args: Any) -> None:
+    if args.thread is not None:
+        end_runs("failed", args.thread.ident)
+    _previous["threading_excepthook"](args)
+
+
+def _sigterm(signum: int, frame: Any) -> None:
+    end_runs("failed")
+    previous = _previous.get("sigterm", signal.SIG_DFL)
+    if callable(previous):
+        previous(signum, frame)
+    else:  # default action: die of SIGTERM, as if we had not been here
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _at_exit() -> None:
+    """Runs still open when the interpreter exits never said they finished: they failed."""
+    end_runs("failed")
+
+
+def _install_hooks() -> None:
+    _previous["excepthook"] = sys.excepthook
+    _previous["threading_excepthook"] = threading.excepthook
+    sys.excepthook = _excepthook
+    threading.excepthook = _threading_excepthook
+    atexit.register(_at_exit)
+    if threading.current_thread() is threading.main_thread():
+        current = signal.getsignal(signal.SIGTERM)
+        if current is not signal.SIG_IGN and current is not None:
+            _previous["sigterm"] = current
+            signal.signal(signal.SIGTERM, _sigterm)
+
+
+def _uninstall_hooks() -> None:
+    _restore(sys, "excepthook", _excepthook, "excepthook")
+    _restore(threading, "excepthook", _threading_excepthook, "threading_excepthook")
+    atexit.unregister(_at_exit)
+    if "sigterm" in _previous and threading.current_thread() is threading.main_thread():
+        with contextlib.suppress(ValueError):
+            if signal.getsignal(signal.SIGTERM) is _sigterm:
+                signal.signal(signal.SIGTERM, _previous.pop("sigterm"))
+
+
+def _restore(module: Any, attribute: str, ours: Callable[..., Any], key: str) -> None:
+    """Put back the previous hook, unless someone installed another over ours meanwhile."""
+    previous = _previous.pop(key)
+    if getattr(module, attribute) is ours:
+        setattr(module, attribute, previous)

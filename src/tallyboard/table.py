@@ -1,0 +1,289 @@
+"""ResultTable: every experiment is one reproducible row, and everything logged hangs off it.
+
+A run's row records what is needed to run it again (config content and hash, CLI, command line,
+git commit and diff). `unique_columns`, fixed when the table is created, stops the same
+configuration from being run twice by accident: the check treats NULL as a value, ignores hidden
+and failed runs (so a failed run can be re-run), and happens in the same transaction as the insert,
+so two processes racing to start the same run create one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import warnings
+from enum import Enum
+from typing import IO, Any, NamedTuple
+
+from tallyboard import capture
+from tallyboard.sink import DEFAULT_COMMIT_INTERVAL, sink_for
+from tallyboard.store import Column, StoreError, open_store
+from tallyboard.writer import LogWriter, open_png
+
+DEFAULT_UNIQUE_COLUMNS = ("experiment", "config_path", "config_hash", "cli", "comment", "tag")
+UNIQUE_CANDIDATES = (
+    "experiment", "config_path", "config_hash", "cli", "command", "comment", "tag", "git_commit", "git_diff",
+)  # fmt: skip
+# DeepBoard's names for the same columns, accepted in `unique_columns`.
+DEEPBOARD_NAMES = {"config": "config_path", "commit_hash": "git_commit", "diff": "git_diff"}
+DISABLED_RUN_ID = -2
+
+
+class NoCommitAction(Enum):
+    """What `new_run` does when the git working tree has uncommitted changes."""
+
+    NOP = "NOP"
+    WARN = "WARN"
+    RAISE = "RAISE"
+
+
+class TableTuple(NamedTuple):
+    """The result table as `get_results` returns it (DeepBoard's shape)."""
+
+    col_names: list[str]
+    col_ids: list[str]
+    is_hparam: list[bool]
+    row_color: list[str | None]
+    data: list[list[Any]]
+
+
+def _normalise_unique(columns: tuple[str, ...] | list[str]) -> tuple[str, ...]:
+    names = tuple(DEEPBOARD_NAMES.get(name, name) for name in columns)
+    unknown = [name for name in names if name not in UNIQUE_CANDIDATES]
+    if unknown:
+        raise ValueError(f"invalid unique column(s) {unknown}; choose from {UNIQUE_CANDIDATES}")
+    return names
+
+
+class ResultTable:
+    """The result table in a SQLite file (created if missing) or a `postgresql://` database."""
+
+    def __init__(
+        self,
+        db_path: str | os.PathLike[str] = "results.db",
+        nocommit_action: NoCommitAction = NoCommitAction.WARN,
+        unique_columns: tuple[str, ...] | None = None,
+        commit_interval: float = DEFAULT_COMMIT_INTERVAL,
+    ) -> None:
+        wanted = None if unique_columns is None else _normalise_unique(unique_columns)
+        self.db_path = db_path if isinstance(db_path, str) and "://" in db_path else os.fspath(db_path)
+        self.nocommit_action = NoCommitAction(nocommit_action)
+        self.commit_interval = commit_interval
+        self._store = open_store(self.db_path, wanted or DEFAULT_UNIQUE_COLUMNS)
+        stored = tuple(json.loads(self._store.meta("unique_columns") or "[]"))
+        if wanted is not None and set(wanted) != set(stored):
+            self._store.close()
+            raise StoreError(
+                f"unique columns {wanted} do not match the ones this table was created with, {stored}; "
+                f"open it with ResultTable({self.db_path!r}, unique_columns={stored}) or use a new table"
+            )
+        self.unique_columns = stored
+
+    # ---- starting runs ------------------------------------------------------------------------
+    def _run_fields(self, experiment_name, configfile, cli, comment, tag, with_git) -> dict[str, Any]:
+        if not isinstance(experiment_name, str) or not experiment_name:
+            raise TypeError(f"experiment_name must be a non-empty string, got {experiment_name!r}")
+        if cli is not None and not isinstance(cli, dict):
+            raise TypeError(f"cli must be a dict (e.g. vars(args)), got {type(cli).__name__}")
+        config = None if configfile is None else capture.read_config(configfile)
+        fields: dict[str, Any] = {
+            "experiment": experiment_name,
+            "config_path": None if config is None else config.path,
+            "config_hash": None if config is None else config.sha256,
+            "config_content": None if config is None else config.content,
+            "cli": None if cli is None else json.dumps(cli, default=str),
+            "command": capture.command_line(),
+            "comment": comment,
+            "tag": tag,
+            "start_time": time.time(),
+        }
+        if with_git:
+            git = capture.git_state()
+            if git.diff and self.nocommit_action is not NoCommitAction.NOP:
+                message = "You have uncommitted changes; commit them so that this run can be reproduced."
+                if self.nocommit_action is NoCommitAction.RAISE:
+                    raise RuntimeError(message)
+                warnings.warn(message, RuntimeWarning, stacklevel=3)
+            fields["git_commit"], fields["git_diff"] = git.commit, git.diff
+        return fields
+
+    def _unique_key(self, fields: dict[str, Any]) -> str:
+        def canonical(name: str) -> Any:
+            if name == "cli" and fields["cli"] is not None:  # key order must not make runs distinct
+                return json.dumps(json.loads(fields["cli"]), sort_keys=True)
+            return fields.get(name)
+
+        return json.dumps([canonical(name) for name in self.unique_columns])
+
+    def _writer(self, run_id, fields, keep_each, auto_log_plt, system_metrics) -> LogWriter:
+        sink = sink_for(self.db_path, self.commit_interval)
+        writer = LogWriter(self._store, sink, run_id, fields["start_time"], keep_each, auto_log_plt)
+        if system_metrics:
+            from tallyboard import system_metrics as metrics
+
+            writer._stoppers.append(metrics.start(writer).stop)
+        return writer
+
+    def new_run(
+        self,
+        experiment_name: str,
+        configfile: str | os.PathLike[str] | IO[str] | None = None,
+        cli: dict[str, Any] | None = None,
+        comment: str | None = None,
+        tag: str = "",
+        flush_each: int = 10,
+        keep_each: int = 1,
+        auto_log_plt: bool = True,
+        disable: bool = False,
+        system_metrics: bool = False,
+    ) -> LogWriter:
+        """Start a run and return its writer. Raises `DuplicateRunError` if a visible, non-failed run
+        has the same unique columns. `flush_each` is accepted for DeepBoard compatibility: commits
+        happen every `commit_interval` seconds instead, which bounds what a crash can lose by time."""
+        if disable:
+            return LogWriter(self._store, None, DISABLED_RUN_ID, time.time(), disable=True)
+        if keep_each < 1 or flush_each < 1:
+            raise ValueError("keep_each and flush_each must be 1 or more")
+        fields = self._run_fields(experiment_name, configfile, cli, comment, tag, with_git=True)
+        fields["unique_key"] = self._unique_key(fields)
+        run_id = self._store.create_run(fields)
+        return self._writer(run_id, fields, keep_each, auto_log_plt, system_metrics)
+
+    def new_debug_run(
+        self,
+        experiment_name: str,
+        configfile: str | os.PathLike[str] | IO[str] | None = None,
+        cli: dict[str, Any] | None = None,
+        comment: str | None = None,
+        tag: str = "",
+        flush_each: int = 10,
+        keep_each: int = 1,
+        auto_log_plt: bool = True,
+        disable: bool = False,
+        system_metrics: bool = False,
+    ) -> LogWriter:
+        """Start the debug run: id -1, replaced by the next debug run, no git capture, no uniqueness."""
+        if disable:
+            return LogWriter(self._store, None, -1, time.time(), disable=True)
+        if keep_each < 1 or flush_each < 1:
+            raise ValueError("keep_each and flush_each must be 1 or more")
+        fields = self._run_fields(experiment_name, configfile, cli, comment, tag, with_git=False)
+        run_id = self._store.create_run(fields, debug=True)
+        return self._writer(run_id, fields, keep_each, auto_log_plt, system_metrics)
+
+    def load_run(self, run_id: int) -> LogWriter:
+        """A read-only writer of an existing run, to read what it logged."""
+        row = self._require(run_id)
+        return LogWriter(self._store, None, run_id, row["start_time"], read_only=True)
+
+    # ---- reading the table ----------------------------------------------------------------------
+    def _require(self, run_id: int) -> dict[str, Any]:
+        row = self._store.run(run_id)
+        if row is None:
+            raise KeyError(f"no run with id {run_id}")
+        return row
+
+    def get_results(self, run_id: int | None = None, show_hidden: bool = False) -> TableTuple:
+        """The shown columns (in display order) and one row per run, hparams and results included."""
+        rows = self._store.runs(run_id=run_id, show_hidden=show_hidden or run_id is not None)
+        values = self._store.values("hparams", run_id)
+        for rid, results in self._store.values("results", run_id).items():
+            values.setdefault(rid, {}).update(results)
+        shown = [c for c in self._store.columns() if c.position is not None]
+        data = [[values.get(row["run_id"], {}).get(c.name, row.get(c.name)) for c in shown] for row in rows]
+        return TableTuple(
+            col_names=[c.alias for c in shown],
+            col_ids=[c.name for c in shown],
+            is_hparam=[c.kind == "hparam" for c in shown],
+            row_color=[row["color"] for row in rows],
+            data=data,
+        )
+
+    def to_pd(self, get_hidden: bool = False) -> Any:
+        """The result table as a pandas DataFrame indexed by run id."""
+        import pandas as pd
+
+        names, ids, _, _, data = self.get_results(show_hidden=get_hidden)
+        frame = pd.DataFrame(data, columns=names)
+        if "run_id" in ids:
+            frame = frame.set_index(names[ids.index("run_id")])
+        return frame
+
+    def get_config(self, run_id: int) -> str:
+        """The content of the run's config file as it was when the run started."""
+        content = self._require(run_id)["config_content"]
+        if content is None:
+            raise KeyError(f"run {run_id} has no config file")
+        return content
+
+    def get_experiment_raw(self, run_id: int) -> dict[str, Any]:
+        """The run's row, every column, as stored."""
+        return self._require(run_id)
+
+    def get_image_by_id(self, image_id: int) -> Any:
+        """An image or figure as a PIL image, or None for an unknown id."""
+        rows = self._store.media(None, id=image_id)
+        return open_png(rows[0][-1]) if rows else None
+
+    @staticmethod
+    def get_file_hash(configfile: str | os.PathLike[str] | IO[str]) -> str:
+        """The sha256 hex digest of a file (a path, or an open file, rewound afterwards)."""
+        return capture.file_hash(configfile)
+
+    @property
+    def runs(self) -> list[int]:
+        return [row["run_id"] for row in self._store.runs(show_hidden=True)]
+
+    def get_hidden_runs(self) -> list[int]:
+        return [row["run_id"] for row in self._store.runs(show_hidden=True) if row["hidden"]]
+
+    @property
+    def active_tags(self) -> list[str]:
+        return sorted({row["tag"] for row in self._store.runs(show_hidden=True) if row["tag"]})
+
+    @property
+    def active_colors(self) -> list[str]:
+        return sorted({row["color"] for row in self._store.runs(show_hidden=True) if row["color"]})
+
+    # ---- editing the table ----------------------------------------------------------------------
+    def hide_run(self, run_id: int) -> None:
+        """Hide a run from the default view (and from the uniqueness check); nothing is deleted."""
+        self._require(run_id)
+        self._store.update_run(run_id, hidden=1)
+
+    def show_run(self, run_id: int) -> None:
+        self._require(run_id)
+        self._store.update_run(run_id, hidden=0)
+
+    @property
+    def result_columns(self) -> dict[str, tuple[int | None, str, bool]]:
+        """{column id: (position or None if hidden, alias, is_hparam)}."""
+        return {c.name: (c.position, c.alias, c.kind == "hparam") for c in self._store.columns()}
+
+    def _shown(self) -> list[Column]:
+        return [c for c in self._store.columns() if c.position is not None]
+
+    def set_column_order(self, columns: dict[str, int | None]) -> None:
+        """Set positions ({name: position}); None hides a column."""
+        self._store.set_columns({name: {"position": position} for name, position in columns.items()})
+
+    def set_column_alias(self, columns: dict[str, str]) -> None:
+        """Set the names shown for columns ({name: alias})."""
+        self._store.set_columns({name: {"alias": str(alias)} for name, alias in columns.items()})
+
+    def hide_column(self, column: str) -> None:
+        """Hide a column; the shown ones keep their order with no gaps."""
+        order = [c.name for c in self._shown() if c.name != column]
+        changes = {name: {"position": i} for i, name in enumerate(order)}
+        self._store.set_columns({**changes, column: {"position": None}})
+
+    def show_column(self, column: str, order: int = -1) -> None:
+        """Show a column at position `order` (-1: last), shifting the ones after it."""
+        names = [c.name for c in self._shown() if c.name != column]
+        names.insert(len(names) if order < 0 else min(order, len(names)), column)
+        self._store.set_columns({name: {"position": i} for i, name in enumerate(names)})
+
+    def close(self) -> None:
+        """Close the table's own connection (writers keep theirs until they end)."""
+        self._store.close()

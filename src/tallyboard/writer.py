@@ -1,0 +1,522 @@
+"""LogWriter: the per-run API. It validates in the caller's thread and hands records to the sink.
+
+`add_scalar` is the hot path (called every training step), so it does the least that keeps the
+data right: one dict lookup for the series, a type check of the value, a clock read, and an append
+of a plain tuple to the series' list (see sink.py for why that needs no lock). Everything else --
+tag ids, SQL, transactions -- happens in the sink's thread. A bad value raises `TypeError` before
+anything is appended, so a failed call leaves no half-written record.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import operator
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from tallyboard.sink import MAX_PENDING_ROWS, Sink, closed, opened
+from tallyboard.store import Store
+from tallyboard.store.base import RUN_FIELDS
+
+Status = Literal["running", "finished", "failed"]
+STATUSES = ("running", "finished", "failed")
+_clock = time.perf_counter
+
+
+@dataclass(slots=True)
+class Scalar:
+    """One logged scalar, as DeepBoard's `get_scalar` returned it (plus the whole `tag`)."""
+
+    run_id: int
+    epoch: int | None
+    step: int
+    split: str
+    label: str
+    value: float
+    wall_time: float
+    run_rep: int
+    tag: str
+
+
+class _Series:
+    """The state of one tag in the current repetition; `rows` is drained by the sink."""
+
+    __slots__ = ("calls", "rows")
+
+    def __init__(self, rows: list) -> None:
+        self.calls = 0
+        self.rows = rows
+
+
+def _to_float(tag: str, value: Any) -> float:
+    """Python numbers, numpy scalars, 1-element arrays and tensors; anything else is a TypeError."""
+    if isinstance(value, (str, bytes, bytearray)) or not (
+        hasattr(value, "__float__") or hasattr(value, "item")
+    ):
+        raise TypeError(f"add_scalar({tag!r}): expected a number, got {type(value).__name__}")
+    try:
+        if hasattr(value, "item") and not isinstance(value, (int, float)):
+            value = value.item()  # numpy/torch: 0-d or 1-element only, else ValueError/RuntimeError
+        return float(value)
+    except (TypeError, ValueError, RuntimeError) as error:
+        raise TypeError(
+            f"add_scalar({tag!r}): cannot log {type(value).__name__} as a scalar: {error}"
+        ) from None
+
+
+def _to_int(what: str, value: Any) -> int:
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError(f"{what} must be an integer, got {type(value).__name__}") from None
+
+
+def open_png(png: bytes) -> Any:
+    """A stored PNG as a PIL image (PIL is imported only by readers that ask for images)."""
+    import io
+
+    from PIL import Image
+
+    return Image.open(io.BytesIO(png))
+
+
+def json_value(name: str, value: Any) -> str:
+    """An hparam/result value as JSON: JSON scalars as they are, numpy scalars as Python numbers."""
+    if hasattr(value, "item") and not isinstance(value, (int, float, str, bool)):
+        value = value.item() if getattr(value, "ndim", 0) == 0 else value
+    if value is not None and not isinstance(value, (bool, int, float, str)):
+        raise TypeError(
+            f"{name!r}: values must be numbers, strings, bools or None, got {type(value).__name__}"
+            " (serialise lists/dicts with json.dumps yourself to store them as text)"
+        )
+    return json.dumps(value)
+
+
+class LogWriter:
+    """Everything logged for one run. Obtained from `ResultTable.new_run`, `new_debug_run` or
+    `load_run` (read-only). A context manager: leaving the block closes the run, as failed if an
+    exception is passing through."""
+
+    def __init__(
+        self,
+        store: Store,
+        sink: Sink | None,
+        run_id: int,
+        start_time: float,
+        keep_each: int = 1,
+        auto_log_plt: bool = False,
+        disable: bool = False,
+        read_only: bool = False,
+    ) -> None:
+        if keep_each < 1:
+            raise ValueError(f"keep_each must be 1 or more, got {keep_each}")
+        self._store = store
+        self._sink = sink
+        self._run_id = run_id
+        self._keep_each = keep_each
+        self._disabled = disable
+        self._read_only = read_only or disable or sink is None
+        self._series: dict[str, _Series] = {}
+        self._rep = 0
+        self._rep_start = _clock()
+        self._finished_result = False
+        self.owner = threading.get_ident()
+        self._stoppers: list[Callable[[], None]] = []
+        if not self._read_only:
+            opened(self)
+            if auto_log_plt:
+                from tallyboard import media
+
+                tracker = media.FigureTracker()
+                self._stoppers.append(media.install_show_hook(lambda: self._log_figures(tracker)))
+
+    @property
+    def run_id(self) -> int:
+        return self._run_id
+
+    # ---- scalars: the hot path -------------------------------------------------------------------
+    def add_scalar(
+        self,
+        tag: str,
+        scalar_value: Any,
+        step: int | None = None,
+        epoch: int | None = None,
+        walltime: float | None = None,
+        flush: bool = False,
+    ) -> None:
+        """Log a value of `tag` ('split/name'). `step` None counts calls of the tag in this repetition;
+        `walltime` None is seconds since the repetition started. NaN and +-inf are kept."""
+        if self._read_only:
+            return self._refuse()
+        series = self._series.get(tag)
+        if series is None:
+            series = self._new_series(tag)
+        if type(scalar_value) is not float:
+            scalar_value = _to_float(tag, scalar_value)
+        if step is None:
+            step = series.calls
+        elif type(step) is not int:
+            step = _to_int(f"add_scalar({tag!r}) step", step)
+        if epoch is not None and type(epoch) is not int:
+            epoch = _to_int(f"add_scalar({tag!r}) epoch", epoch)
+        walltime = _clock() - self._rep_start if walltime is None else float(walltime)
+        calls = series.calls
+        series.calls = calls + 1
+        if self._keep_each != 1 and calls % self._keep_each:
+            return None
+        rows = series.rows
+        rows.append(
+            (self._rep, step, epoch, walltime, None if scalar_value != scalar_value else scalar_value)
+        )
+        if flush:
+            self.flush()
+        elif len(rows) >= MAX_PENDING_ROWS:
+            self._sink.wait_for_room()
+        return None
+
+    def _new_series(self, tag: str) -> _Series:
+        if not isinstance(tag, str) or not tag:
+            raise TypeError(f"tag must be a non-empty string, got {tag!r}")
+        series = self._series[tag] = _Series(self._sink.series(self._run_id, tag))
+        return series
+
+    def _refuse(self) -> None:
+        if not self._disabled:
+            raise RuntimeError(
+                f"run {self._run_id} is read-only: it was loaded with load_run, or its results were "
+                "written, or it was closed"
+            )
+
+    # ---- artefacts -------------------------------------------------------------------------------
+    def _position(self, step: int | None, epoch: int | None) -> tuple[int, int | None, float]:
+        """Step (default: the furthest scalar step of this repetition), epoch and walltime of a record."""
+        if step is None:
+            step = max((s.calls for s in self._series.values()), default=0)
+        step = _to_int("step", step)
+        return step, None if epoch is None else _to_int("epoch", epoch), _clock() - self._rep_start
+
+    def _put_media(self, kind: str, png: bytes, width: int, height: int, step, tag, epoch, flush) -> None:
+        step, epoch, walltime = self._position(step, epoch)
+        row = (self._run_id, tag or "", self._rep, step, epoch, walltime, kind, width, height, png)
+        self._sink.put("media", row)
+        if flush:
+            self.flush()
+
+    def add_image(
+        self,
+        image: Any,
+        step: int | None = None,
+        tag: str | None = None,
+        epoch: int | None = None,
+        flush: bool = False,
+    ) -> None:
+        """Log an image (PIL image, PNG/JPEG bytes, numpy HW/HWC array, torch CHW tensor) as PNG."""
+        if self._read_only:
+            return self._refuse()
+        from tallyboard import media
+
+        png, width, height = media.to_png(image)
+        self._put_media("image", png, width, height, step, tag, epoch, flush)
+        return None
+
+    def detect_and_log_figures(
+        self,
+        step: int | None = None,
+        tag: str | None = None,
+        epoch: int | None = None,
+        flush: bool = False,
+        close_figs: bool = False,
+    ) -> None:
+        """Log the open pyplot figures that are new or changed since they were last logged."""
+        if self._read_only:
+            return self._refuse()
+        from tallyboard import media
+
+        tracker = getattr(self, "_tracker", None) or media.FigureTracker()
+        self._tracker = tracker
+        for figure, png, width, height in tracker.changed_figures():
+            self._put_media("figure", png, width, height, step, tag, epoch, False)
+            if close_figs:
+                import matplotlib.pyplot as plt
+
+                plt.close(figure)
+        if flush:
+            self.flush()
+        return None
+
+    def _log_figures(self, tracker: Any) -> None:
+        """The auto_log_plt hook, called just before plt.show()."""
+        if not self._read_only:
+            for _figure, png, width, height in tracker.changed_figures():
+                self._put_media("figure", png, width, height, None, None, None, False)
+
+    def _put_text(self, kind: str, content: Any, step, tag, epoch, flush) -> None:
+        if self._read_only:
+            return self._refuse()
+        if not isinstance(content, str):
+            raise TypeError(f"{kind} content must be a str, got {type(content).__name__}")
+        step, epoch, walltime = self._position(step, epoch)
+        self._sink.put("texts", (self._run_id, tag or "", self._rep, step, epoch, walltime, kind, content))
+        if flush:
+            self.flush()
+        return None
+
+    def add_text(
+        self,
+        text: str,
+        step: int | None = None,
+        tag: str | None = None,
+        epoch: int | None = None,
+        flush: bool = False,
+    ) -> None:
+        """Log text, stored verbatim (shown escaped)."""
+        return self._put_text("text", text, step, tag, epoch, flush)
+
+    def add_fragment(
+        self,
+        content: str,
+        step: int | None = None,
+        tag: str | None = None,
+        epoch: int | None = None,
+        flush: bool = False,
+    ) -> None:
+        """Log an HTML fragment, stored verbatim (shown in a sandboxed frame)."""
+        return self._put_text("fragment", content, step, tag, epoch, flush)
+
+    # ---- hparams, results, run fields -----------------------------------------------------------
+    def _put_values(self, kind: str, values: dict[str, Any]) -> None:
+        rows = []
+        for name, value in values.items():  # validate all before queueing any
+            if not isinstance(name, str) or not name:
+                raise TypeError(f"{kind} names must be non-empty strings, got {name!r}")
+            if name in RUN_FIELDS:
+                raise ValueError(f"{name!r} is a column of every run; choose another {kind} name")
+            rows.append((self._run_id, name, json_value(name, value)))
+        for row in rows:
+            self._sink.put(kind, row)
+
+    def add_hparams(self, param_dict: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        """Record hyperparameters (columns of the result table); JSON scalars only."""
+        if self._read_only:
+            return self._refuse()
+        self._put_values("hparams", {**(param_dict or {}), **kwargs})
+        return None
+
+    def write_result(self, **kwargs: Any) -> None:
+        """Record the final results, mark the run finished and make this writer read-only (durably)."""
+        if self._read_only:
+            return self._refuse()
+        self._put_values("results", kwargs)
+        self._end("finished")
+        return None
+
+    def new_repetition(self) -> None:
+        """Start repetition N+1: auto steps and walltime restart, records carry the new rep."""
+        if self._read_only:
+            return self._refuse()
+        self._rep += 1
+        self._rep_start = _clock()
+        for series in self._series.values():
+            series.calls = 0
+        self._sink.put("repetitions", (self._run_id, self._rep, time.time()))
+        return None
+
+    def _set(self, **values: Any) -> None:
+        if self._disabled:
+            return
+        if self._read_only:
+            self._store.update_run(self._run_id, **values)  # editing a loaded run's row is allowed
+        else:
+            self._sink.put("run_updates", (self._run_id, values))
+
+    def set_status(self, status: Status) -> None:
+        if status not in STATUSES:
+            raise ValueError(f"status must be one of {STATUSES}, got {status!r}")
+        self._set(status=status)
+
+    def set_note(self, note: str) -> None:
+        self._set(note=str(note))
+
+    def set_tag(self, tag: str) -> None:
+        self._set(tag=str(tag))
+
+    def set_color(self, color: str | None = None) -> None:
+        """Set the run's colour as RGB hex ('#ff0000' or 'ff0000'); None clears it."""
+        if color is not None:
+            hex_digits = color[1:] if color.startswith("#") else color
+            if len(hex_digits) != 6 or any(c not in "0123456789abcdefABCDEF" for c in hex_digits):
+                raise ValueError(f"color must be RGB hex like '#ff0000', got {color!r}")
+            color = "#" + hex_digits.lower()
+        self._set(color=color)
+
+    # ---- durability and lifecycle --------------------------------------------------------------
+    def flush(self) -> None:
+        """Return once everything logged so far is committed to the database."""
+        if self._sink is not None and not self._disabled:
+            self._sink.flush()
+
+    def _end(self, status: str) -> None:
+        """Final status + end time, drain, become read-only; a second end is a no-op."""
+        if self._read_only:
+            return
+        for stop in self._stoppers:  # e.g. the system-metrics thread, which may still be logging
+            stop()
+        self._read_only = True
+        self._sink.put("run_updates", (self._run_id, {"status": status, "end_time": time.time()}))
+        try:
+            self._sink.flush()
+        finally:
+            self._sink.forget(self._run_id)
+            closed(self)
+
+    def close(self) -> None:
+        """End the run as finished (unless results were written already) and make it durable."""
+        self._end("finished")
+
+    def __enter__(self) -> LogWriter:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        self._end("failed" if exc_type is not None else "finished")
+
+    # ---- reading back ---------------------------------------------------------------------------
+    def get_scalar(self, tag: str, repetition: int | None = None) -> list[Scalar]:
+        """Every logged value of `tag`, ordered by (repetition, step)."""
+        split, _, label = tag.partition("/") if "/" in tag else ("", "", tag)
+        run_id = self._run_id
+        return [
+            Scalar(
+                run_id, epoch, step, split, label, math.nan if value is None else value, ms / 1000, rep, tag
+            )
+            for rep, step, epoch, ms, value in self._store.scalars(run_id, tag, repetition)
+        ]
+
+    def get_scalar_arrays(self, tag: str, repetition: int | None = None) -> dict[str, Any]:
+        """The columnar fast path: numpy arrays 'rep', 'step' (int64), 'value', 'walltime' (float64
+        seconds) of one series, ordered by (repetition, step); NaN where NaN was logged."""
+        import itertools
+
+        import numpy as np
+
+        rows = self._store.scalars(
+            self._run_id, tag, repetition, columns=("rep", "step", "walltime_ms", "value_or_nan")
+        )
+        flat = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.float64, count=4 * len(rows))
+        table = flat.reshape(-1, 4)
+        return {
+            "rep": table[:, 0].astype(np.int64),
+            "step": table[:, 1].astype(np.int64),
+            "value": table[:, 3].copy(),
+            "walltime": table[:, 2] / 1000.0,
+        }
+
+    def _media(self, kind: str, **filters: Any) -> list[dict[str, Any]]:
+        return [
+            {
+                "id": mid,
+                "step": step,
+                "epoch": epoch,
+                "run_rep": rep,
+                "tag": tag or None,
+                "walltime": ms / 1000,
+                "width": w,
+                "height": h,
+                "png": png,
+                "image": open_png(png),
+            }
+            for mid, step, epoch, rep, tag, ms, w, h, png in self._store.media(self._run_id, kind, **filters)
+        ]
+
+    def get_images(
+        self,
+        id: int | None = None,
+        step: int | None = None,
+        tag: str | None = None,
+        epoch: int | None = None,
+        repetition: int | None = None,
+    ) -> list[dict[str, Any]]:
+        """Images as dicts (id, step, epoch, run_rep, tag, walltime, width, height, png, image=PIL)."""
+        return self._media("image", id=id, step=step, tag=tag, epoch=epoch, repetition=repetition)
+
+    def get_figures(
+        self,
+        id: int | None = None,
+        step: int | None = None,
+        tag: str | None = None,
+        epoch: int | None = None,
+        repetition: int | None = None,
+    ) -> list[dict[str, Any]]:
+        """Figures, in the shape of `get_images`."""
+        return self._media("figure", id=id, step=step, tag=tag, epoch=epoch, repetition=repetition)
+
+    def _texts(self, kind: str, **filters: Any) -> list[dict[str, Any]]:
+        return [
+            {
+                "id": tid,
+                "step": step,
+                "epoch": epoch,
+                "run_rep": rep,
+                "tag": tag or None,
+                "walltime": ms / 1000,
+                "fragment": content,
+            }
+            for tid, step, epoch, rep, tag, ms, content in self._store.texts(self._run_id, kind, **filters)
+        ]
+
+    def get_text(
+        self,
+        id: int | None = None,
+        step: int | None = None,
+        tag: str | None = None,
+        epoch: int | None = None,
+        repetition: int | None = None,
+    ) -> list[dict[str, Any]]:
+        """Texts as dicts (id, step, epoch, run_rep, tag, walltime, fragment)."""
+        return self._texts("text", id=id, step=step, tag=tag, epoch=epoch, repetition=repetition)
+
+    def get_fragment(
+        self,
+        id: int | None = None,
+        step: int | None = None,
+        tag: str | None = None,
+        epoch: int | None = None,
+        repetition: int | None = None,
+    ) -> list[dict[str, Any]]:
+        """HTML fragments, in the shape of `get_text`."""
+        return self._texts("fragment", id=id, step=step, tag=tag, epoch=epoch, repetition=repetition)
+
+    def get_hparams(self) -> dict[str, Any]:
+        return self._store.values("hparams", self._run_id).get(self._run_id, {})
+
+    def get_repetitions(self) -> list[int]:
+        return self._store.repetitions(self._run_id)
+
+    def _field(self, name: str) -> Any:
+        row = self._store.run(self._run_id)
+        if row is None:
+            raise RuntimeError(f"run {self._run_id} does not exist")
+        return row[name]
+
+    @property
+    def status(self) -> str:
+        return self._field("status")
+
+    @property
+    def tag(self) -> str:
+        return self._field("tag")
+
+    @property
+    def color(self) -> str | None:
+        return self._field("color")
+
+    @property
+    def scalars(self) -> list[str]:
+        """The tags of the scalars logged in this run."""
+        return self._store.tag_names(self._run_id)
+
+    def __getitem__(self, tag: str) -> list[Scalar]:
+        return self.get_scalar(tag)
