@@ -1,1 +1,37 @@
-"""A dependency-free port of torch.monitor (filled in by the monitor work)."""
+"""A dependency-free port of ``torch.monitor``: windowed Stats that log Events to handlers.
+
+Same names and signatures as torch's, with its binding's bugs fixed (VALUE is reported, a double
+unregister is harmless, a handler may log without deadlocking), plus ``Stat(..., clock=)`` and
+``Stat.close()``. Importing it imports only the standard library.
+"""
+
+from tallyboard.monitor.aggregation import COUNT, MAX, MEAN, MIN, SUM, VALUE, Aggregation
+from tallyboard.monitor.events import (
+    Event,
+    EventHandlerHandle,
+    data_value_t,
+    log_event,
+    register_event_handler,
+    unregister_event_handler,
+)
+from tallyboard.monitor.stat import STAT_EVENT, Stat
+from tallyboard.monitor.tensorboard import TensorboardEventHandler
+
+__all__ = [
+    "COUNT",
+    "MAX",
+    "MEAN",
+    "MIN",
+    "STAT_EVENT",
+    "SUM",
+    "VALUE",
+    "Aggregation",
+    "Event",
+    "EventHandlerHandle",
+    "Stat",
+    "TensorboardEventHandler",
+    "data_value_t",
+    "log_event",
+    "register_event_handler",
+    "unregister_event_handler",
+]
