@@ -1,0 +1,7 @@
+"""`python -m tallyboard` is the `tallyboard` command."""
+
+import sys
+
+from tallyboard.cli import main
+
+sys.exit(main())

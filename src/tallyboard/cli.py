@@ -1,0 +1,235 @@
+"""The `tallyboard` command: serve, demo, runs, export, import, copy.
+
+Each subcommand is a thin shell over a library function, so anything the CLI does can be scripted
+from Python too. Heavy modules (the dashboard, numpy, scikit-learn, tensorboard) are imported only by
+the subcommand that needs them: `tallyboard --help` answers at once. Errors are one line on stderr and
+a non-zero exit code; `TALLYBOARD_TRACEBACK=1` shows the full traceback when debugging tallyboard itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+DEFAULT_TABLE = "results.db"
+EXIT_ERROR = 1
+EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141
+
+TARGET_HELP = f"a SQLite file or a postgresql:// URL (default: $TALLYBOARD_URL, else {DEFAULT_TABLE})"
+
+
+def default_target() -> str:
+    return os.environ.get("TALLYBOARD_URL") or DEFAULT_TABLE
+
+
+def _parser(
+    subparsers: argparse._SubParsersAction, name: str, summary: str, examples: str, **kwargs: Any
+) -> argparse.ArgumentParser:
+    return subparsers.add_parser(
+        name,
+        help=summary,
+        description=summary,
+        epilog="examples:\n" + examples,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        **kwargs,
+    )
+
+
+def cmd_serve(args: argparse.Namespace) -> None:
+    from tallyboard.dashboard import serve
+
+    options: dict[str, Any] = {"host": args.host, "token": args.token, "read_only": args.read_only}
+    if args.port is not None:
+        options["port"] = args.port
+    serve(args.target or default_target(), **options)
+
+
+def cmd_demo(args: argparse.Namespace) -> None:
+    from tallyboard.demo import run_demo
+
+    run_ids = run_demo(args.db, epochs=args.epochs, progress=not args.quiet)
+    print(f"logged {len(run_ids)} runs into {args.db}: {', '.join(map(str, run_ids))}")
+    if args.no_serve:
+        print(f"browse them with: tallyboard serve {args.db}")
+        return
+    from tallyboard.dashboard import serve
+
+    options: dict[str, Any] = {} if args.port is None else {"port": args.port}
+    serve(str(args.db), **options)
+
+
+def cmd_runs(args: argparse.Namespace) -> None:
+    from tallyboard.runs_view import as_json, format_runs, load_runs
+
+    view = load_runs(args.target or default_target(), args.filter, args.all)
+    print(json.dumps(as_json(view), indent=2, allow_nan=False) if args.json else format_runs(view))
+
+
+def cmd_export(args: argparse.Namespace) -> None:
+    from tallyboard.exchange.export import export_table
+
+    counts = export_table(args.source, args.out, args.format, run_ids=args.runs, progress=not args.quiet)
+    print(f"exported {_describe(counts)} to {args.out}")
+
+
+def cmd_import(args: argparse.Namespace) -> None:
+    into = args.into or default_target()
+    if args.source_kind == "tensorboard":
+        from tallyboard.integrations.tensorboard_import import import_tensorboard as importer
+    elif args.source_kind == "deepboard":
+        from tallyboard.integrations.deepboard_import import import_deepboard as importer
+    else:
+        from tallyboard.exchange.reimport import import_export as importer
+    report = importer(args.source, into, progress=not args.quiet)
+    print(f"{report} into {into}")
+
+
+def cmd_copy(args: argparse.Namespace) -> None:
+    from tallyboard.exchange.target import require_existing
+    from tallyboard.store.copy import copy_table
+
+    copy_table(require_existing(args.source), args.destination, progress=not args.quiet)
+    print(f"copied {args.source} to {args.destination}")
+
+
+def _describe(counts: dict[str, int]) -> str:
+    return ", ".join(f"{count} {name}" for name, count in counts.items())
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tallyboard",
+        description="Log deep-learning runs to one reproducible result table and browse them offline.",
+        epilog="examples:\n  tallyboard demo\n  tallyboard serve results.db\n"
+        "  tallyboard runs --filter 'lr < 0.05'\n"
+        "run `tallyboard COMMAND --help` for the options and examples of each command",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    from tallyboard import __version__
+
+    parser.add_argument("--version", action="version", version=f"tallyboard {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    serve = _parser(
+        commands,
+        "serve",
+        "Serve the dashboard of a result table (on 127.0.0.1 unless told otherwise).",
+        "  tallyboard serve results.db\n  tallyboard serve results.db --port 8080 --read-only\n"
+        "  tallyboard serve postgresql://me@db-host/experiments --host 0.0.0.0 --token s3cret\n",
+    )
+    serve.add_argument("target", nargs="?", metavar="PATH_OR_URL", help=TARGET_HELP)
+    serve.add_argument("--host", default="127.0.0.1", help="interface to bind (default: 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="port to listen on")
+    serve.add_argument("--token", help="access token (required, and generated if missing, off loopback)")
+    serve.add_argument("--read-only", action="store_true", help="refuse every change from the browser")
+    serve.set_defaults(handler=cmd_serve)
+
+    demo = _parser(
+        commands,
+        "demo",
+        "Train a real sweep of small digit classifiers, log everything, and serve the dashboard.",
+        "  tallyboard demo\n  tallyboard demo --db /tmp/demo.db --no-serve\n",
+    )
+    demo.add_argument("--db", type=Path, default=Path("tallyboard-demo.db"), help="SQLite file to log into")
+    demo.add_argument("--no-serve", action="store_true", help="stop after training instead of serving")
+    demo.add_argument("--port", type=int, help="port of the dashboard")
+    demo.add_argument("--epochs", type=int, default=6, help="epochs per repetition (default: 6)")
+    demo.add_argument("--quiet", action="store_true", help="no progress bar")
+    demo.set_defaults(handler=cmd_demo)
+
+    runs = _parser(
+        commands,
+        "runs",
+        "Print the runs table: built-in columns, hparams and results.",
+        "  tallyboard runs results.db\n"
+        "  tallyboard runs results.db --filter 'lr < 0.05 and status == \"finished\"'\n"
+        "  tallyboard runs results.db --json | jq '.[0]'\n",
+    )
+    runs.add_argument("target", nargs="?", metavar="PATH_OR_URL", help=TARGET_HELP)
+    runs.add_argument("--filter", metavar="EXPR", help="keep the runs for which EXPR holds")
+    runs.add_argument("--json", action="store_true", help="print JSON (one object per run)")
+    runs.add_argument("--all", action="store_true", help="include hidden runs")
+    runs.set_defaults(handler=cmd_runs)
+
+    export = _parser(
+        commands,
+        "export",
+        "Export runs, every scalar at full resolution, hparams, results, texts and media (as PNG files).",
+        "  tallyboard export results.db --out backup/\n"
+        "  tallyboard export results.db --format parquet --out backup/ --runs 3 4 7\n"
+        "  tallyboard import tallyboard backup/ --into restored.db\n",
+    )
+    export.add_argument("source", metavar="PATH_OR_URL", help="the result table to export")
+    export.add_argument("--format", choices=("csv", "parquet", "jsonl"), default="csv", help="default: csv")
+    export.add_argument("--out", type=Path, required=True, help="directory to write (created; must be empty)")
+    export.add_argument("--runs", type=int, nargs="+", metavar="RUN_ID", help="only these runs")
+    export.add_argument("--quiet", action="store_true", help="no progress bar")
+    export.set_defaults(handler=cmd_export)
+
+    importer = _parser(
+        commands,
+        "import",
+        "Import runs from TensorBoard logs, a DeepBoard 0.3 table, or a tallyboard export.",
+        "  tallyboard import tensorboard runs/ --into results.db\n"
+        "  tallyboard import deepboard result_table.db --into results.db\n"
+        "  tallyboard import tallyboard backup/ --into restored.db\n"
+        "importing the same source twice adds nothing the second time\n",
+    )
+    importer.add_argument(
+        "source_kind",
+        choices=("tensorboard", "deepboard", "tallyboard"),
+        metavar="KIND",
+        help="tensorboard (a log directory), deepboard (a DeepBoard .db file) or "
+        "tallyboard (a directory written by `tallyboard export`)",
+    )
+    importer.add_argument("source", type=Path, metavar="SOURCE", help="the log directory, file or export")
+    importer.add_argument("--into", metavar="PATH_OR_URL", help=TARGET_HELP)
+    importer.add_argument("--quiet", action="store_true", help="no progress bar")
+    importer.set_defaults(handler=cmd_import)
+
+    copy = _parser(
+        commands,
+        "copy",
+        "Copy a whole result table to another file or engine, losslessly; copying twice changes nothing.",
+        "  tallyboard copy results.db postgresql://me@db-host/experiments\n"
+        "  tallyboard copy postgresql://me@db-host/experiments snapshot.db\n",
+    )
+    copy.add_argument("source", metavar="SRC", help="the table to copy from (file or URL)")
+    copy.add_argument("destination", metavar="DST", help="the table to copy into (file or URL)")
+    copy.add_argument("--quiet", action="store_true", help="no progress bar")
+    copy.set_defaults(handler=cmd_copy)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `tallyboard` console script and of `python -m tallyboard`."""
+    args = build_parser().parse_args(argv)
+    handler: Callable[[argparse.Namespace], None] = args.handler
+    try:
+        handler(args)
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:  # `tallyboard runs | head`: the reader has all it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
+    except Exception as error:  # every failure is one line; the traceback is opt-in
+        if os.environ.get("TALLYBOARD_TRACEBACK"):
+            raise
+        print(f"tallyboard {args.command}: error: {_one_line(error)}", file=sys.stderr)
+        return EXIT_ERROR
+    return 0
+
+
+def _one_line(error: Exception) -> str:
+    if isinstance(error, ModuleNotFoundError) and not (error.name or "tallyboard").startswith("tallyboard"):
+        return f"{error.name} is not installed; install tallyboard with: pip install 'tallyboard[all]'"
+    message = " ".join(str(error).split()) or type(error).__name__
+    if isinstance(error, (FileNotFoundError, ValueError)):
+        return message
+    return f"{type(error).__name__}: {message}"

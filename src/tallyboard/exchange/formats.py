@@ -1,0 +1,162 @@
+"""Row files of an export: one file per table, as CSV, Parquet or JSON lines.
+
+Every file is described by a `Layout` (column names and Python types), so reading gives back the
+same typed values that were written: integers stay integers, floats round-trip exactly (CSV holds
+`repr(float)`, the shortest text that reads back to the same double), and None stays None.
+Conventions, chosen so that pandas, DuckDB, spreadsheets and `jq` read the files without help:
+- a missing value (SQL NULL, including a NaN scalar, which the table stores as NULL) is an empty CSV
+  cell, a JSON `null`, a Parquet null;
+- +-infinity is `inf`/`-inf` in CSV, `Infinity`/`-Infinity` in JSON lines (as Python's `json`
+  writes them), native in Parquet;
+- CSV cannot tell an empty text from a missing one: in a column that may be NULL, an empty cell
+  reads back as NULL (Parquet and JSON lines keep the difference).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+FORMATS = ("csv", "parquet", "jsonl")
+PARQUET_ROWS_PER_GROUP = 65_536
+MAX_CSV_FIELD = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The columns of one exported table: (name, type, nullable) with type int, float or str."""
+
+    name: str
+    columns: tuple[tuple[str, type, bool], ...]
+
+    @property
+    def names(self) -> list[str]:
+        return [name for name, _, _ in self.columns]
+
+    def path(self, directory: Path, file_format: str) -> Path:
+        return directory / f"{self.name}.{file_format}"
+
+
+class RowWriter:
+    """Appends rows (tuples in the layout's column order) to one file; use as a context manager."""
+
+    def __init__(self, path: Path, layout: Layout, file_format: str) -> None:
+        if file_format not in FORMATS:
+            raise ValueError(f"unknown format {file_format!r}; use one of {', '.join(FORMATS)}")
+        self.layout, self.format, self.count = layout, file_format, 0
+        self._buffer: list[tuple] = []
+        self._parquet: Any = None
+        self._file: IO[str] | None = None
+        if file_format == "parquet":
+            import pyarrow.parquet as pq
+
+            self._parquet = pq.ParquetWriter(path, _arrow_schema(layout))
+        else:
+            self._file = path.open("w", encoding="utf-8", newline="")
+            if file_format == "csv":
+                self._csv = csv.writer(self._file)
+                self._csv.writerow(layout.names)
+
+    def write(self, rows: Iterable[tuple]) -> None:
+        rows = list(rows)
+        self.count += len(rows)
+        if self.format == "csv":
+            self._csv.writerows([[_csv_cell(value) for value in row] for row in rows])
+        elif self.format == "jsonl":
+            assert self._file is not None
+            names = self.layout.names
+            self._file.writelines(
+                json.dumps(dict(zip(names, row, strict=True)), ensure_ascii=False) + "\n" for row in rows
+            )
+        else:
+            self._buffer.extend(rows)
+            if len(self._buffer) >= PARQUET_ROWS_PER_GROUP:
+                self._flush_parquet()
+
+    def _flush_parquet(self) -> None:
+        import pyarrow as pa
+
+        if self._buffer:
+            columns = list(zip(*self._buffer, strict=True))
+            self._parquet.write_table(pa.Table.from_arrays(columns, schema=self._parquet.schema))
+            self._buffer = []
+
+    def close(self) -> None:
+        if self._parquet is not None:
+            self._flush_parquet()
+            self._parquet.close()
+        if self._file is not None:
+            self._file.close()
+
+    def __enter__(self) -> RowWriter:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+
+def read_rows(path: Path, layout: Layout, file_format: str, batch: int = 50_000) -> Iterator[list[tuple]]:
+    """The rows of one file as typed tuples in the layout's column order, `batch` rows at a time."""
+    if not path.is_file():
+        raise FileNotFoundError(f"the export has no {path.name}")
+    if file_format == "parquet":
+        import pyarrow.parquet as pq
+
+        parquet = pq.ParquetFile(path)
+        for record_batch in parquet.iter_batches(batch_size=batch, columns=layout.names):
+            yield list(zip(*(column.to_pylist() for column in record_batch.columns), strict=True))
+        return
+    with path.open(encoding="utf-8", newline="") as file:
+        if file_format == "csv":
+            csv.field_size_limit(MAX_CSV_FIELD)  # a git diff or an HTML fragment may be megabytes
+            rows: Iterator[list[Any]] = csv.reader(file)
+            header = next(rows, None)
+            if header != layout.names:
+                raise ValueError(f"{path.name} has columns {header}, expected {layout.names}")
+            parse = _csv_value
+        else:
+            rows = ([record.get(name) for name in layout.names] for record in map(json.loads, file))
+            parse = _json_value
+        types = layout.columns
+        chunk: list[tuple] = []
+        for row in rows:
+            chunk.append(
+                tuple(
+                    parse(value, kind, nullable)
+                    for value, (_, kind, nullable) in zip(row, types, strict=True)
+                )
+            )
+            if len(chunk) >= batch:
+                yield chunk
+                chunk = []
+        if chunk:
+            yield chunk
+
+
+def _csv_cell(value: Any) -> Any:
+    if value is None:
+        return ""
+    return repr(value) if isinstance(value, float) else value
+
+
+def _csv_value(text: str, kind: type, nullable: bool) -> Any:
+    if text == "" and (nullable or kind is not str):
+        return None
+    return kind(text)
+
+
+def _json_value(value: Any, kind: type, nullable: bool) -> Any:
+    if value is None:
+        return None
+    return float(value) if kind is float else value
+
+
+def _arrow_schema(layout: Layout) -> Any:
+    import pyarrow as pa
+
+    types = {int: pa.int64(), float: pa.float64(), str: pa.string()}
+    return pa.schema([pa.field(name, types[kind], nullable=True) for name, kind, _ in layout.columns])

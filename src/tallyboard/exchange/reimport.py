@@ -1,0 +1,139 @@
+"""`tallyboard import tallyboard DIR`: an export (see export.py) back into a result table.
+
+The inverse of `export_table`, row for row: runs keep their ids, start and end times, status, git
+state and unique key; records keep their repetition, step, epoch and wall time; PNGs are read back
+from the export's media files. Importing into an empty table and exporting again gives the same
+files. Into a table that already has runs, runs already present (same experiment and start time)
+are skipped, a run whose id is taken gets a new one, and the column layout is left as it was.
+Rows are streamed in batches: an export larger than memory imports fine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from tallyboard.exchange.bundle import apply_column_layout, create_run, run_identity, select_new_runs
+from tallyboard.exchange.export import (
+    COLUMNS,
+    EXPORT_VERSION,
+    HPARAMS,
+    MANIFEST,
+    MEDIA,
+    REPETITIONS,
+    RESULTS,
+    RUNS,
+    SCALARS,
+    TEXTS,
+    Layout,
+)
+from tallyboard.exchange.formats import FORMATS, read_rows
+from tallyboard.store import Batch
+
+MEDIA_PER_BATCH = 200
+
+
+def read_manifest(directory: Path) -> dict[str, Any]:
+    path = directory / MANIFEST
+    if not path.is_file():
+        raise FileNotFoundError(f"{str(directory)!r} is not a tallyboard export (no {MANIFEST})")
+    manifest = json.loads(path.read_text(encoding="utf-8"))
+    if manifest.get("tallyboard_export") != EXPORT_VERSION or manifest.get("format") not in FORMATS:
+        raise ValueError(f"{path} is not a manifest this version of tallyboard can read")
+    return manifest
+
+
+def stored_walltime(seconds: float) -> float:
+    """Seconds as exported -> seconds that the store turns back into the same whole milliseconds,
+    whether it truncates or rounds (0.4 ms above the exact value)."""
+    return (round(seconds * 1000) + 0.4) / 1000
+
+
+class ExportReader:
+    """The files of one export, read with their run ids mapped to the ids in the target table."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.format = read_manifest(directory)["format"]
+        self.run_ids: dict[int, int] = {}
+
+    def rows(self, layout: Layout) -> Iterator[list[tuple]]:
+        """Batches of rows of the runs being imported, run id already mapped."""
+        for chunk in read_rows(layout.path(self.directory, self.format), layout, self.format):
+            mapped = [(self.run_ids[row[0]], *row[1:]) for row in chunk if row[0] in self.run_ids]
+            if mapped:
+                yield mapped
+
+    def all_rows(self, layout: Layout) -> list[tuple]:
+        path = layout.path(self.directory, self.format)
+        return [row for chunk in read_rows(path, layout, self.format) for row in chunk]
+
+
+def _scalar_batches(reader: ExportReader) -> Iterator[Batch]:
+    for chunk in reader.rows(SCALARS):
+        batch = Batch()
+        series: list | None = None
+        key = None
+        for run_id, tag, rep, step, epoch, walltime, value in chunk:
+            if (run_id, tag) != key:
+                key, series = (run_id, tag), []
+                batch.scalars.append((run_id, tag, series))
+            series.append((rep, step, epoch, stored_walltime(walltime), value))
+        yield batch
+
+
+def _media_batches(reader: ExportReader) -> Iterator[Batch]:
+    for chunk in reader.rows(MEDIA):
+        for start in range(0, len(chunk), MEDIA_PER_BATCH):
+            batch = Batch()
+            for run_id, tag, rep, step, epoch, walltime, kind, width, height, file in chunk[
+                start : start + MEDIA_PER_BATCH
+            ]:
+                png = (reader.directory / file).read_bytes()
+                batch.media.append(
+                    (run_id, tag, rep, step, epoch, stored_walltime(walltime), kind, width, height, png)
+                )
+            yield batch
+
+
+def _record_batches(reader: ExportReader) -> Iterator[Batch]:
+    for layout in (HPARAMS, RESULTS):
+        for chunk in reader.rows(layout):
+            yield Batch(hparams=chunk) if layout is HPARAMS else Batch(results=chunk)
+    for chunk in reader.rows(REPETITIONS):
+        yield Batch(repetitions=chunk)
+    yield from _scalar_batches(reader)
+    for chunk in reader.rows(TEXTS):
+        yield Batch(texts=[(*row[:5], stored_walltime(row[5]), *row[6:]) for row in chunk])
+    yield from _media_batches(reader)
+
+
+def import_export(directory: str | os.PathLike[str], into: str, progress: bool = False) -> str:
+    """Import the export in `directory` into the table at `into`; returns a one-line summary."""
+    from tallyboard.exchange.target import open_target
+    from tallyboard.progress import progress_bar
+
+    reader = ExportReader(Path(directory))
+    runs = [dict(zip(RUNS.names, row, strict=True)) for row in reader.all_rows(RUNS)]
+    with open_target(into) as store:
+        was_empty = not store.runs(show_hidden=True)
+        new = select_new_runs(store, runs)
+        exported_ids = {run_identity(run): run["run_id"] for run in runs}
+        for fields in new:
+            reader.run_ids[exported_ids[run_identity(fields)]] = create_run(store, fields)
+        with progress_bar(None, "importing", enabled=progress, unit="batch") as bar:
+            for batch in _record_batches(reader):
+                store.write_batch(batch)
+                bar.update()
+        if was_empty:
+            apply_column_layout(store, _layout(reader))
+    return f"imported {len(new)} runs ({len(runs) - len(new)} already present)"
+
+
+def _layout(reader: ExportReader) -> dict[str, dict[str, Any]]:
+    return {
+        name: {"alias": alias, "position": position} for name, _, alias, position in reader.all_rows(COLUMNS)
+    }

@@ -1,0 +1,117 @@
+"""`tallyboard runs`: the runs table in a terminal, or as JSON for scripts.
+
+The same rows the dashboard shows: every run with its built-in columns, hparams and results, in
+the table's column order and under its aliases, filtered with the dashboard's expression language
+(`lr < 0.05 and status == "finished"`; parsed, never evaluated). JSON output carries every column
+(config content and git diff included), with hparams and results as nested objects.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from tallyboard.exchange.target import open_target
+
+MAX_CELL = 40
+# Shown in the terminal even when the table's layout hides them: a run's state matters there.
+ALWAYS_SHOWN = ("status",)
+INTERNAL_FIELDS = ("unique_key", "updated_at")
+
+
+@dataclass
+class RunsView:
+    """Runs as dicts of run fields plus `hparams` and `results`, and the (name, alias) of the
+    columns a terminal shows."""
+
+    rows: list[dict[str, Any]]
+    columns: list[tuple[str, str]]
+
+
+def load_runs(target: str, filter_text: str | None = None, show_hidden: bool = False) -> RunsView:
+    """The runs of the table at `target` by run id, those for which `filter_text` holds."""
+    with open_target(target, create=False) as store:
+        runs = store.runs(show_hidden=show_hidden)
+        hparams, results = store.values("hparams"), store.values("results")
+        columns = store.columns()
+    rows = []
+    for run in runs:
+        row = {name: value for name, value in run.items() if name not in INTERNAL_FIELDS}
+        row["hidden"] = bool(row["hidden"])
+        row["hparams"] = hparams.get(run["run_id"], {})
+        row["results"] = results.get(run["run_id"], {})
+        rows.append(row)
+    if filter_text:
+        keep = _predicate(filter_text, columns)
+        rows = [row for row in rows if keep(lambda name, row=row: cell(row, name))]
+    shown = [(c.name, c.alias) for c in columns if c.position is not None or c.name in ALWAYS_SHOWN]
+    return RunsView(rows=rows, columns=shown)
+
+
+def _predicate(filter_text: str, columns: list[Any]) -> Any:
+    from tallyboard.dashboard.filter_expr import FilterError, parse_filter
+
+    by_name = {c.name: c.name for c in columns}
+    by_alias = {c.alias.lower(): c.name for c in columns}
+
+    def resolve(name: str) -> str:
+        found = by_name.get(name) or by_alias.get(name.lower())
+        if found is None:
+            raise FilterError(f"unknown column {name!r} in the filter")
+        return found
+
+    return parse_filter(filter_text, resolve)
+
+
+def cell(row: dict[str, Any], name: str) -> Any:
+    """The value of column `name` in a row: a run field, else an hparam, else a result."""
+    if name in row and name not in ("hparams", "results"):
+        return row[name]
+    if name in row["hparams"]:
+        return row["hparams"][name]
+    return row["results"].get(name)
+
+
+def as_json(view: RunsView) -> list[dict[str, Any]]:
+    """Rows for `json.dumps(allow_nan=False)`: NaN becomes null, infinities the strings JSON lacks."""
+    return [_json_safe(row) for row in view.rows]
+
+
+def _json_safe(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {key: _json_safe(item) for key, item in value.items()}
+    if isinstance(value, float) and not math.isfinite(value):
+        return None if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    return value
+
+
+def _text(name: str, value: Any) -> str:
+    if value is None:
+        return ""
+    if name in ("start_time", "end_time"):
+        return datetime.fromtimestamp(value).strftime("%Y-%m-%d %H:%M:%S")
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    text = " ".join(str(value).split())
+    return text if len(text) <= MAX_CELL else text[: MAX_CELL - 1] + "…"
+
+
+def format_runs(view: RunsView) -> str:
+    """An aligned text table (numbers right-aligned), or a short sentence when there are no runs."""
+    rows, shown = view.rows, view.columns
+    if not rows:
+        return "no runs"
+    header = [alias for _, alias in shown]
+    body = [[_text(name, cell(row, name)) for name, _ in shown] for row in rows]
+    numeric = [all(isinstance(cell(row, name), (int, float)) for row in rows) for name, _ in shown]
+    widths = [max(len(text) for text in column) for column in zip(header, *body, strict=True)]
+    lines = []
+    for texts in [header, *body]:
+        cells = [
+            text.rjust(width) if right else text.ljust(width)
+            for text, width, right in zip(texts, widths, numeric, strict=True)
+        ]
+        lines.append("  ".join(cells).rstrip())
+    return "\n".join(lines)
