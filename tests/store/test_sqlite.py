@@ -1,0 +1,172 @@
+"""The store on a real SQLite file: schema, versions, runs, batches, busy databases."""
+
+import json
+import math
+import sqlite3
+import threading
+import time
+
+import pytest
+
+from tallyboard.store import Batch, DuplicateRunError, StoreError, open_store, schema
+from tallyboard.store.sqlite import SqliteStore
+
+
+def new_run(store, **fields):
+    return store.create_run({"experiment": "e", "start_time": time.time(), **fields})
+
+
+def test_new_file_gets_schema_version_wal_and_unique_columns(db_url):
+    store = open_store(db_url, ("experiment", "tag"))
+    assert store.meta("schema_version") == str(schema.SCHEMA_VERSION)
+    assert json.loads(store.meta("unique_columns")) == ["experiment", "tag"]
+    store.close()
+    conn = sqlite3.connect(db_url)
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    sql = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'scalars'").fetchone()[0]
+    assert "WITHOUT ROWID" in sql
+
+
+def test_reopening_keeps_the_recorded_unique_columns(db_url):
+    open_store(db_url, ("experiment",)).close()
+    assert json.loads(open_store(db_url, ("tag",)).meta("unique_columns")) == ["experiment"]
+
+
+def test_a_newer_file_is_refused_naming_both_versions(db_url):
+    open_store(db_url).close()
+    conn = sqlite3.connect(db_url)
+    conn.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
+    conn.commit()
+    with pytest.raises(StoreError, match=r"schema version 99.*up to 1"):
+        open_store(db_url)
+
+
+def test_an_older_file_is_migrated_forward(db_url, monkeypatch):
+    open_store(db_url).close()
+    monkeypatch.setattr("tallyboard.store.migrations.SCHEMA_VERSION", 2)
+    monkeypatch.setitem(
+        schema.MIGRATIONS, 1, "ALTER TABLE runs ADD COLUMN host TEXT; CREATE INDEX x ON runs (host)"
+    )
+    store = open_store(db_url)
+    assert store.meta("schema_version") == "2"
+    assert store._execute("SELECT host FROM runs") == []
+
+
+def test_create_run_refuses_a_duplicate_but_not_a_failed_hidden_or_debug_one(db_url):
+    store = open_store(db_url)
+    first = new_run(store, unique_key='["a"]')
+    with pytest.raises(DuplicateRunError) as info:
+        new_run(store, unique_key='["a"]')
+    assert info.value.run_id == first
+    store.update_run(first, status="failed")
+    second = new_run(store, unique_key='["a"]')
+    store.update_run(second, hidden=1)
+    third = new_run(store, unique_key='["a"]')
+    assert first < second < third
+    store.create_run({"experiment": "e", "start_time": 0.0, "unique_key": '["b"]'}, debug=True)
+    new_run(store, unique_key='["b"]')  # the debug run takes no part in uniqueness
+
+
+def test_debug_run_replaces_the_previous_one_and_its_records(db_url):
+    store = open_store(db_url)
+    debug = store.create_run({"experiment": "old", "start_time": 0.0}, debug=True)
+    store.write_batch(Batch(scalars=[(debug, "loss", [(0, 0, None, 0.0, 1.0)])]))
+    again = store.create_run({"experiment": "new", "start_time": 0.0}, debug=True)
+    assert debug == again == -1
+    assert store.run(-1)["experiment"] == "new"
+    assert store.scalars(-1, "loss") == []
+
+
+def test_batch_stores_nan_inf_and_the_last_value_of_a_repeated_step(db_url):
+    store = open_store(db_url)
+    run = new_run(store)
+    rows = [
+        (0, 0, None, 0.0015, None),
+        (0, 1, 3, 1.0, math.inf),
+        (0, 2, 3, 2.0, -math.inf),
+        (0, 1, 4, 3.0, 7.0),
+    ]
+    store.write_batch(Batch(scalars=[(run, "a/b/c", rows)]))
+    assert store.scalars(run, "a/b/c") == [
+        (0, 0, None, 1, None),
+        (0, 1, 4, 3000, 7.0),
+        (0, 2, 3, 2000, -math.inf),
+    ]
+    assert store.scalars(run, "a/b/c", columns=("value_or_nan",))[0] == ("nan",)
+
+
+def test_a_failing_batch_commits_nothing_and_leaves_no_tag_id_cached(db_url):
+    store = open_store(db_url)
+    run = new_run(store)
+    bad = Batch(scalars=[(run, "fresh", [(0, 0, None, 0.0, 1.0)])], run_updates=[(run, {"nope": 1})])
+    with pytest.raises(ValueError, match="nope"):
+        store.write_batch(bad)
+    assert store.scalars(run, "fresh") == []
+    assert store._tag_ids == {}
+    store.write_batch(Batch(scalars=[(run, "fresh", [(0, 0, None, 0.0, 1.0)])]))
+    assert store.scalars(run, "fresh") == [(0, 0, None, 0, 1.0)]
+
+
+def test_hparams_results_and_columns(db_url):
+    store = open_store(db_url)
+    run = new_run(store)
+    store.write_batch(
+        Batch(hparams=[(run, "lr", "0.1")], results=[(run, "acc", "0.5"), (run, "acc", "0.75")])
+    )
+    assert store.values("hparams") == {run: {"lr": 0.1}}
+    assert store.values("results", run) == {run: {"acc": 0.75}}
+    kinds = {c.name: c.kind for c in store.columns()}
+    assert kinds["lr"] == "hparam" and kinds["acc"] == "result" and kinds["experiment"] == "run"
+    with pytest.raises(KeyError):
+        store.set_columns({"missing": {"alias": "x"}})
+
+
+def test_writes_wait_out_a_connection_holding_the_write_lock(db_url):
+    store = SqliteStore(db_url, busy_timeout=0.01)
+    run = new_run(store)
+    holder = sqlite3.connect(db_url, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    done = threading.Event()
+
+    def write():
+        store.write_batch(Batch(scalars=[(run, "x", [(0, 0, None, 0.0, 1.0)])]))
+        done.set()
+
+    thread = threading.Thread(target=write)
+    thread.start()
+    assert not done.wait(0.3)  # retrying, not failing
+    holder.execute("COMMIT")
+    thread.join()
+    assert store.scalars(run, "x") == [(0, 0, None, 0, 1.0)]
+
+
+def test_a_reader_with_an_open_transaction_never_blocks_a_commit(db_url):
+    store = open_store(db_url)
+    run = new_run(store)
+    reader = sqlite3.connect(db_url, isolation_level=None)
+    reader.execute("BEGIN")
+    assert reader.execute("SELECT count(*) FROM scalars").fetchone() == (0,)
+    store.write_batch(Batch(scalars=[(run, "x", [(0, i, None, 0.0, 1.0) for i in range(100)])]))
+    assert reader.execute("SELECT count(*) FROM scalars").fetchone() == (0,)  # its snapshot
+    reader.execute("COMMIT")
+    assert reader.execute("SELECT count(*) FROM scalars").fetchone() == (100,)
+
+
+def test_filters_of_media_and_texts(db_url):
+    store = open_store(db_url)
+    run = new_run(store)
+    store.write_batch(
+        Batch(
+            media=[
+                (run, "a", 0, 1, None, 0.0, "image", 1, 1, b"png1"),
+                (run, "b", 1, 2, 5, 0.0, "figure", 1, 1, b"p2"),
+            ],
+            texts=[(run, "", 0, 3, None, 0.0, "text", "hi"), (run, "t", 0, 4, None, 0.0, "fragment", "<b>")],
+        )
+    )
+    assert [r[-1] for r in store.media(run, "image")] == [b"png1"]
+    assert [r[-1] for r in store.media(run, None, repetition=1, epoch=5)] == [b"p2"]
+    assert store.media(run, None, tag="a", step=2) == []
+    assert [r[-1] for r in store.texts(run, "fragment", tag="t")] == ["<b>"]
+    with pytest.raises(TypeError, match="unknown filter"):
+        store.texts(run, None, colour="red")

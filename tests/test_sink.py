@@ -1,0 +1,114 @@
+"""The background sink: nothing appended is lost or doubled, flush means committed, errors are loud."""
+
+import signal
+import sys
+import threading
+import time
+
+import pytest
+
+import tallyboard as tb
+from tallyboard import sink as sink_module
+from tallyboard.sink import Sink
+from tallyboard.store import open_store
+
+
+@pytest.fixture
+def store(db_url):
+    store = open_store(db_url)
+    store.run_id = store.create_run({"experiment": "e", "start_time": time.time()})
+    return store
+
+
+def test_rows_appended_from_many_threads_while_it_commits_all_arrive_once(db_url, store):
+    sink = Sink(open_store(db_url), commit_interval=0.001)
+    lists = [sink.series(store.run_id, f"t{i}") for i in range(4)]
+
+    def produce(rows):
+        for step in range(20_000):
+            rows.append((0, step, None, 0.0, float(step)))
+
+    threads = [threading.Thread(target=produce, args=(rows,)) for rows in lists]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    sink.flush()
+    for i in range(4):
+        assert [row[1] for row in store.scalars(store.run_id, f"t{i}")] == list(range(20_000))
+    sink.stop()
+
+
+def test_flush_returns_only_after_the_commit(db_url, store):
+    sink = Sink(open_store(db_url), commit_interval=3600)  # only flush() triggers a commit
+    sink.series(store.run_id, "x").append((0, 0, None, 0.0, 1.0))
+    sink.put("hparams", (store.run_id, "lr", "0.1"))
+    sink.flush()
+    assert store.scalars(store.run_id, "x") == [(0, 0, None, 0, 1.0)]
+    assert store.values("hparams") == {store.run_id: {"lr": 0.1}}
+    sink.stop()
+
+
+def test_a_failed_commit_raises_in_flush_and_keeps_the_rows_for_the_next(db_url, store, monkeypatch):
+    failing = open_store(db_url)
+    real_write = failing.write_batch
+    failures = [OSError("disk full")]
+
+    def write_batch(batch):
+        if failures:
+            raise failures.pop()
+        real_write(batch)
+
+    monkeypatch.setattr(failing, "write_batch", write_batch)
+    monkeypatch.setattr(sink_module.log, "exception", lambda *args: None)
+    sink = Sink(failing, commit_interval=0.01)
+    sink.series(store.run_id, "x").append((0, 0, None, 0.0, 1.0))
+    with pytest.raises(RuntimeError, match="disk full"):
+        sink.flush()
+    sink.flush()
+    assert store.scalars(store.run_id, "x") == [(0, 0, None, 0, 1.0)]
+    sink.stop()
+
+
+def test_hooks_are_installed_while_a_run_is_open_and_restored_after(db_url):
+    before = (sys.excepthook, threading.excepthook, signal.getsignal(signal.SIGTERM))
+    table = tb.ResultTable(db_url, nocommit_action=tb.NoCommitAction.NOP)
+    first = table.new_run("a", auto_log_plt=False)
+    second = table.new_run("b", auto_log_plt=False)
+    assert sys.excepthook is sink_module._excepthook
+    assert signal.getsignal(signal.SIGTERM) is sink_module._sigterm
+    first.close()
+    assert threading.excepthook is sink_module._threading_excepthook
+    second.close()
+    assert (sys.excepthook, threading.excepthook, signal.getsignal(signal.SIGTERM)) == before
+
+
+def test_a_thread_dying_fails_only_the_runs_it_started(db_url):
+    table = tb.ResultTable(db_url, nocommit_action=tb.NoCommitAction.NOP)
+    main_run = table.new_run("main", auto_log_plt=False)
+    finished = table.new_run("done", auto_log_plt=False)
+    finished.write_result(acc=1.0)
+    started = []
+
+    def work():
+        run = table.new_run("worker", auto_log_plt=False)
+        started.append(run)
+        run.add_scalar("x", 1.0)
+        raise ValueError("worker crashed")
+
+    previous = sink_module._previous["threading_excepthook"]
+    sink_module._previous["threading_excepthook"] = lambda args: None  # keep the test output clean
+    try:
+        thread = threading.Thread(target=work)
+        thread.start()
+        thread.join()
+    finally:
+        sink_module._previous["threading_excepthook"] = previous
+    assert (started[0].status, main_run.status, finished.status) == ("failed", "running", "finished")
+    assert [s.value for s in started[0].get_scalar("x")] == [1.0]
+    main_run.close()
+
+
+def test_one_sink_per_database_per_process(db_url, tmp_path):
+    assert sink_module.sink_for(db_url) is sink_module.sink_for(db_url)
+    assert sink_module.sink_for(db_url) is not sink_module.sink_for(str(tmp_path / "other.db"))

@@ -1,0 +1,193 @@
+"""ResultTable on a real SQLite file: run rows, uniqueness, the table view and its columns."""
+
+import io
+import json
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import tallyboard as tb
+from tallyboard.store import DuplicateRunError, StoreError
+
+
+@pytest.fixture
+def table(db_url):
+    return tb.ResultTable(db_url, nocommit_action=tb.NoCommitAction.NOP)
+
+
+def start(table, name="exp", **kwargs):
+    return table.new_run(name, auto_log_plt=False, **kwargs)
+
+
+def test_a_run_row_records_config_cli_command_and_comment(table, tmp_path):
+    config = tmp_path / "config.yaml"
+    config.write_text("lr: 0.1\n")
+    writer = start(table, configfile=config, cli={"lr": 0.1, "path": tmp_path}, comment="first")
+    row = table.get_experiment_raw(writer.run_id)
+    assert row["config_path"] == str(config) and row["config_content"] == "lr: 0.1\n"
+    assert row["config_hash"] == tb.ResultTable.get_file_hash(config)
+    assert json.loads(row["cli"]) == {"lr": 0.1, "path": str(tmp_path)}
+    assert "pytest" in row["command"] or "python" in row["command"]
+    assert (row["comment"], row["status"], row["hidden"]) == ("first", "running", 0)
+    assert table.get_config(writer.run_id) == "lr: 0.1\n"
+    writer.close()
+    assert table.get_experiment_raw(writer.run_id)["status"] == "finished"
+
+
+def test_config_may_be_an_open_file(table):
+    writer = start(table, configfile=io.StringIO("a: 1"))
+    assert table.get_config(writer.run_id) == "a: 1"
+
+
+def test_same_unique_columns_are_refused_even_when_some_are_null(table):
+    first = start(table, comment=None)
+    with pytest.raises(DuplicateRunError, match=str(first.run_id)):
+        start(table, comment=None)
+    start(table, comment="different")
+
+
+def test_cli_key_order_does_not_make_runs_distinct(table):
+    start(table, cli={"a": 1, "b": 2})
+    with pytest.raises(DuplicateRunError):
+        start(table, cli={"b": 2, "a": 1})
+
+
+def test_failed_and_hidden_runs_can_be_run_again(table):
+    with pytest.raises(ZeroDivisionError), start(table):
+        raise ZeroDivisionError
+    retry = start(table)
+    table.hide_run(retry.run_id)
+    assert table.get_hidden_runs() == [retry.run_id]
+    again = start(table)
+    assert again.run_id > retry.run_id
+    table.show_run(retry.run_id)
+    assert table.get_hidden_runs() == []
+
+
+def test_unique_columns_are_fixed_at_creation(db_url):
+    tb.ResultTable(db_url, unique_columns=("experiment", "config"))
+    assert tb.ResultTable(db_url).unique_columns == ("experiment", "config_path")
+    with pytest.raises(StoreError, match="unique columns"):
+        tb.ResultTable(db_url, unique_columns=("experiment",))
+    with pytest.raises(ValueError, match="invalid unique column"):
+        tb.ResultTable(db_url + "2", unique_columns=("colour",))
+
+
+def test_debug_runs_replace_each_other_and_skip_git(table):
+    first = table.new_debug_run("dbg", auto_log_plt=False)
+    first.add_scalar("x", 1.0)
+    first.close()
+    second = table.new_debug_run("dbg", auto_log_plt=False)
+    assert second.run_id == -1
+    second.close()
+    row = table.get_experiment_raw(-1)
+    assert row["git_commit"] is None and row["git_diff"] is None
+    assert table.load_run(-1).get_scalar("x") == []
+
+
+def test_get_results_shows_hparams_and_results_as_columns(table):
+    writer = start(table)
+    writer.add_hparams(lr=0.1)
+    writer.write_result(acc=0.9)
+    other = start(table, comment="2")
+    other.write_result(loss=0.2)
+    result = table.get_results()
+    assert result.col_ids == ["run_id", "experiment", "tag", "config_path", "comment", "lr", "acc", "loss"]
+    assert result.is_hparam == [False] * 5 + [True, False, False]
+    assert result.data == [
+        [1, "exp", "", None, None, 0.1, 0.9, None],
+        [2, "exp", "", None, "2", None, None, 0.2],
+    ]
+    assert table.get_results(run_id=2).data == [result.data[1]]
+    frame = table.to_pd()
+    assert list(frame.index) == [1, 2] and frame.loc[1, "acc"] == 0.9
+
+
+def test_hidden_runs_leave_the_default_view(table):
+    writer = start(table)
+    table.hide_run(writer.run_id)
+    assert table.get_results().data == []
+    assert len(table.get_results(show_hidden=True).data) == 1
+    assert table.runs == [writer.run_id]
+    with pytest.raises(KeyError):
+        table.hide_run(99)
+
+
+def test_columns_can_be_hidden_shown_reordered_and_renamed(table):
+    table.hide_column("tag")
+    assert table.result_columns["tag"][0] is None
+    assert [table.result_columns[c][0] for c in ("run_id", "experiment", "config_path", "comment")] == [
+        0,
+        1,
+        2,
+        3,
+    ]
+    table.show_column("tag", 0)
+    assert table.get_results().col_ids[:2] == ["tag", "run_id"]
+    table.set_column_alias({"tag": "Label"})
+    assert table.get_results().col_names[0] == "Label"
+    table.set_column_order({"status": 9})
+    assert table.get_results().col_ids[-1] == "status"
+    with pytest.raises(KeyError):
+        table.set_column_alias({"nope": "x"})
+
+
+def test_tags_colors_and_images_by_id(table):
+    writer = start(table, tag="baseline")
+    writer.set_color("#00ff00")
+    writer.add_image(np.zeros((3, 4), dtype=np.uint8))
+    writer.flush()
+    assert table.active_tags == ["baseline"] and table.active_colors == ["#00ff00"]
+    image_id = writer.get_images()[0]["id"]
+    assert table.get_image_by_id(image_id).size == (4, 3)
+    assert table.get_image_by_id(image_id + 1) is None
+
+
+def git(cwd, *args):
+    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True)
+
+
+def test_uncommitted_changes_warn_raise_or_pass(db_url, tmp_path, monkeypatch):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "init")
+    (repo / "new.py").write_text("x = 1\n")
+    monkeypatch.chdir(repo)
+    with pytest.raises(RuntimeError, match="uncommitted"):
+        tb.ResultTable(db_url, nocommit_action=tb.NoCommitAction.RAISE).new_run("e")
+    with pytest.warns(RuntimeWarning, match="uncommitted"):
+        writer = tb.ResultTable(db_url, nocommit_action=tb.NoCommitAction.WARN).new_run(
+            "e", auto_log_plt=False
+        )
+    row = tb.ResultTable(db_url).get_experiment_raw(writer.run_id)
+    assert len(row["git_commit"]) == 40 and "new.py" in row["git_diff"]
+
+
+def test_two_processes_racing_create_one_run(db_url):
+    script = textwrap.dedent(
+        f"""
+        import sys, tallyboard as tb
+        from tallyboard.store import DuplicateRunError
+        table = tb.ResultTable({db_url!r}, nocommit_action=tb.NoCommitAction.NOP)
+        sys.stdin.readline()  # start together
+        try:
+            table.new_run("race", auto_log_plt=False).close()
+            print("created")
+        except DuplicateRunError:
+            print("duplicate")
+        """
+    )
+    tb.ResultTable(db_url)  # create the file first so both only race on the run
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        for _ in range(4)
+    ]
+    outputs = [proc.communicate("go\n", timeout=60)[0].strip() for proc in procs]
+    assert sorted(outputs) == ["created", "duplicate", "duplicate", "duplicate"]
+    assert len(tb.ResultTable(db_url).runs) == 1

@@ -1,0 +1,242 @@
+"""LogWriter through a real result table: what is logged is what is read back, bad input loses nothing."""
+
+import decimal
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import tallyboard as tb
+from tallyboard import writer as writer_module
+
+
+@pytest.fixture
+def table(db_url):
+    return tb.ResultTable(db_url, nocommit_action=tb.NoCommitAction.NOP)
+
+
+@pytest.fixture
+def run(table):
+    with table.new_run("exp", auto_log_plt=False) as writer:
+        yield writer
+
+
+def values(writer, tag):
+    writer.flush()
+    return [(s.run_rep, s.step, s.value) for s in writer.get_scalar(tag)]
+
+
+def test_scalars_get_auto_steps_per_tag_and_keep_slashes_in_tags(run):
+    for value in (1.0, 2.0):
+        run.add_scalar("train/loss", value)
+    run.add_scalar("val/acc/top1", 0.5)
+    assert values(run, "train/loss") == [(0, 0, 1.0), (0, 1, 2.0)]
+    record = run.get_scalar("val/acc/top1")[0]
+    assert (record.split, record.label, record.tag, record.step) == ("val", "acc/top1", "val/acc/top1", 0)
+    assert run.scalars == ["train/loss", "val/acc/top1"]
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        3,
+        True,
+        np.float32(0.25),
+        np.int64(7),
+        np.array(1.5),
+        np.array([2.5]),
+        torch.tensor(4.0),
+        decimal.Decimal("1.5"),
+    ],
+)
+def test_numbers_of_every_kind_are_stored_as_floats(run, value):
+    run.add_scalar("x", value)
+    run.flush()
+    (stored,) = run.get_scalar("x")
+    assert stored.value == float(np.asarray(value).reshape(()).item() if hasattr(value, "shape") else value)
+
+
+@pytest.mark.parametrize("value", ["1.0", None, [1.0], np.array([1.0, 2.0]), torch.ones(2), 1 + 2j, object()])
+def test_a_non_number_is_a_type_error_naming_the_tag_and_writes_nothing(run, value):
+    run.add_scalar("good", 1.0)
+    with pytest.raises(TypeError, match="'bad/tag'"):
+        run.add_scalar("bad/tag", value)
+    assert values(run, "bad/tag") == []
+    assert values(run, "good") == [(0, 0, 1.0)]
+
+
+def test_nan_and_infinities_round_trip(run):
+    for value in (math.nan, math.inf, -math.inf):
+        run.add_scalar("x", value)
+    read = [v for _, _, v in values(run, "x")]
+    assert math.isnan(read[0]) and read[1:] == [math.inf, -math.inf]
+    arrays = run.get_scalar_arrays("x")
+    assert np.isnan(arrays["value"][0]) and list(arrays["value"][1:]) == [math.inf, -math.inf]
+
+
+def test_explicit_step_epoch_and_walltime_are_kept(run):
+    run.add_scalar("x", 1.0, step=10, epoch=2, walltime=12.3456)
+    run.flush()
+    (record,) = run.get_scalar("x")
+    assert (record.step, record.epoch, record.wall_time) == (10, 2, 12.345)
+
+
+def test_walltime_is_seconds_since_the_repetition_started(run, monkeypatch):
+    now = [run._rep_start + 2.5]
+    monkeypatch.setattr(writer_module, "_clock", lambda: now[0])
+    run.add_scalar("x", 1.0)
+    run.new_repetition()
+    now[0] += 0.25
+    run.add_scalar("x", 2.0)
+    run.flush()
+    assert [s.wall_time for s in run.get_scalar("x")] == [2.5, 0.25]
+
+
+def test_bad_step_or_epoch_is_a_type_error(run):
+    with pytest.raises(TypeError, match="step"):
+        run.add_scalar("x", 1.0, step=1.5)
+    with pytest.raises(TypeError, match="epoch"):
+        run.add_scalar("x", 1.0, epoch="one")
+    assert values(run, "x") == []
+
+
+def test_keep_each_keeps_every_nth_call_with_its_real_step(table):
+    with table.new_run("keep", keep_each=3, auto_log_plt=False) as writer:
+        for i in range(7):
+            writer.add_scalar("x", float(i))
+        assert values(writer, "x") == [(0, 0, 0.0), (0, 3, 3.0), (0, 6, 6.0)]
+
+
+def test_repetitions_restart_steps_and_are_filtered_on_read(run):
+    run.add_scalar("x", 1.0)
+    run.new_repetition()
+    run.add_scalar("x", 2.0)
+    run.add_text("t")
+    assert values(run, "x") == [(0, 0, 1.0), (1, 0, 2.0)]
+    assert run.get_repetitions() == [0, 1]
+    assert [s.value for s in run.get_scalar("x", repetition=1)] == [2.0]
+    assert run.get_text(repetition=1)[0]["run_rep"] == 1
+    assert list(run.get_scalar_arrays("x", repetition=0)["value"]) == [1.0]
+
+
+def test_images_texts_and_fragments_round_trip(run):
+    pixels = np.arange(12, dtype=np.uint8).reshape(2, 2, 3)
+    run.add_image(pixels, tag="samples", step=3, epoch=1)
+    run.add_text("plain <b>text</b>", tag="notes")
+    run.add_fragment("<table></table>")
+    run.flush()
+    (image,) = run.get_images(tag="samples")
+    assert (image["step"], image["epoch"], image["tag"], image["width"], image["height"]) == (
+        3,
+        1,
+        "samples",
+        2,
+        2,
+    )
+    assert np.array_equal(np.asarray(image["image"]), pixels)
+    assert run.get_images(step=4) == [] and run.get_figures() == []
+    assert run.get_text()[0]["fragment"] == "plain <b>text</b>"
+    fragment = run.get_fragment()[0]
+    assert (fragment["fragment"], fragment["tag"]) == ("<table></table>", None)
+
+
+def test_bad_images_and_texts_raise_at_the_call(run):
+    with pytest.raises(ValueError):
+        run.add_image(b"not an image")
+    with pytest.raises(TypeError):
+        run.add_image({"an": "image"})
+    with pytest.raises(TypeError, match="str"):
+        run.add_text(b"bytes")
+    run.flush()
+    assert run.get_images() == [] and run.get_text() == []
+
+
+def test_hparams_take_json_scalars_and_numpy_scalars(run):
+    run.add_hparams({"lr": np.float32(0.5)}, layers=np.int64(3), name="resnet", pretrained=True, seed=None)
+    run.flush()
+    assert run.get_hparams() == {"lr": 0.5, "layers": 3, "name": "resnet", "pretrained": True, "seed": None}
+
+
+@pytest.mark.parametrize("value", [[1, 2], {"a": 1}, object()])
+def test_hparams_refuse_containers_and_write_nothing(run, value):
+    with pytest.raises(TypeError, match=r"json\.dumps"):
+        run.add_hparams(ok=1, bad=value)
+    run.flush()
+    assert run.get_hparams() == {}
+
+
+def test_an_hparam_may_not_shadow_a_run_column(run):
+    with pytest.raises(ValueError, match="experiment"):
+        run.add_hparams(experiment="x")
+
+
+def test_write_result_finishes_and_makes_the_writer_read_only(table, run):
+    run.add_scalar("x", 1.0)
+    run.write_result(accuracy=0.9)
+    assert run.status == "finished"
+    assert table.get_results().data[0][-1] == 0.9
+    for call in (lambda: run.add_scalar("x", 1.0), lambda: run.write_result(a=1), lambda: run.add_text("t")):
+        with pytest.raises(RuntimeError, match="read-only"):
+            call()
+    assert values(run, "x") == [(0, 0, 1.0)]
+
+
+def test_leaving_the_with_block_by_an_exception_marks_the_run_failed(table):
+    with pytest.raises(KeyError), table.new_run("boom", auto_log_plt=False) as writer:
+        writer.add_scalar("x", 1.0)
+        raise KeyError("x")
+    assert writer.status == "failed"
+    assert table.load_run(writer.run_id).get_scalar("x")[0].value == 1.0
+
+
+def test_run_fields_note_tag_color_status(run):
+    run.set_note("a note")
+    run.set_tag("baseline")
+    run.set_color("FF0000")
+    run.flush()
+    assert (run.tag, run.color) == ("baseline", "#ff0000")
+    with pytest.raises(ValueError):
+        run.set_color("red")
+    with pytest.raises(ValueError):
+        run.set_status("done")
+
+
+def test_a_disabled_writer_writes_nothing_and_raises_nothing(table, db_url):
+    writer = table.new_run("off", disable=True)
+    writer.add_scalar("x", "not even a number")
+    writer.add_image(b"junk")
+    writer.add_hparams(bad=[1])
+    writer.write_result(a=1)
+    writer.write_result(a=2)
+    writer.set_note("n")
+    writer.close()
+    assert table.runs == []
+
+
+def test_a_loaded_run_is_read_only_but_its_note_can_be_edited(table, run):
+    run.add_scalar("x", 1.0)
+    run.close()
+    loaded = table.load_run(run.run_id)
+    with pytest.raises(RuntimeError, match="read-only"):
+        loaded.add_scalar("x", 2.0)
+    loaded.set_note("looked at it")
+    assert table.get_experiment_raw(run.run_id)["note"] == "looked at it"
+    assert [s.value for s in loaded["x"]] == [1.0]
+
+
+def test_figures_are_logged_once_until_they_change(run):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure = plt.figure()
+    plt.plot([1, 2, 3])
+    run.detect_and_log_figures(tag="curves")
+    run.detect_and_log_figures(tag="curves")
+    plt.plot([3, 2, 1])
+    run.detect_and_log_figures(tag="curves", close_figs=True)
+    run.flush()
+    assert len(run.get_figures(tag="curves")) == 2
+    assert not plt.fignum_exists(figure.number)
