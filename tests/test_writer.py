@@ -71,7 +71,9 @@ def test_nan_and_infinities_round_trip(run):
         run.add_scalar("x", value)
     read = [v for _, _, v in values(run, "x")]
     assert math.isnan(read[0]) and read[1:] == [math.inf, -math.inf]
-    arrays = run.get_scalar_arrays("x")
+    arrays = run.get_scalar_arrays("x", columns=("rep", "step", "epoch", "walltime", "value"))
+    assert list(arrays["step"]) == [0, 1, 2] and list(arrays["epoch"]) == [-1, -1, -1]
+    assert arrays["step"].dtype == np.int64 and arrays["walltime"].dtype == np.float64
     assert np.isnan(arrays["value"][0]) and list(arrays["value"][1:]) == [math.inf, -math.inf]
 
 

@@ -42,6 +42,16 @@ class Scalar:
     tag: str
 
 
+# get_scalar_arrays column -> store column (NULLs as text that numpy reads as a float).
+_ARRAY_COLUMNS = {
+    "rep": "rep",
+    "step": "step",
+    "epoch": "epoch_or_minus_one",
+    "walltime": "walltime_ms",
+    "value": "value_or_nan",
+}
+
+
 class _Series:
     """The state of one tag in the current repetition; `rows` is drained by the sink."""
 
@@ -395,24 +405,36 @@ class LogWriter:
             for rep, step, epoch, ms, value in self._store.scalars(run_id, tag, repetition)
         ]
 
-    def get_scalar_arrays(self, tag: str, repetition: int | None = None) -> dict[str, Any]:
-        """The columnar fast path: numpy arrays 'rep', 'step' (int64), 'value', 'walltime' (float64
-        seconds) of one series, ordered by (repetition, step); NaN where NaN was logged."""
+    def get_scalar_arrays(
+        self, tag: str, repetition: int | None = None, columns: tuple[str, ...] = ("step", "value")
+    ) -> dict[str, Any]:
+        """The columnar fast path: {column: numpy array} of one series ordered by (repetition, step).
+
+        `columns` are any of 'rep', 'step', 'epoch' (int64; -1 where none was given), 'walltime'
+        (float64 seconds) and 'value' (float64, NaN where NaN was logged). Only what is asked for is
+        read; pass `repetition` when the run has several, or ask for 'rep' too.
+        """
         import itertools
 
         import numpy as np
 
-        rows = self._store.scalars(
-            self._run_id, tag, repetition, columns=("rep", "step", "walltime_ms", "value_or_nan")
-        )
-        flat = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.float64, count=4 * len(rows))
-        table = flat.reshape(-1, 4)
-        return {
-            "rep": table[:, 0].astype(np.int64),
-            "step": table[:, 1].astype(np.int64),
-            "value": table[:, 3].copy(),
-            "walltime": table[:, 2] / 1000.0,
-        }
+        unknown = set(columns) - _ARRAY_COLUMNS.keys()
+        if unknown:
+            raise ValueError(f"unknown column(s) {sorted(unknown)}; choose from {sorted(_ARRAY_COLUMNS)}")
+        rows = self._store.scalars(self._run_id, tag, repetition, tuple(_ARRAY_COLUMNS[c] for c in columns))
+        width = len(columns)
+        flat = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.float64, count=width * len(rows))
+        table = flat.reshape(-1, width)
+        out = {}
+        for index, name in enumerate(columns):
+            column = table[:, index]
+            if name == "walltime":
+                out[name] = column / 1000.0
+            elif name == "value":
+                out[name] = column.copy()
+            else:
+                out[name] = column.astype(np.int64)
+        return out
 
     def _media(self, kind: str, **filters: Any) -> list[dict[str, Any]]:
         return [

@@ -93,6 +93,7 @@ EDITABLE_RUN_FIELDS = frozenset({"note", "tag", "color", "status", "hidden", "en
 RUN_FIELDS = (*(name for name, _, _ in RUN_COLUMNS), "config_content", "unique_key", "updated_at")
 _SCALAR_COLUMNS = {name: name for name in ("rep", "step", "epoch", "walltime_ms", "value")}
 _SCALAR_COLUMNS["value_or_nan"] = "COALESCE(value, 'nan')"
+_SCALAR_COLUMNS["epoch_or_minus_one"] = "COALESCE(epoch, -1)"
 _MEDIA_COLUMNS = "m.media_id, m.step, m.epoch, m.rep, t.name, m.walltime_ms, m.width, m.height, m.png"
 _TEXT_COLUMNS = "x.text_id, x.step, x.epoch, x.rep, t.name, x.walltime_ms, x.content"
 
@@ -345,8 +346,8 @@ class Store(ABC):
         columns: tuple[str, ...] = ("rep", "step", "epoch", "walltime_ms", "value"),
     ) -> list[tuple]:
         """One series ordered by (rep, step), as rows of `columns` (names of `scalars` columns, or
-        'value_or_nan': the value with NaN as the text 'nan', which float() and numpy read as NaN;
-        a fast path asks only for what it needs)."""
+        'value_or_nan': the value with NaN as the text 'nan', which float() and numpy read as NaN,
+        or 'epoch_or_minus_one'; a fast path asks only for what it needs)."""
         unknown = set(columns) - _SCALAR_COLUMNS.keys()
         if unknown:
             raise ValueError(f"unknown scalar column(s) {sorted(unknown)}")

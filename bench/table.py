@@ -1,0 +1,231 @@
+"""Benchmark of the result table against raw sqlite3 on the same schema, measured in the same run.
+
+    python bench/table.py                 # the issue's sizes (1,000,000 scalars; about a minute)
+    python bench/table.py --scalars 200000 --reps 1
+
+The reference is what SQLite itself allows from Python: the same rows built in a Python loop and
+inserted with one `executemany` in one transaction into the same schema (the engine's limit).
+Every figure is printed with its ratio to that reference and the target from issue 3.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import tallyboard as tb
+from tallyboard.store import open_store
+
+TAGS10 = [f"train/metric{i}" for i in range(10)]
+
+
+def fresh(folder: str, name: str) -> str:
+    path = os.path.join(folder, name)
+    for suffix in ("", "-wal", "-shm"):
+        if os.path.exists(path + suffix):
+            os.remove(path + suffix)
+    return path
+
+
+def raw_executemany(path: str, tags: list[str], steps: int) -> float:
+    """Seconds to build the rows and insert them in one transaction, as a hand-written logger would."""
+    open_store(path).close()  # the same schema
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    tag_ids = []
+    for tag in tags:
+        conn.execute("INSERT INTO tags (name) VALUES (?)", (tag,))
+        tag_ids.append(conn.execute("SELECT tag_id FROM tags WHERE name = ?", (tag,)).fetchone()[0])
+    clock = time.perf_counter
+    start = clock()
+    rows = []
+    append = rows.append
+    for step in range(steps):
+        for tag_id in tag_ids:
+            append((1, tag_id, 0, step, None, int((clock() - start) * 1000), 0.5))
+    conn.execute("BEGIN")
+    conn.executemany("INSERT INTO scalars VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+    conn.execute("COMMIT")
+    conn.close()
+    return clock() - start
+
+
+def tallyboard_log(path: str, tags: list[str], steps: int) -> float:
+    """Seconds for steps x tags add_scalar calls on auto steps, close() (everything durable) included."""
+    table = tb.ResultTable(path, nocommit_action=tb.NoCommitAction.NOP)
+    start = time.perf_counter()
+    run = table.new_run("bench", auto_log_plt=False)
+    add = run.add_scalar
+    if len(tags) == 1:
+        tag = tags[0]
+        for _ in range(steps):
+            add(tag, 0.5)
+    else:
+        for _ in range(steps):
+            for tag in tags:
+                add(tag, 0.5)
+    run.close()
+    elapsed = time.perf_counter() - start
+    table.close()
+    return elapsed
+
+
+def file_bytes(path: str) -> int:
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    return os.path.getsize(path)
+
+
+def throughput(folder: str, scalars: int, reps: int) -> None:
+    for tags in ([TAGS10[0]], TAGS10):
+        steps = scalars // len(tags)
+        raw, ours = [], []
+        for _ in range(reps):  # interleaved, so a noisy neighbour hits both
+            gc.collect()
+            raw.append(raw_executemany(fresh(folder, "raw.db"), tags, steps))
+            gc.collect()
+            ours.append(tallyboard_log(fresh(folder, "tb.db"), tags, steps))
+        raw_rate, our_rate = scalars / min(raw), scalars / min(ours)
+        report(f"throughput, {len(tags)} tag(s), {scalars:,} scalars", f"{our_rate:,.0f}/s",
+               our_rate / raw_rate, ">= 0.5x raw executemany", our_rate / raw_rate >= 0.5,
+               f"raw {raw_rate:,.0f}/s")  # fmt: skip
+        if len(tags) == 1:
+            size = file_bytes(os.path.join(folder, "tb.db")) / scalars
+            report("size on disk", f"{size:.1f} B/scalar", None, "<= 32 B/scalar", size <= 32,
+                   f"raw {file_bytes(os.path.join(folder, 'raw.db')) / scalars:.1f} B/scalar")  # fmt: skip
+
+
+def call_cost(folder: str, calls: int) -> None:
+    """Median cost of one add_scalar in the training thread while the sink commits in the background."""
+    table = tb.ResultTable(fresh(folder, "cost.db"), nocommit_action=tb.NoCommitAction.NOP)
+    run = table.new_run("cost", auto_log_plt=False)
+    add, clock = run.add_scalar, time.perf_counter_ns
+    empty, timed = [], []
+    for _ in range(calls):
+        t0 = clock()
+        empty.append(clock() - t0)
+    for _ in range(calls):
+        t0 = clock()
+        add("train/loss", 0.5)
+        timed.append(clock() - t0)
+    run.close()
+    cost = (statistics.median(timed) - statistics.median(empty)) / 1000
+    report("add_scalar in the training thread (median)", f"{cost:.2f} us", None, "<= 1 us", cost <= 1.0,
+           f"p99 {sorted(timed)[int(calls * 0.99)] / 1000:.1f} us")  # fmt: skip
+
+
+def reads(folder: str, points: int, reps: int) -> None:
+    path = fresh(folder, "read.db")
+    table = tb.ResultTable(path, nocommit_action=tb.NoCommitAction.NOP)
+    run = table.new_run("read", auto_log_plt=False)
+    for step in range(points):
+        run.add_scalar("train/loss", step * 0.001)
+    run.close()
+    conn = sqlite3.connect(path)
+    tag_id = conn.execute("SELECT tag_id FROM tags WHERE name = 'train/loss'").fetchone()[0]
+    sql = "SELECT step, value FROM scalars WHERE run_id = ? AND tag_id = ? ORDER BY rep, step"
+
+    def raw() -> None:
+        conn.execute(sql, (run.run_id, tag_id)).fetchall()
+
+    loaded = table.load_run(run.run_id)
+    raw_s = best(raw, reps)
+    fast_s = best(lambda: loaded.get_scalar_arrays("train/loss"), reps)
+    report(f"read {points:,} points, fast path (numpy)", f"{fast_s:.3f} s", fast_s / raw_s,
+           "<= 1.5x raw SELECT", fast_s / raw_s <= 1.5, f"raw SELECT {raw_s:.3f} s")  # fmt: skip
+    records = points // 2
+    short = table.new_run("records", auto_log_plt=False)
+    for step in range(records):
+        short.add_scalar("train/loss", step * 0.001)
+    short.close()
+    record_s = best(lambda: short.get_scalar("train/loss"), reps)
+    report(
+        f"get_scalar records of {records:,} points", f"{record_s:.3f} s", None, "< 0.3 s", record_s < 0.3, ""
+    )
+
+
+def best(work, reps: int) -> float:
+    times = []
+    for _ in range(reps):
+        gc.collect()
+        start = time.perf_counter()
+        work()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def startup(folder: str, runs: int) -> None:
+    """new_debug_run + first scalar + close(), median; raw: connect, insert a run and a scalar, commit."""
+    path = fresh(folder, "start.db")
+    table = tb.ResultTable(path, nocommit_action=tb.NoCommitAction.NOP)
+    ours = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        run = table.new_debug_run("start")
+        run.add_scalar("train/loss", 1.0)
+        run.close()
+        ours.append(time.perf_counter() - start)
+    raw = []
+    for i in range(runs):
+        start = time.perf_counter()
+        conn = sqlite3.connect(path, isolation_level=None)
+        conn.execute("BEGIN")
+        conn.execute(
+            "INSERT INTO runs (experiment, start_time, updated_at) VALUES (?, ?, ?)", ("r", 0.0, 0.0)
+        )
+        conn.execute("INSERT INTO scalars VALUES (?, 1, 0, 0, NULL, 0, 1.0)", (1000 + i,))
+        conn.execute("COMMIT")
+        conn.close()
+        raw.append(time.perf_counter() - start)
+    ms, raw_ms = statistics.median(ours) * 1000, statistics.median(raw) * 1000
+    report("new_debug_run + first scalar + close (median)", f"{ms:.2f} ms", ms / raw_ms, "<= 3 ms", ms <= 3,
+           f"raw {raw_ms:.2f} ms")  # fmt: skip
+
+
+def import_time(reps: int) -> None:
+    heavy_names = "{'numpy', 'pandas', 'matplotlib', 'PIL'}"
+    check = f"import sys, tallyboard; tallyboard.ResultTable; print(sorted({heavy_names} & set(sys.modules)))"
+
+    def run(code: str) -> tuple[float, str]:
+        start = time.perf_counter()
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+        return time.perf_counter() - start, out.strip()
+
+    bare = min(run("pass")[0] for _ in range(reps))
+    timed = [run(check) for _ in range(reps)]
+    ms = (min(t for t, _ in timed) - bare) * 1000
+    heavy = timed[0][1]
+    report("import tallyboard + its ResultTable", f"{ms:.0f} ms", None, "< 150 ms, no numpy etc.",
+           ms < 150 and heavy == "[]", f"heavy modules imported: {heavy}")  # fmt: skip
+
+
+def report(what: str, value: str, ratio: float | None, target: str, ok: bool, note: str) -> None:
+    ratio_text = "" if ratio is None else f"{ratio:.2f}x"
+    print(f"{'PASS' if ok else 'MISS'}  {what:<46} {value:>14} {ratio_text:>7}  target {target:<24} {note}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--scalars", type=int, default=1_000_000)
+    parser.add_argument("--reps", type=int, default=3)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as folder:
+        throughput(folder, args.scalars, args.reps)
+        call_cost(folder, 200_000)
+        reads(folder, 200_000, args.reps)
+        startup(folder, 200)
+        import_time(5)
+
+
+if __name__ == "__main__":
+    main()
