@@ -102,6 +102,9 @@ class FrameworkRun:
             self._writer = table.new_run(self.experiment_name, **self._run_kwargs)
         return self._writer
 
+    def log_hparams(self, params: Mapping[str, Any]) -> None:
+        self.writer.add_hparams(_clear_of_run_fields(flat_hparams(params), "hparams"))
+
     def log_metrics(self, metrics: Mapping[str, float], step: int | None, epoch: int | None) -> None:
         for tag, value in metrics.items():
             self.writer.add_scalar(tag, value, step=step, epoch=epoch)
@@ -111,10 +114,18 @@ class FrameworkRun:
         """Write the final row: the last value of every metric, updated with ``results``; once."""
         if not self.finished:
             self.finished = True
-            self.writer.write_result(**{**self.last_metrics, **results})
+            self.writer.write_result(**_clear_of_run_fields({**self.last_metrics, **results}, "results"))
 
     def fail(self) -> None:
         if self.started and not self.finished:
             self.finished = True
             self.writer.set_status("failed")
             self.writer.flush()
+
+
+def _clear_of_run_fields(values: dict[str, Any], kind: str) -> dict[str, Any]:
+    """Frameworks name things freely; a name that is a column of every run (``hidden``, ``tag``,
+    ``status``...) is renamed ``<kind>/<name>`` rather than refused."""
+    from tallyboard.store.base import RUN_FIELDS
+
+    return {f"{kind}/{name}" if name in RUN_FIELDS else name: value for name, value in values.items()}
