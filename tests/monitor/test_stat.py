@@ -170,6 +170,8 @@ def test_max_samples_logs_the_window_at_once_and_drops_later_adds(clock, recorde
     assert recorder.stat_data == [{"s.value": 3.0, "s.count": 3.0, "s.sum": 6.0}]
     for value in (10.0, 20.0, 7):
         stat.add(value)  # dropped: not counted
+    with pytest.raises(TypeError, match="number"):
+        stat.add("4")  # checked even when it would be dropped
     assert stat.count == 0
     assert stat.get()[Aggregation.SUM] == 6.0
     clock.set(s=1)

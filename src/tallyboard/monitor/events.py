@@ -99,7 +99,7 @@ _handlers: tuple[Callable[[Event], None], ...] = ()  # the handlers of _handles,
 
 def log_event(event: Event) -> None:
     """Calls every registered handler with ``event``; the first exception propagates to the caller."""
-    if event.__class__ is not Event:
+    if not isinstance(event, Event):
         raise TypeError(f"log_event() takes an Event, not {type(event).__name__}")
     for handler in _handlers:
         handler(event)

@@ -46,8 +46,9 @@ def _capped_add(clock: Callable[[], float], window: StatWindow) -> Callable[[obj
             append(value)
             if len(buffer) >= window.room:
                 window.fill()
-        elif now >= window.drop_until:  # else: dropped, the window already holds max_samples
+        elif now >= window.drop_until or value.__class__ is not float:
             window.add(now, value)
+        # else: dropped, the window already holds max_samples
 
     return add
 

@@ -140,7 +140,7 @@ class StatWindow:
             if self._closed:
                 return
             self._closed = True
-            last = self._close_window(discard_buffer=False)
+            last = self._close_window(discard_buffer=self.drop_until != -math.inf)
             self.deadline = -math.inf
             self.drop_until = -math.inf
         if last is None:
