@@ -7,35 +7,20 @@ from datetime import datetime
 import pytest
 
 import tallyboard as tb
+from live_runs import FakeClock, scratch_table, series
 from tallyboard import handlers, monitor
-
-
-class FakeClock:
-    """Monotonic nanoseconds that only move when the test says so."""
-
-    def __init__(self) -> None:
-        self.ns = 0
-
-    def __call__(self) -> int:
-        return self.ns
-
-    def at(self, seconds: float) -> "FakeClock":
-        self.ns = int(seconds * 1e9)
-        return self
 
 
 @pytest.fixture
 def table(tmp_path):
-    table = tb.ResultTable(tmp_path / "results.db", nocommit_action=tb.NoCommitAction.NOP)
-    yield table
-    table.close()
+    with scratch_table(tmp_path) as table:
+        yield table
 
 
 @pytest.fixture
 def run(table):
-    writer = table.new_run("handlers")
-    yield writer
-    writer.close()
+    with table.new_run("handlers") as writer:
+        yield writer
 
 
 @pytest.fixture
@@ -50,11 +35,6 @@ def registered():
     yield register
     for handle in handles:
         monitor.unregister_event_handler(handle)
-
-
-def series(writer, tag):
-    writer.flush()
-    return [(point.step, point.value) for point in writer.get_scalar(tag)]
 
 
 def test_each_stat_window_becomes_one_scalar_per_aggregation(run, registered):

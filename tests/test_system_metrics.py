@@ -7,37 +7,20 @@ import psutil
 import pytest
 
 import tallyboard as tb
+from live_runs import FakeClock, scratch_table, series
 from tallyboard import monitor, system_metrics
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.ns = 0
-
-    def __call__(self) -> int:
-        return self.ns
-
-    def at(self, seconds: float) -> None:
-        self.ns = int(seconds * 1e9)
 
 
 @pytest.fixture
 def table(tmp_path):
-    table = tb.ResultTable(tmp_path / "results.db", nocommit_action=tb.NoCommitAction.NOP)
-    yield table
-    table.close()
+    with scratch_table(tmp_path) as table:
+        yield table
 
 
 @pytest.fixture
 def run(table):
-    writer = table.new_run("system")
-    yield writer
-    writer.close()
-
-
-def logged(writer, tag):
-    writer.flush()
-    return [(point.step, point.value) for point in writer.get_scalar(tag)]
+    with table.new_run("system") as writer:
+        yield writer
 
 
 def sample_two_windows(sampler, clock):
@@ -58,7 +41,7 @@ def test_each_window_logs_the_mean_of_its_readings(run, tmp_path):
         expected = [
             (step, statistics.fmean(r[name] for r in readings)) for step, readings in enumerate(windows)
         ]
-        assert logged(run, f"{name}.mean") == pytest.approx(expected), name
+        assert series(run, f"{name}.mean") == pytest.approx(expected), name
 
 
 def test_readings_are_plausible(run):
@@ -102,8 +85,8 @@ def test_system_windows_reach_their_run_once_even_with_a_user_handler(table, run
     finally:
         for handle in handles:
             monitor.unregister_event_handler(handle)
-    assert [step for step, _ in logged(run, "sys/cpu_percent.mean")] == [0, 1]
-    assert logged(other_run, "sys/cpu_percent.mean") == []
+    assert [step for step, _ in series(run, "sys/cpu_percent.mean")] == [0, 1]
+    assert series(other_run, "sys/cpu_percent.mean") == []
     other_run.close()
 
 
@@ -113,7 +96,7 @@ def test_thread_samples_at_start_and_stop_logs_the_open_window(run):
     sampler.stop()
     sampler.stop()  # harmless
     assert not sampler.thread.is_alive()
-    [(step, value)] = logged(run, "sys/process/memory_rss_gb.mean")[:1]
+    [(step, value)] = series(run, "sys/process/memory_rss_gb.mean")[:1]
     assert step == 0 and value > 0.001
     with pytest.raises(RuntimeError, match="already started"):
         sampler.start()
@@ -174,4 +157,12 @@ def test_gpu_metrics_per_device(run):
         assert 0.0 < reading[prefix + "memory_percent"] <= 100.0
         assert 0.0 < reading[prefix + "temperature_c"] < 120.0
         assert 0.0 < reading[prefix + "power_w"] < 2000.0
-        assert [step for step, _ in logged(run, prefix + "utilization_percent.mean")] == [0, 1]
+        assert [step for step, _ in series(run, prefix + "utilization_percent.mean")] == [0, 1]
+
+
+@pytest.mark.skipif(nvml_device_count() > 0, reason="this machine has a GPU: the test above covers it")
+def test_without_a_gpu_the_gpu_probe_is_left_out(run):
+    sampler = system_metrics.Sampler(run, gpus=True)
+    assert sampler.gpu_count == 0
+    assert not any(name.startswith("sys/gpu") for name in sampler.sample())
+    sampler.stop()

@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-import tallyboard as tb
+from live_runs import scratch_table
 
 # The Transformers test builds its model from a config: nothing may be fetched from the Hub.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -12,9 +12,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 @pytest.fixture
 def table(tmp_path):
-    table = tb.ResultTable(tmp_path / "results.db", nocommit_action=tb.NoCommitAction.NOP)
-    yield table
-    table.close()
+    with scratch_table(tmp_path) as table:
+        yield table
 
 
 @pytest.fixture
