@@ -106,6 +106,8 @@ def test_a_failing_fit_marks_the_run_failed(table, tmp_path):
     run = table.load_run(logger.version)
     assert run.status == "failed"
     assert [point.step for point in run.get_scalar("train/loss")] == list(range(5))
+    with pytest.raises(RuntimeError, match="read-only"):  # ended for good, not just relabelled
+        logger.experiment.add_scalar("train/loss", 0.0)
 
 
 def test_missing_lightning_is_a_clear_import_error():

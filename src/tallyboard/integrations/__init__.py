@@ -117,10 +117,10 @@ class FrameworkRun:
             self.writer.write_result(**_clear_of_run_fields({**self.last_metrics, **results}, "results"))
 
     def fail(self) -> None:
+        """End the run as failed, durably, exactly as leaving its ``with`` block on an exception does."""
         if self.started and not self.finished:
             self.finished = True
-            self.writer.set_status("failed")
-            self.writer.flush()
+            self.writer.__exit__(RuntimeError, None, None)
 
 
 def _clear_of_run_fields(values: dict[str, Any], kind: str) -> dict[str, Any]:
