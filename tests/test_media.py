@@ -116,6 +116,11 @@ def test_float_array_in_unit_range_is_scaled_to_bytes():
     assert np.asarray(decode(png)).tolist() == [[0, 128, 255]]
 
 
+def test_bool_array_is_black_and_white():
+    png, _, _ = to_png(np.array([[True, False]]))
+    assert np.asarray(decode(png)).tolist() == [[255, 0]]
+
+
 @pytest.mark.parametrize("bad", [-0.01, 1.01, np.nan, np.inf])
 def test_float_array_outside_unit_range_is_a_value_error(bad):
     array = np.zeros((2, 2), dtype=np.float64)
