@@ -52,23 +52,25 @@ def run_identity(fields: dict[str, Any]) -> tuple[str, float]:
 
 
 def select_new_runs(store: Store, runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The runs (dicts of `runs` fields) that are not in `store` yet, ready for `create_run`.
+    """The runs (dicts of `runs` fields) that are not in `store` yet, with the ids they will get.
 
-    A run keeps its id when the store has no run with that id, and gets the next free one otherwise
-    (its `run_id` is dropped). A debug run (-1) is skipped when the store has one already: importing
-    must never overwrite the user's own debug run.
+    A run keeps its id when the store has no run with that id; the others get ids after the largest
+    one in use, in order. A debug run (-1) is skipped when the store has one already: importing must
+    never overwrite the user's own debug run.
     """
     existing = store.runs(show_hidden=True)
     present = {run_identity(row) for row in existing}
     taken = {row["run_id"] for row in existing}
-    selected = []
-    for fields in runs:
-        run_id = fields.get("run_id")
-        if run_identity(fields) in present or (run_id == -1 and -1 in taken):
-            continue
-        if run_id in taken:
-            fields = {name: value for name, value in fields.items() if name != "run_id"}
-        selected.append(fields)
+    selected = [
+        dict(fields)
+        for fields in runs
+        if run_identity(fields) not in present and not (fields.get("run_id") == -1 and -1 in taken)
+    ]
+    keeping = {fields["run_id"] for fields in selected if fields.get("run_id") not in taken | {None}}
+    next_id = max(taken | keeping | {0}) + 1
+    for fields in selected:
+        if fields.get("run_id") not in keeping:
+            fields["run_id"], next_id = next_id, next_id + 1
     return selected
 
 

@@ -1,0 +1,155 @@
+"""`tallyboard import tensorboard`: logs written by torch's real SummaryWriter, compared point by point.
+
+The expected values are the ones the test wrote (at float32, TensorBoard's precision); the expected
+wall times are read from the event files with TensorBoard's low-level loader, a different code path
+from the EventAccumulator the import uses.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cli_runner import assert_one_line_error, run_cli
+from tallyboard.store import open_store
+
+
+def f32(value: float) -> float:
+    return float(np.float32(value))
+
+
+@pytest.fixture(scope="module")
+def logdir(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+    """Two runs (one nested two levels down) with scalars, images, text and hparams."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    root = tmp_path_factory.mktemp("tb")
+    expected: dict = {"scalars": {}, "images": {}, "texts": {}}
+    writer = SummaryWriter(str(root / "baseline"))
+    loss = [(step, 1.0 / (step + 1)) for step in range(300)]
+    acc = [(step, step / 300) for step in range(0, 300, 30)]
+    odd = [(0, float("nan")), (1, float("inf")), (2, -float("inf")), (5, 1e-30)]
+    for tag, points in (("train/loss", loss), ("val/acc", acc), ("train/odd", odd)):
+        for step, value in points:
+            writer.add_scalar(tag, value, step)
+        expected["scalars"][("baseline", tag)] = [(step, f32(value)) for step, value in points]
+    for step in (0, 10, 20):
+        image = np.full((3, 5, 7), step / 20, dtype=np.float32)  # CHW
+        writer.add_image("samples", image, step)
+        expected["images"][("baseline", step)] = np.full(
+            (5, 7, 3), int(step / 20 * 255), np.uint8
+        )  # torch truncates
+    for step, text in ((1, "first <b>bold</b>"), (2, "ünïcode, second")):
+        writer.add_text("notes", text, step)
+        expected["texts"][("baseline", step)] = text
+    writer.add_hparams({"lr": 0.1, "optimizer": "adam", "batch_size": 32}, {"hparam/accuracy": 0.875})
+    writer.close()
+    nested = SummaryWriter(str(root / "sweep" / "lr_0.01"))
+    for step in range(0, 50, 5):
+        nested.add_scalar("loss", 2.0 - step / 50, step)
+    nested.close()
+    expected["scalars"][("sweep/lr_0.01", "loss")] = [
+        (step, f32(2.0 - step / 50)) for step in range(0, 50, 5)
+    ]
+    return root, expected
+
+
+def raw_events(run_dir: Path) -> list[tuple[str, int, float, object]]:
+    """(tag, step, wall_time, summary value) of every summary in the run's own event files."""
+    from tensorboard.backend.event_processing.event_file_loader import LegacyEventFileLoader
+
+    found = []
+    for path in run_dir.glob("events.out.tfevents.*"):
+        for event in LegacyEventFileLoader(str(path)).Load():
+            found.extend((value.tag, event.step, event.wall_time, value) for value in event.summary.value)
+    return found
+
+
+def raw_wall_times(run_dir: Path) -> dict[tuple[str, int], float]:
+    return {(tag, step): wall_time for tag, step, wall_time, _ in raw_events(run_dir)}
+
+
+def imported(url: str) -> dict[str, dict]:
+    store = open_store(url)
+    try:
+        runs = {run["experiment"]: run for run in store.runs(show_hidden=True)}
+        out = {}
+        for name, run in runs.items():
+            run_id = run["run_id"]
+            out[name] = {
+                "run": run,
+                "hparams": store.values("hparams", run_id).get(run_id, {}),
+                "results": store.values("results", run_id).get(run_id, {}),
+                "scalars": {tag: store.scalars(run_id, tag) for tag in store.tag_names(run_id, "scalars")},
+                "media": store.media(run_id, "image"),
+                "texts": store.texts(run_id, "text"),
+            }
+        return out
+    finally:
+        store.close()
+
+
+def test_every_point_image_text_and_hparam_arrives(logdir: tuple[Path, dict], db_url: str) -> None:
+    from PIL import Image
+
+    root, expected = logdir
+    url = db_url
+    result = run_cli("import", "tensorboard", root, "--into", url, "--quiet")
+    assert "imported 2 TensorBoard runs" in result.stdout
+    runs = imported(url)
+    assert set(runs) == {"baseline", "sweep/lr_0.01"}
+
+    for (name, tag), points in expected["scalars"].items():
+        run = runs[name]
+        start = run["run"]["start_time"]
+        walls = raw_wall_times(root / name)
+        rows = run["scalars"][tag]
+        assert [(step, None if math.isnan(value) else value) for step, value in points] == [
+            (step, value) for _, step, _, _, value in rows
+        ]
+        for rep, step, epoch, walltime_ms, _ in rows:
+            assert (rep, epoch) == (0, None)
+            assert abs(start + walltime_ms / 1000 - walls[(tag, step)]) < 1e-3
+    base = runs["baseline"]
+    assert base["run"]["start_time"] == pytest.approx(min(raw_wall_times(root / "baseline").values()))
+    assert base["run"]["status"] == "finished"
+    assert str(root / "baseline") in base["run"]["comment"]
+
+    assert base["hparams"] == {"lr": 0.1, "optimizer": "adam", "batch_size": 32}
+    assert base["results"] == {"hparam/accuracy": f32(0.875)}
+    assert "hparam/accuracy" not in base["scalars"]  # the add_hparams session is folded in, not a run
+
+    images = {row[1]: row for row in base["media"]}
+    assert sorted(images) == [0, 10, 20]
+    written = {step: value.image.encoded_image_string for tag, step, _, value in raw_events(root / "baseline")
+               if tag == "samples"}  # fmt: skip
+    for (_, step), pixels in expected["images"].items():
+        _, _, _, _, tag, _, width, height, png = images[step]
+        assert (tag, width, height) == ("samples", 7, 5)
+        assert png == written[step]  # the PNG bytes TensorBoard holds, unchanged
+        assert np.array_equal(np.asarray(Image.open(io.BytesIO(png)).convert("RGB")), pixels)
+    assert [(row[1], row[4], row[6]) for row in base["texts"]] == [
+        (step, "notes", text) for (_, step), text in expected["texts"].items()
+    ]
+
+
+def test_importing_twice_does_not_duplicate(logdir: tuple[Path, dict], db_url: str) -> None:
+    root, _ = logdir
+    url = db_url
+    run_cli("import", "tensorboard", root, "--into", url, "--quiet")
+    first = imported(url)
+    again = run_cli("import", "tensorboard", root, "--into", url, "--quiet")
+    assert "imported 0 TensorBoard runs (2 already present)" in again.stdout
+    assert imported(url) == first
+
+
+def test_bad_log_directories_are_one_line_errors(tmp_path: Path) -> None:
+    missing = run_cli("import", "tensorboard", tmp_path / "nope", "--into", tmp_path / "a.db", check=False)
+    assert_one_line_error(missing, "no TensorBoard log directory")
+    (tmp_path / "empty").mkdir()
+    empty = run_cli("import", "tensorboard", tmp_path / "empty", "--into", tmp_path / "a.db", check=False)
+    assert_one_line_error(empty, "no TensorBoard event files")

@@ -1,0 +1,180 @@
+"""`tallyboard export` and `tallyboard import tallyboard`: every format round-trips losslessly.
+
+Each test drives the real command in a subprocess on real SQLite files: a table logged through the
+public API is exported, imported into a new table, and exported again. The two tables must hold the
+same rows (ids, times, NaN and infinities, PNG bytes, text byte for byte) and the two exports must
+be identical files.
+"""
+
+from __future__ import annotations
+
+import filecmp
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cli_runner import assert_one_line_error, run_cli
+from sample_tables import TEXT_WITH_EVERYTHING, log_sample_table
+from tallyboard.exchange.formats import FORMATS
+from tallyboard.store import open_store
+
+
+def table_contents(url: str) -> dict[str, Any]:
+    """Everything a table holds, read through the store, in a form `==` can compare (NaN -> 'NaN')."""
+    store = open_store(url)
+    try:
+        runs = store.runs(show_hidden=True)
+        contents: dict[str, Any] = {
+            "runs": [{k: v for k, v in run.items() if k != "updated_at"} for run in runs],
+            "hparams": store.values("hparams"),
+            "results": _nan_safe(store.values("results")),
+            "columns": store.columns(),
+        }
+        for run in runs:
+            run_id = run["run_id"]
+            contents[f"repetitions {run_id}"] = store.repetition_starts(run_id)
+            for tag in store.tag_names(run_id, "scalars"):
+                contents[f"scalars {run_id} {tag}"] = _nan_safe(store.scalars(run_id, tag))
+            for kind in ("image", "figure"):
+                contents[f"{kind} {run_id}"] = [row[1:] for row in store.media(run_id, kind)]
+            for kind in ("text", "fragment"):
+                contents[f"{kind} {run_id}"] = [row[1:] for row in store.texts(run_id, kind)]
+        return contents
+    finally:
+        store.close()
+
+
+def _nan_safe(value: Any) -> Any:
+    if isinstance(value, float) and math.isnan(value):
+        return "NaN"
+    if isinstance(value, dict):
+        return {k: _nan_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_nan_safe(v) for v in value]
+    return value
+
+
+def same_tree(left: Path, right: Path) -> bool:
+    compared = filecmp.dircmp(left, right)
+    if compared.left_only or compared.right_only or compared.funny_files:
+        return False
+    _, mismatch, errors = filecmp.cmpfiles(left, right, compared.common_files, shallow=False)
+    return not mismatch and not errors and all(same_tree(left / d, right / d) for d in compared.common_dirs)
+
+
+@pytest.fixture(scope="module")
+def sample_db(tmp_path_factory: pytest.TempPathFactory) -> str:
+    folder = tmp_path_factory.mktemp("sample")
+    url = str(folder / "results.db")
+    log_sample_table(url, folder)
+    return url
+
+
+@pytest.mark.parametrize("file_format", FORMATS)
+def test_export_import_export_is_identical(
+    sample_db: str, db_url: str, tmp_path: Path, file_format: str
+) -> None:
+    first, second, restored = tmp_path / "first", tmp_path / "second", db_url
+    run_cli("export", sample_db, "--format", file_format, "--out", first, "--quiet")
+    imported = run_cli("import", "tallyboard", first, "--into", restored, "--quiet")
+    assert "imported 4 runs" in imported.stdout
+    run_cli("export", restored, "--format", file_format, "--out", second, "--quiet")
+
+    assert table_contents(restored) == table_contents(sample_db)
+    assert same_tree(first, second)
+
+
+def test_export_files_hold_every_point_in_plain_columns(sample_db: str, tmp_path: Path) -> None:
+    import csv
+
+    csv.field_size_limit(2**31 - 1)  # the runs' git diff of this checkout can be large
+    out = tmp_path / "csv"
+    result = run_cli("export", sample_db, "--out", out, "--quiet")
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["format"] == "csv"
+    assert manifest["counts"]["runs"] == 4
+    assert f"{manifest['counts']['scalars']} scalars" in result.stdout
+
+    scalars = list(csv.DictReader((out / "scalars.csv").open(newline="")))
+    loss = [row for row in scalars if row["run_id"] == "1" and row["tag"] == "train/loss"]
+    assert len(loss) == 100  # 50 steps x 2 repetitions: full resolution, nothing sampled
+    assert [float(row["value"]) for row in loss[:3]] == [1.0, 0.5, 1 / 3]
+    odd = [row["value"] for row in scalars if row["run_id"] == "1" and row["tag"] == "train/odd"]
+    assert odd == ["", "inf", "-inf"] * 2
+    texts = list(csv.DictReader((out / "texts.csv").open(newline="", encoding="utf-8")))
+    assert [row["content"] for row in texts if row["tag"] == "notes"] == [TEXT_WITH_EVERYTHING] * 2
+    media = list(csv.DictReader((out / "media.csv").open(newline="")))
+    assert {row["kind"] for row in media} == {"image", "figure"}
+    for row in media:
+        assert (out / row["file"]).read_bytes().startswith(b"\x89PNG")
+    runs = {
+        row["run_id"]: row for row in csv.DictReader((out / "runs.csv").open(newline="", encoding="utf-8"))
+    }
+    assert runs["1"]["config_content"] == "lr: 0.1\nlayers: [64, 64]\n"
+    assert (runs["1"]["status"], runs["2"]["hidden"], runs["3"]["status"]) == ("finished", "1", "failed")
+
+
+def test_export_of_chosen_runs(sample_db: str, tmp_path: Path) -> None:
+    out = tmp_path / "some"
+    run_cli("export", sample_db, "--format", "jsonl", "--out", out, "--runs", "1", "3", "--quiet")
+    runs = [json.loads(line) for line in (out / "runs.jsonl").read_text().splitlines()]
+    assert [run["run_id"] for run in runs] == [1, 3]
+    scalar_runs = {json.loads(line)["run_id"] for line in (out / "scalars.jsonl").read_text().splitlines()}
+    assert scalar_runs == {1, 3}
+
+
+def test_importing_twice_adds_nothing(sample_db: str, db_url: str, tmp_path: Path) -> None:
+    out, restored = tmp_path / "out", db_url
+    run_cli("export", sample_db, "--format", "parquet", "--out", out, "--quiet")
+    run_cli("import", "tallyboard", out, "--into", restored, "--quiet")
+    before = table_contents(restored)
+    again = run_cli("import", "tallyboard", out, "--into", restored, "--quiet")
+    assert "imported 0 runs (4 already present)" in again.stdout
+    assert table_contents(restored) == before
+
+
+def test_import_into_a_table_with_other_runs_renumbers_and_keeps_layout(
+    sample_db: str, tmp_path: Path
+) -> None:
+    import tallyboard as tb
+
+    out, target = tmp_path / "out", str(tmp_path / "busy.db")
+    run_cli("export", sample_db, "--out", out, "--quiet")
+    table = tb.ResultTable(target, nocommit_action=tb.NoCommitAction.NOP)
+    with table.new_run("other") as run:
+        run.add_scalar("train/loss", 2.0)
+        run.write_result(accuracy=0.5)
+    table.set_column_alias({"accuracy": "mine"})
+    table.close()
+
+    run_cli("import", "tallyboard", out, "--into", target, "--quiet")
+    contents = table_contents(target)
+    ids = {(run["experiment"], run["comment"]): run["run_id"] for run in contents["runs"]}
+    assert ids == {
+        ("other", None): 1,  # the table's own run keeps its id
+        ("mnist", "baseline"): 4,  # 1 was taken: after the largest id in use
+        ("mnist", "hidden one"): 2,
+        ("mnist", "crashes"): 3,
+        ("scratch", None): -1,
+    }
+    assert contents["scalars 4 train/loss"] == table_contents(sample_db)["scalars 1 train/loss"]
+    assert {c.name: c.alias for c in contents["columns"]}["accuracy"] == "mine"
+
+
+def test_export_errors_are_one_line(sample_db: str, tmp_path: Path) -> None:
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / "keep.txt").write_text("mine")
+    assert_one_line_error(run_cli("export", sample_db, "--out", busy, check=False), "not an empty directory")
+    assert (busy / "keep.txt").read_text() == "mine"
+    missing_run = run_cli("export", sample_db, "--out", tmp_path / "x", "--runs", "42", check=False)
+    assert_one_line_error(missing_run, "no run with id 42")
+    assert_one_line_error(
+        run_cli("export", tmp_path / "nope.db", "--out", tmp_path / "y", check=False), "nope.db"
+    )
+    assert not (tmp_path / "nope.db").exists()
+    not_export = run_cli("import", "tallyboard", busy, "--into", tmp_path / "z.db", check=False)
+    assert_one_line_error(not_export, "not a tallyboard export")
