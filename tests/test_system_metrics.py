@@ -23,6 +23,21 @@ def run(table):
         yield writer
 
 
+@pytest.fixture
+def sampler_for():
+    """``sampler_for(run, **options)``: a Sampler that is stopped after the test even if it fails, so
+    that no handler of it outlives the test."""
+    samplers = []
+
+    def make(writer, **options):
+        samplers.append(system_metrics.Sampler(writer, **options))
+        return samplers[-1]
+
+    yield make
+    for sampler in samplers:
+        sampler.stop()
+
+
 def sample_two_windows(sampler, clock):
     """Samples at 0, 2, 4, 6, 8 s (window 0) and 10, 12 s (window 1); returns the readings per window."""
     windows = [[], []]
@@ -33,9 +48,9 @@ def sample_two_windows(sampler, clock):
     return windows
 
 
-def test_each_window_logs_the_mean_of_its_readings(run, tmp_path):
+def test_each_window_logs_the_mean_of_its_readings(run, tmp_path, sampler_for):
     clock = FakeClock()
-    sampler = system_metrics.Sampler(run, interval_s=10.0, clock=clock, gpus=False, disk_path=tmp_path)
+    sampler = sampler_for(run, interval_s=10.0, clock=clock, gpus=False, disk_path=tmp_path)
     windows = sample_two_windows(sampler, clock)
     for name in ("sys/cpu_percent", "sys/memory_used_gb", "sys/process/memory_rss_gb", "sys/disk_percent"):
         expected = [
@@ -44,9 +59,9 @@ def test_each_window_logs_the_mean_of_its_readings(run, tmp_path):
         assert series(run, f"{name}.mean") == pytest.approx(expected), name
 
 
-def test_readings_are_plausible(run):
+def test_readings_are_plausible(run, sampler_for):
     clock = FakeClock()
-    sampler = system_metrics.Sampler(run, clock=clock, gpus=False)
+    sampler = sampler_for(run, clock=clock, gpus=False)
     clock.at(1.0)
     reading = sampler.sample()
     sampler.stop()
@@ -59,9 +74,9 @@ def test_readings_are_plausible(run):
     assert not any(name.startswith("sys/gpu") for name in reading)
 
 
-def test_io_rates_use_the_clock_between_readings(run):
+def test_io_rates_use_the_clock_between_readings(run, sampler_for):
     clock = FakeClock()
-    sampler = system_metrics.Sampler(run, clock=clock, gpus=False)
+    sampler = sampler_for(run, clock=clock, gpus=False)
     first = sampler.sample()  # no interval yet: no rate
     clock.at(2.0)
     second = sampler.sample()
@@ -73,7 +88,7 @@ def test_io_rates_use_the_clock_between_readings(run):
     assert all(second[name] >= 0.0 for name in rates)
 
 
-def test_system_windows_reach_their_run_once_even_with_a_user_handler(table, run):
+def test_system_windows_reach_their_run_once_even_with_a_user_handler(table, run, sampler_for):
     other_run = table.new_run("another run")
     handles = [
         monitor.register_event_handler(tb.ResultTableEventHandler(run)),
@@ -81,7 +96,7 @@ def test_system_windows_reach_their_run_once_even_with_a_user_handler(table, run
     ]
     try:
         clock = FakeClock()
-        sample_two_windows(system_metrics.Sampler(run, clock=clock, gpus=False), clock)
+        sample_two_windows(sampler_for(run, clock=clock, gpus=False), clock)
     finally:
         for handle in handles:
             monitor.unregister_event_handler(handle)
@@ -92,11 +107,13 @@ def test_system_windows_reach_their_run_once_even_with_a_user_handler(table, run
 
 def test_thread_samples_at_start_and_stop_logs_the_open_window(run):
     sampler = system_metrics.start(run, interval_s=3600.0, gpus=False)
-    assert sampler.thread.daemon and sampler.thread.is_alive()
-    sampler.stop()
+    try:
+        assert sampler.thread.daemon and sampler.thread.is_alive()
+    finally:
+        sampler.stop()
     sampler.stop()  # harmless
     assert not sampler.thread.is_alive()
-    [(step, value)] = series(run, "sys/process/memory_rss_gb.mean")[:1]
+    [(step, value)] = series(run, "sys/process/memory_rss_gb.mean")
     assert step == 0 and value > 0.001
     with pytest.raises(RuntimeError, match="already started"):
         sampler.start()
@@ -112,8 +129,8 @@ def test_new_run_with_system_metrics_logs_until_the_run_ends(table):
     assert reader.get_scalar("sys/process/memory_rss_gb.mean")[0].value > 0.001
 
 
-def test_sampling_stops_with_a_warning_when_the_run_is_finished_under_it(run):
-    sampler = system_metrics.Sampler(run, interval_s=0.01, samples_per_interval=1, gpus=False)
+def test_sampling_stops_with_a_warning_when_the_run_is_finished_under_it(run, sampler_for):
+    sampler = sampler_for(run, interval_s=0.01, samples_per_interval=1, gpus=False)
     run.write_result(accuracy=1.0)  # the sampler was not told: its next window cannot be logged
     with pytest.warns(RuntimeWarning, match="stopped sampling system metrics"):
         sampler.start()
@@ -142,9 +159,9 @@ def nvml_device_count():
 
 
 @pytest.mark.skipif(nvml_device_count() == 0, reason="NVML finds no GPU on this machine")
-def test_gpu_metrics_per_device(run):
+def test_gpu_metrics_per_device(run, sampler_for):
     clock = FakeClock()
-    sampler = system_metrics.Sampler(run, clock=clock)
+    sampler = sampler_for(run, clock=clock)
     assert sampler.gpu_count == nvml_device_count()
     reading = sampler.sample()
     clock.at(10.0)
@@ -161,8 +178,8 @@ def test_gpu_metrics_per_device(run):
 
 
 @pytest.mark.skipif(nvml_device_count() > 0, reason="this machine has a GPU: the test above covers it")
-def test_without_a_gpu_the_gpu_probe_is_left_out(run):
-    sampler = system_metrics.Sampler(run, gpus=True)
+def test_without_a_gpu_the_gpu_probe_is_left_out(run, sampler_for):
+    sampler = sampler_for(run, gpus=True)
     assert sampler.gpu_count == 0
     assert not any(name.startswith("sys/gpu") for name in sampler.sample())
     sampler.stop()
