@@ -1,10 +1,11 @@
 """tallyboard.monitor against torch.monitor: nanoseconds per call, and the ratio ours/torch per row.
 
-Rows: ``Stat.add`` with one and with all six aggregations, an add dropped by ``max_samples``, and
-``log_event`` with 0, 1 and 2 no-op handlers. Each row times ours and torch's alternately (ours,
-torch, ours, torch, ...) in this one process and keeps the best repeat of each, so load from other
-users of a shared machine hits both alike. The timing loop's own cost (an empty statement) is
-subtracted. Target: every ratio <= 1.0. Without torch, its column reads "absent".
+Rows: ``Stat.add`` (of a float) with one and with all six aggregations, an add dropped by
+``max_samples``, an add of an int, and ``log_event`` with 0, 1 and 2 no-op handlers. Each row times
+ours and torch's alternately (ours, torch, ours, torch, ...) in this one process and keeps the best
+repeat of each, so load from other users of a shared machine hits both alike. The timing loop's own
+cost (an empty statement) is subtracted. Target: every ratio <= 1.0. Without torch, its column
+reads "absent".
 
     python bench/monitor.py [--calls 200000] [--repeats 9]
 """
@@ -22,6 +23,7 @@ ROWS = [
     "Stat.add, 1 aggregation",
     "Stat.add, 6 aggregations",
     "Stat.add dropped (max_samples)",
+    "Stat.add of an int, 1 aggregation",
     "log_event, 0 handlers",
     "log_event, 1 no-op handler",
     "log_event, 2 no-op handlers",
@@ -44,11 +46,12 @@ def _timers(monitor: ModuleType, calls: int) -> dict[str, timeit.Timer]:
     full.add(0.0)  # the window is full: every later add in it is dropped
     event = monitor.Event("bench", datetime.now(), {"loss": 0.5})
     timers = {
-        ROWS[0]: timeit.Timer("add(1.5)", globals={"add": one.add}),
-        ROWS[1]: timeit.Timer("add(1.5)", globals={"add": six.add}),
-        ROWS[2]: timeit.Timer("add(1.5)", globals={"add": full.add}),
+        ROWS[0]: timeit.Timer("stat.add(1.5)", globals={"stat": one}),
+        ROWS[1]: timeit.Timer("stat.add(1.5)", globals={"stat": six}),
+        ROWS[2]: timeit.Timer("stat.add(1.5)", globals={"stat": full}),
+        ROWS[3]: timeit.Timer("stat.add(3)", globals={"stat": one}),
     }
-    for handlers, row in enumerate(ROWS[3:]):
+    for handlers, row in enumerate(ROWS[4:]):
         timers[row] = _HandlerTimer(monitor, event, handlers)
     return timers
 

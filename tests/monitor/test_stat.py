@@ -163,7 +163,7 @@ def test_empty_windows_log_nothing(clock, recorder):
 
 def test_max_samples_logs_the_window_at_once_and_drops_later_adds(clock, recorder):
     stat = Stat("s", [Aggregation.COUNT, Aggregation.SUM, Aggregation.VALUE], SECOND, 3, clock=clock)
-    for value in (1.0, 2.0):
+    for value in (1, 2.0):
         stat.add(value)
     assert recorder.events == []
     stat.add(3.0)
@@ -230,6 +230,8 @@ def test_add_takes_any_real_number_and_rejects_the_rest_without_losing_data(cloc
     for bad in ("1.5", None, [1.0], b"2"):
         with pytest.raises(TypeError, match="number"):
             stat.add(bad)
+    with pytest.raises(OverflowError):
+        stat.add(10**400)
     assert stat.count == 6
     stat.close()
     assert recorder.stat_data == [{"s.count": 6.0, "s.sum": 5.0}]
