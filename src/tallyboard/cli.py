@@ -92,9 +92,11 @@ def cmd_import(args: argparse.Namespace) -> None:
 
 def cmd_copy(args: argparse.Namespace) -> None:
     from tallyboard.exchange.target import require_existing
+
+    source = require_existing(args.source)  # before anything is created at the destination
     from tallyboard.store.copy import copy_table
 
-    copy_table(require_existing(args.source), args.destination, progress=not args.quiet)
+    copy_table(source, args.destination, progress=not args.quiet)
     print(f"copied {args.source} to {args.destination}")
 
 
