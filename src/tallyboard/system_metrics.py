@@ -60,7 +60,7 @@ class Sampler:
         self.sample_every_s = interval_s / samples_per_interval
         self._aggregations = tuple(aggregations)
         self._clock = clock
-        self._probes: list[Callable[[], Reading]] = [_PsutilProbe(clock, os.fspath(disk_path))]
+        self._probes: list[Callable[[], Reading]] = [_PsutilProbe(clock, os.path.abspath(disk_path))]
         self._nvml = _NvmlProbe.open() if gpus else None
         if self._nvml is not None:
             self._probes.append(self._nvml.read)
