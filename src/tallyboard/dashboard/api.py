@@ -1,0 +1,320 @@
+"""The JSON API (described in openapi.py). Pages are static files that call these endpoints.
+
+Every handler is a plain function of the request: it parses its parameters (params.py answers
+400 for junk), asks the store through `Dashboard` and returns JSON. Handlers are sync so that
+Starlette runs them in its thread pool: a slow query never stalls the event loop.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+
+from tallyboard.dashboard import params
+from tallyboard.dashboard.downsample import DEFAULT_WIDTH, MAX_WIDTH, Downsampler, raw_after
+from tallyboard.dashboard.filter_expr import FilterError
+from tallyboard.dashboard.params import BadRequest, Json
+from tallyboard.dashboard.runs_table import RunsTable
+from tallyboard.store import Store
+from tallyboard.store.queries import STATUSES, DashboardQueries, SeriesKey
+
+MAX_COMPARE = 50
+LIVE_LIMIT = 10_000  # points per series per poll; a client that is further behind reloads the chart
+TEXT_LIMITS = {"note": 10_000, "tag": 200, "color": 32, "status": 16}
+
+
+@dataclass
+class Dashboard:
+    """What the handlers share: reads, the cached table, the downsampler, and the store for edits
+    (None in read-only mode, which never opens the database for writing)."""
+
+    queries: DashboardQueries
+    table: RunsTable
+    downsampler: Downsampler
+    store: Store | None
+
+    @property
+    def read_only(self) -> bool:
+        return self.store is None
+
+    def writable_store(self) -> Store:
+        if self.store is None:  # the middleware refuses POSTs first; this guards direct calls
+            raise BadRequest("the dashboard runs with --read-only")
+        return self.store
+
+
+def _dash(request: Request) -> Dashboard:
+    return request.app.state.dashboard
+
+
+def split_tag(name: str) -> tuple[str, str]:
+    """'train/loss' -> ('train', 'loss'); a tag without a slash has no split."""
+    split, slash, metric = name.partition("/")
+    return (split, metric) if slash else ("", name)
+
+
+# -- runs table ---------------------------------------------------------------------------------
+def runs(request: Request) -> Response:
+    dash = _dash(request)
+    try:
+        page = dash.table.page(
+            offset=params.integer(request, "offset", 0, 0, 10**9),
+            limit=params.integer(request, "limit", 100, 1, 1000),
+            sort=params.text(request, "sort", "", 200) or None,
+            descending=params.boolean(request, "desc"),
+            filter_text=params.text(request, "filter"),
+            search=params.text(request, "q", "", 200),
+            show_hidden=params.boolean(request, "hidden"),
+            run_ids=params.id_list(request, "ids", 10_000),
+        )
+    except FilterError as error:
+        raise BadRequest(f"filter: {error}") from None
+    return Json(
+        {
+            "total": page.total,
+            "rows": page.rows,
+            "columns": [c.to_json() for c in page.columns],
+            "version": _version_json(page.version),
+            "read_only": dash.read_only,
+        }
+    )
+
+
+def version(request: Request) -> Response:
+    return Json(_version_json(_dash(request).queries.runs_version()))
+
+
+def _version_json(version: tuple[int, float]) -> dict[str, Any]:
+    return {"runs": version[0], "updated_at": version[1]}
+
+
+def run_tags(request: Request) -> Response:
+    return Json({"tags": _dash(request).queries.run_tags()})
+
+
+def columns(request: Request) -> Response:
+    dash = _dash(request)
+    dash.table.refresh()
+    return Json({"columns": [c.to_json() for c in dash.table.columns()]})
+
+
+async def save_columns(request: Request) -> Response:
+    body = await params.json_object(request)
+    prefs = body.get("columns")
+    if not isinstance(prefs, list) or not prefs or len(prefs) > 10_000:
+        raise BadRequest("columns must be a non-empty list of {name, alias, position}")
+    for pref in prefs:
+        if not (
+            isinstance(pref, dict)
+            and isinstance(pref.get("name"), str)
+            and isinstance(pref.get("alias"), str)
+            and 0 < len(pref["alias"]) <= 200
+            and (pref.get("position") is None or _small_int(pref.get("position")))
+        ):
+            raise BadRequest("each column needs a name, a non-empty alias and a position (int or null)")
+    changes = {pref["name"]: {"alias": pref["alias"], "position": pref.get("position")} for pref in prefs}
+    try:
+        _dash(request).writable_store().set_columns(changes)
+    except KeyError as error:
+        raise BadRequest(str(error.args[0])) from None
+    return columns(request)
+
+
+def _small_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1_000_000
+
+
+# -- one run ------------------------------------------------------------------------------------
+def run_detail(request: Request) -> Response:
+    dash = _dash(request)
+    run_id = params.path_id(request, "run_id")
+    run = dash.queries.run(run_id)
+    if run is None:
+        return Json({"error": f"no run {run_id}"}, status_code=404)
+    run["hidden"] = bool(run["hidden"])
+    run["series"] = [
+        {"tag": name, "split": split_tag(name)[0], "metric": split_tag(name)[1], "rep": rep}
+        for _, _, name, rep, _ in dash.queries.tags_of_runs([run_id])
+    ]
+    run["now"] = time.time()
+    return Json(run)
+
+
+async def edit_run(request: Request) -> Response:
+    body = await params.json_object(request)
+    changes: dict[str, Any] = {}
+    for name, value in body.items():
+        if name == "hidden":
+            if not isinstance(value, bool):
+                raise BadRequest("hidden must be true or false")
+            changes[name] = int(value)
+        elif name in TEXT_LIMITS:
+            if name == "color" and value is None:
+                changes[name] = None
+                continue
+            if not isinstance(value, str) or len(value) > TEXT_LIMITS[name]:
+                raise BadRequest(f"{name} must be a string of at most {TEXT_LIMITS[name]} characters")
+            if name == "status" and value not in STATUSES:
+                raise BadRequest(f"status must be one of {', '.join(STATUSES)}")
+            if name == "color" and not _is_color(value):
+                raise BadRequest("color must be a #rrggbb hex colour or null")
+            changes[name] = value
+        else:
+            raise BadRequest(f"{name!r} cannot be edited")
+    if not changes:
+        raise BadRequest("nothing to change")
+    run_id = params.path_id(request, "run_id")
+    dash = _dash(request)
+    if dash.queries.run_states([run_id]) == []:
+        return Json({"error": f"no run {run_id}"}, status_code=404)
+    dash.writable_store().update_run(run_id, **changes)
+    return run_detail(request)
+
+
+def _is_color(value: str) -> bool:
+    return len(value) == 7 and value[0] == "#" and all(c in "0123456789abcdefABCDEF" for c in value[1:])
+
+
+# -- series -------------------------------------------------------------------------------------
+def _series_of(dash: Dashboard, run_ids: list[int], metric: str | None) -> list[tuple]:
+    return [
+        row for row in dash.queries.tags_of_runs(run_ids) if metric is None or split_tag(row[2])[1] == metric
+    ]
+
+
+def series(request: Request) -> Response:
+    """Downsampled series of some runs (all metrics or one), on shared bucket boundaries."""
+    dash = _dash(request)
+    run_ids = params.id_list(request, "runs", MAX_COMPARE)
+    if run_ids is None:
+        raise BadRequest("runs is required (comma-separated run ids)")
+    metric = params.text(request, "metric", "", 500) or None
+    width = params.integer(request, "width", DEFAULT_WIDTH, 1, MAX_WIDTH)
+    step_min = params.integer(request, "step_min", None)
+    step_max = params.integer(request, "step_max", None)
+    found = []
+    for run_id, tag_id, name, rep, start in _series_of(dash, run_ids, metric):
+        key = SeriesKey(run_id, tag_id, rep)
+        bounds = dash.queries.step_bounds(key)
+        if bounds is not None:
+            found.append((key, name, start, bounds))
+    if not found:
+        return Json({"lo": None, "hi": None, "bucket": 1, "series": []})
+    lo = min(b[0] for *_, b in found) if step_min is None else step_min
+    hi = max(b[1] for *_, b in found) if step_max is None else step_max
+    out = []
+    for key, name, start, (first, last) in found:
+        if hi < lo or last < lo or first > hi:
+            data = dash.downsampler.series(key, 1, 0, width, last)  # empty range
+        else:
+            data = dash.downsampler.series(key, lo, hi, width, last)
+        out.append(_series_json(key, name, start, last, data.to_json()))
+    bucket = max(s["bucket"] for s in out)
+    return Json({"lo": lo, "hi": hi, "bucket": bucket, "series": out})
+
+
+def _series_json(key: SeriesKey, name: str, start: float, last: int, data: dict) -> dict[str, Any]:
+    split, metric = split_tag(name)
+    return {
+        "run_id": key.run_id, "tag_id": key.tag_id, "tag": name, "split": split, "metric": metric,
+        "rep": key.rep, "start_time": start, "last_step": last, **data,
+    }  # fmt: skip
+
+
+def _cursors(request: Request) -> dict[tuple[int, int, int], int]:
+    """`after` values 'RUN:TAG_ID:REP:STEP' -> {(run, tag_id, rep): step}."""
+    cursors = {}
+    for raw in request.query_params.getlist("after")[:2000]:
+        try:
+            run_id, tag_id, rep, step = (int(part) for part in raw.split(":"))
+        except ValueError:
+            raise BadRequest("after must look like RUN:TAG_ID:REP:STEP") from None
+        if max(abs(run_id), abs(tag_id), abs(rep), abs(step)) > params.MAX_ID:
+            raise BadRequest("after is out of range")
+        cursors[(run_id, tag_id, rep)] = step
+    return cursors
+
+
+def live(request: Request) -> Response:
+    """Only the points logged after each cursor, plus the runs' status (for live views)."""
+    dash = _dash(request)
+    run_ids = params.id_list(request, "runs", MAX_COMPARE)
+    if run_ids is None:
+        raise BadRequest("runs is required (comma-separated run ids)")
+    metric = params.text(request, "metric", "", 500) or None
+    cursors = _cursors(request)
+    out = []
+    for run_id, tag_id, name, rep, start in _series_of(dash, run_ids, metric):
+        key = SeriesKey(run_id, tag_id, rep)
+        after = cursors.get((run_id, tag_id, rep), -(2**62))
+        data, more = raw_after(dash.queries, key, after, LIVE_LIMIT)
+        if data.step or more:
+            out.append({**_series_json(key, name, start, data.step[-1], data.to_json()), "more": more})
+    states = dash.queries.run_states(run_ids)
+    return Json({"series": out, "runs": states})
+
+
+def scalars_csv(request: Request) -> Response:
+    """The full-resolution series of one tag (every repetition), streamed in bounded batches."""
+    dash = _dash(request)
+    run_id = params.path_id(request, "run_id")
+    tag = params.text(request, "tag", "", 500)
+    tag_id = dash.queries.tag_id(tag)
+    reps = [row for row in dash.queries.tags_of_runs([run_id]) if row[1] == tag_id]
+    if tag_id is None or not reps:
+        return Json({"error": f"run {run_id} has no scalar {tag!r}"}, status_code=404)
+
+    def lines() -> Iterator[str]:
+        buffer = io.StringIO()
+        writer = csv.writer(buffer)
+        writer.writerow(["run_id", "tag", "rep", "step", "epoch", "walltime", "value"])
+        for _, _, name, rep, _ in reps:
+            for count, (step, epoch, wall_ms, value) in enumerate(
+                dash.queries.stream_points(SeriesKey(run_id, tag_id, rep))
+            ):
+                writer.writerow(
+                    [run_id, name, rep, step, epoch, wall_ms / 1000.0, "nan" if value is None else value]
+                )
+                if count % 2000 == 1999:
+                    yield buffer.getvalue()
+                    buffer.seek(0)
+                    buffer.truncate()
+        yield buffer.getvalue()
+
+    filename = f"run{run_id}_{tag.replace('/', '_')}.csv"
+    safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in filename)
+    return StreamingResponse(
+        lines(), media_type="text/csv", headers={"Content-Disposition": f'attachment; filename="{safe}"'}
+    )
+
+
+# -- media and text -----------------------------------------------------------------------------
+def _kind(request: Request, allowed: tuple[str, ...]) -> str:
+    kind = request.query_params.get("kind", allowed[0])
+    if kind not in allowed:
+        raise BadRequest(f"kind must be one of {', '.join(allowed)}")
+    return kind
+
+
+def media(request: Request) -> Response:
+    run_id = params.path_id(request, "run_id")
+    return Json({"media": _dash(request).queries.media(run_id, _kind(request, ("image", "figure")))})
+
+
+def media_png(request: Request) -> Response:
+    png = _dash(request).queries.media_png(params.path_id(request, "media_id"))
+    if png is None:
+        return Json({"error": "no such image"}, status_code=404)
+    return Response(png, media_type="image/png", headers={"Cache-Control": "private, max-age=86400"})
+
+
+def texts(request: Request) -> Response:
+    run_id = params.path_id(request, "run_id")
+    return Json({"texts": _dash(request).queries.texts(run_id, _kind(request, ("text", "fragment")))})

@@ -1,0 +1,219 @@
+"""The runs table's filter language: a tiny parser, never `eval`.
+
+    lr < 1e-3 and status == "finished"
+    not hidden and (tag ~ "base" or note == null)
+    `train/acc` >= 0.9 and batch_size in [64, 128]
+
+Names are column names (or their aliases); names with spaces or operators go in backticks.
+`~` is a case-insensitive "contains". `null` matches empty cells. Comparing values of different
+types is simply false (a string is never < a number), so mixed columns never raise.
+The grammar is small enough to read in one go:
+
+    expr  := and ("or" and)*
+    and   := not ("and" not)*
+    not   := "not" not | cmp
+    cmp   := value (OP value | "in" list)?
+    value := NAME | NUMBER | STRING | true | false | null | "(" expr ")" | "-" value
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+from typing import Any
+
+Row = Callable[[str], Any]  # column name -> cell value (None when empty)
+Predicate = Callable[[Row], Any]
+
+_TOKEN = re.compile(
+    r"""\s*(?:
+      (?P<number>(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)
+    | (?P<string>"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')
+    | (?P<quoted>`[^`]*`)
+    | (?P<op>==|!=|<=|>=|<|>|=|~|\(|\)|\[|\]|,|-)
+    | (?P<name>[A-Za-z_][A-Za-z0-9_./:]*)
+    )""",
+    re.VERBOSE,
+)
+_KEYWORDS = {"and", "or", "not", "in", "true", "false", "null", "none"}
+MAX_LENGTH = 2000
+MAX_DEPTH = 32  # nested parentheses, `not`s and minus signs
+
+
+class FilterError(ValueError):
+    """The filter text is not a valid expression; the message says where."""
+
+
+def _tokens(text: str) -> list[tuple[str, Any]]:
+    out: list[tuple[str, Any]] = []
+    pos = 0
+    text = text.rstrip()
+    while pos < len(text):
+        match = _TOKEN.match(text, pos)
+        if match is None or match.end() == pos:
+            raise FilterError(f"unexpected {text[pos:].strip()[:20]!r} at position {pos}")
+        kind = match.lastgroup
+        raw = match.group(kind)
+        if kind == "number":
+            out.append(("lit", float(raw) if any(c in raw for c in ".eE") else int(raw)))
+        elif kind == "string":
+            out.append(("lit", re.sub(r"\\(.)", r"\1", raw[1:-1])))
+        elif kind == "quoted":
+            out.append(("name", raw[1:-1]))
+        elif kind == "name" and raw.lower() in _KEYWORDS:
+            word = raw.lower()
+            literal = {"true": True, "false": False, "null": None, "none": None}
+            out.append(("lit", literal[word]) if word in literal else ("kw", word))
+        else:
+            out.append((kind, raw))
+        pos = match.end()
+    return out
+
+
+def _compare(op: str, left: Any, right: Any) -> bool:
+    if op in ("==", "="):
+        return _equal(left, right)
+    if op == "!=":
+        return not _equal(left, right)
+    if op == "~":
+        return left is not None and right is not None and str(right).lower() in str(left).lower()
+    a, b = _number(left), _number(right)
+    if a is None or b is None:
+        if not (isinstance(left, str) and isinstance(right, str)):
+            return False
+        a, b = left.lower(), right.lower()
+    return {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[op]
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return None if isinstance(value, float) and math.isnan(value) else value
+
+
+def _equal(left: Any, right: Any) -> bool:
+    if left is None or right is None:
+        return left is None and right is None
+    a, b = _number(left), _number(right)
+    if a is not None and b is not None:
+        return a == b
+    if isinstance(left, str) and isinstance(right, str):
+        return left.lower() == right.lower()
+    return left == right
+
+
+class _Parser:
+    def __init__(self, text: str, resolve: Callable[[str], str]) -> None:
+        self.tokens = _tokens(text)
+        self.pos = 0
+        self.depth = 0
+        self.resolve = resolve
+
+    def nest(self) -> None:
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise FilterError(f"the expression nests deeper than {MAX_DEPTH} levels")
+
+    def peek(self) -> tuple[str, Any] | None:
+        return self.tokens[self.pos] if self.pos < len(self.tokens) else None
+
+    def take(self, kind: str, value: Any = None) -> bool:
+        token = self.peek()
+        if token and token[0] == kind and (value is None or token[1] == value):
+            self.pos += 1
+            return True
+        return False
+
+    def expect(self, kind: str, value: str) -> None:
+        if not self.take(kind, value):
+            raise FilterError(f"expected {value!r} at token {self.pos + 1}")
+
+    def parse(self) -> Predicate:
+        if not self.tokens:
+            return lambda row: True
+        expr = self.or_()
+        if self.peek() is not None:
+            raise FilterError(f"unexpected {self.peek()[1]!r} at token {self.pos + 1}")
+        return expr
+
+    def or_(self) -> Predicate:
+        parts = [self.and_()]
+        while self.take("kw", "or"):
+            parts.append(self.and_())
+        return parts[0] if len(parts) == 1 else (lambda row: any(p(row) for p in parts))
+
+    def and_(self) -> Predicate:
+        parts = [self.not_()]
+        while self.take("kw", "and"):
+            parts.append(self.not_())
+        return parts[0] if len(parts) == 1 else (lambda row: all(p(row) for p in parts))
+
+    def not_(self) -> Predicate:
+        if self.take("kw", "not"):
+            self.nest()
+            inner = self.not_()
+            return lambda row: not _truthy(inner(row))
+        return self.comparison()
+
+    def comparison(self) -> Predicate:
+        left = self.value()
+        token = self.peek()
+        if token and token[0] == "op" and token[1] in ("==", "=", "!=", "<", "<=", ">", ">=", "~"):
+            self.pos += 1
+            op, right = token[1], self.value()
+            return lambda row: _compare(op, left(row), right(row))
+        if self.take("kw", "in"):
+            options = self.list_()
+            return lambda row: any(_equal(left(row), option) for option in options)
+        return left
+
+    def list_(self) -> list[Any]:
+        self.expect("op", "[")
+        items: list[Any] = []
+        while not self.take("op", "]"):
+            if items:
+                self.expect("op", ",")
+            token = self.peek()
+            negative = self.take("op", "-")
+            token = self.peek()
+            if token is None or token[0] != "lit":
+                raise FilterError('lists hold literals only, e.g. [1, 2, "a"]')
+            self.pos += 1
+            items.append(-token[1] if negative else token[1])
+        return items
+
+    def value(self) -> Predicate:
+        token = self.peek()
+        if token is None:
+            raise FilterError("the expression ends too early")
+        self.pos += 1
+        kind, raw = token
+        if kind == "lit":
+            return lambda row: raw
+        if kind == "name":
+            column = self.resolve(raw)
+            return lambda row: row(column)
+        if (kind, raw) == ("op", "("):
+            self.nest()
+            inner = self.or_()
+            self.expect("op", ")")
+            return inner
+        if (kind, raw) == ("op", "-"):
+            self.nest()
+            inner = self.value()
+            return lambda row: -n if (n := _number(inner(row))) is not None else None
+        raise FilterError(f"unexpected {raw!r} at token {self.pos}")
+
+
+def _truthy(value: Any) -> bool:
+    return bool(value) and value != "" and not (isinstance(value, float) and math.isnan(value))
+
+
+def parse_filter(text: str, resolve: Callable[[str], str]) -> Predicate:
+    """Compile filter text to a predicate over rows; `resolve` maps a typed name to a column key
+    (and raises FilterError for an unknown one)."""
+    if len(text) > MAX_LENGTH:
+        raise FilterError(f"filters are limited to {MAX_LENGTH} characters")
+    predicate = _Parser(text, resolve).parse()
+    return lambda row: _truthy(predicate(row))

@@ -1,0 +1,231 @@
+"""The OpenAPI 3 description of the JSON API, served at /api/openapi.json.
+
+Written out by hand rather than generated from docstrings: it is the contract that the pages,
+users' scripts and the schemathesis fuzz test all hold the server to.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tallyboard import __version__
+
+
+def _q(name: str, kind: str, description: str, **schema: Any) -> dict[str, Any]:
+    return {
+        "name": name,
+        "in": "query",
+        "required": False,
+        "description": description,
+        "schema": {"type": kind, **schema},
+    }
+
+
+def _path(name: str) -> dict[str, Any]:
+    return {"name": name, "in": "path", "required": True, "schema": {"type": "integer"}}
+
+
+def _json(description: str, schema: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {
+        "description": description,
+        "content": {"application/json": {"schema": schema or {"type": "object"}}},
+    }
+
+
+ERROR = _json("invalid parameters", {"$ref": "#/components/schemas/Error"})
+NOT_FOUND = _json("no such object", {"$ref": "#/components/schemas/Error"})
+REFUSED = _json("CSRF token missing, or read-only mode", {"$ref": "#/components/schemas/Error"})
+RUNS = _q("runs", "string", "comma-separated run ids (1 to 50)", pattern=r"^-?\d+(,-?\d+)*$")
+METRIC = _q("metric", "string", "metric name (a tag without its split), e.g. loss")
+
+
+def _get(summary: str, parameters: list[dict[str, Any]], ok: dict[str, Any]) -> dict:
+    """A GET operation; any may answer 400 (bad parameter) or 404 (no such object or path)."""
+    responses = {"200": ok, "400": ERROR, "404": NOT_FOUND}
+    return {"get": {"summary": summary, "parameters": parameters, "responses": responses}}
+
+
+def _post(summary: str, parameters: list[dict[str, Any]], body: dict[str, Any]) -> dict:
+    responses = {"200": _json("the updated object"), "400": ERROR, "403": REFUSED, "404": NOT_FOUND}
+    return {
+        "post": {
+            "summary": summary,
+            "parameters": [
+                *parameters,
+                {"name": "X-CSRF-Token", "in": "header", "required": True, "schema": {"type": "string"}},
+            ],
+            "requestBody": {"required": True, "content": {"application/json": {"schema": body}}},
+            "responses": responses,
+        }
+    }
+
+
+COLUMN_PREF = {
+    "type": "object",
+    "required": ["name", "alias", "position"],
+    "properties": {
+        "name": {"type": "string"},
+        "alias": {"type": "string", "minLength": 1, "maxLength": 200},
+        "position": {"type": "integer", "minimum": 0, "nullable": True},
+    },
+}
+RUN_EDIT = {
+    "type": "object",
+    "minProperties": 1,
+    "additionalProperties": False,
+    "properties": {
+        "note": {"type": "string", "maxLength": 10000},
+        "tag": {"type": "string", "maxLength": 200},
+        "color": {"type": "string", "pattern": "^#[0-9a-fA-F]{6}$", "nullable": True},
+        "status": {"type": "string", "enum": ["running", "finished", "failed"]},
+        "hidden": {"type": "boolean"},
+    },
+}
+
+
+def openapi_schema() -> dict[str, Any]:
+    return {
+        "openapi": "3.0.3",
+        "info": {
+            "title": "tallyboard dashboard API",
+            "version": __version__,
+            "description": "Read runs and their logged series; edit run metadata (POST + CSRF).",
+        },
+        "paths": {
+            "/api/runs": _get(
+                "One page of the runs table, filtered and sorted on the server",
+                [
+                    _q("offset", "integer", "first row", minimum=0),
+                    _q("limit", "integer", "rows per page", minimum=1, maximum=1000),
+                    _q("sort", "string", "column name or alias"),
+                    _q("desc", "boolean", "sort descending"),
+                    _q("filter", "string", 'expression, e.g. lr < 1e-3 and status == "finished"'),
+                    _q("q", "string", "free text searched in visible cells"),
+                    _q("hidden", "boolean", "include hidden runs"),
+                    _q("ids", "string", "only these run ids (comma-separated)", pattern=r"^-?\d+(,-?\d+)*$"),
+                ],
+                _json("a page of runs", {"$ref": "#/components/schemas/RunsPage"}),
+            ),
+            "/api/version": _get(
+                "Run count and last edit time (poll to see changes)", [], _json("the version")
+            ),
+            "/api/tags": _get("Run tags in use, for autocompletion", [], _json("tags")),
+            "/api/columns": {
+                **_get("Column preferences", [], _json("columns")),
+                **_post(
+                    "Rename, hide (position null) or reorder columns",
+                    [],
+                    {
+                        "type": "object",
+                        "required": ["columns"],
+                        "properties": {"columns": {"type": "array", "minItems": 1, "items": COLUMN_PREF}},
+                    },
+                ),
+            },
+            "/api/runs/{run_id}": {
+                **_get("Everything about one run", [_path("run_id")], _json("the run")),
+                **_post("Edit note, tag, colour, status or hidden", [_path("run_id")], RUN_EDIT),
+            },
+            "/api/series": _get(
+                "Series of some runs downsampled to `width` buckets (min, max, last per bucket)",
+                [
+                    {**RUNS, "required": True},
+                    METRIC,
+                    _q("width", "integer", "buckets (chart width in pixels)", minimum=1, maximum=4000),
+                    _q("step_min", "integer", "first step of the range (zoom)"),
+                    _q("step_max", "integer", "last step of the range (zoom)"),
+                ],
+                _json("series", {"$ref": "#/components/schemas/SeriesSet"}),
+            ),
+            "/api/live": _get(
+                "Points logged after each cursor (incremental live updates)",
+                [
+                    {**RUNS, "required": True},
+                    METRIC,
+                    {
+                        "name": "after",
+                        "in": "query",
+                        "required": False,
+                        "style": "form",
+                        "explode": True,
+                        "description": "RUN:TAG_ID:REP:STEP, once per series already shown",
+                        "schema": {
+                            "type": "array",
+                            "items": {"type": "string", "pattern": r"^-?\d+:\d+:\d+:-?\d+$"},
+                        },
+                    },
+                ],
+                _json("new points"),
+            ),
+            "/api/runs/{run_id}/scalars.csv": {
+                "get": {
+                    "summary": "Full-resolution CSV of one tag of a run",
+                    "parameters": [
+                        _path("run_id"),
+                        {**_q("tag", "string", "tag, e.g. train/loss"), "required": True},
+                    ],
+                    "responses": {
+                        "200": {
+                            "description": "CSV",
+                            "content": {"text/csv": {"schema": {"type": "string"}}},
+                        },
+                        "400": ERROR,
+                        "404": NOT_FOUND,
+                    },
+                }
+            },
+            "/api/runs/{run_id}/media": _get(
+                "Index of a run's images or figures",
+                [_path("run_id"), _q("kind", "string", "image or figure", enum=["image", "figure"])],
+                _json("media"),
+            ),
+            "/api/runs/{run_id}/texts": _get(
+                "A run's texts or HTML fragments",
+                [_path("run_id"), _q("kind", "string", "text or fragment", enum=["text", "fragment"])],
+                _json("texts"),
+            ),
+            "/api/media/{media_id}": {
+                "get": {
+                    "summary": "One image or figure as PNG",
+                    "parameters": [_path("media_id")],
+                    "responses": {
+                        "200": {
+                            "description": "PNG",
+                            "content": {"image/png": {"schema": {"type": "string", "format": "binary"}}},
+                        },
+                        "400": ERROR,
+                        "404": NOT_FOUND,
+                    },
+                }
+            },
+        },
+        "components": {
+            "schemas": {
+                "Error": {
+                    "type": "object",
+                    "required": ["error"],
+                    "properties": {"error": {"type": "string"}},
+                },
+                "RunsPage": {
+                    "type": "object",
+                    "required": ["total", "rows", "columns", "version"],
+                    "properties": {
+                        "total": {"type": "integer"},
+                        "rows": {"type": "array", "items": {"type": "object"}},
+                        "columns": {"type": "array", "items": {"type": "object"}},
+                        "version": {"type": "object"},
+                    },
+                },
+                "SeriesSet": {
+                    "type": "object",
+                    "required": ["series", "bucket"],
+                    "properties": {
+                        "lo": {"type": "integer", "nullable": True},
+                        "hi": {"type": "integer", "nullable": True},
+                        "bucket": {"type": "integer"},
+                        "series": {"type": "array", "items": {"type": "object"}},
+                    },
+                },
+            }
+        },
+    }

@@ -1,0 +1,195 @@
+"""The runs table as the dashboard serves it: columns, sorting, filtering and paging on the server.
+
+Why on the server: 10,000 runs with their hparams and results are megabytes of JSON; a browser
+asked to hold and re-sort that stutters. The server keeps the rows in memory (refreshed only
+for runs whose `updated_at` moved) and answers one page at a time.
+
+Sorting and filtering work on any column with mixed types and empty cells: values sort as
+numbers, then strings, then booleans, and empty cells always come last in either direction.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from tallyboard.dashboard.filter_expr import FilterError, parse_filter
+from tallyboard.store.queries import DashboardQueries
+
+# Run fields that can be table columns; git_diff is far too long for a cell (the run page shows it).
+TABLE_RUN_FIELDS = (
+    "run_id", "experiment", "tag", "config_path", "comment", "config_hash", "note", "color", "status",
+    "start_time", "end_time", "hidden",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    kind: str  # 'run', 'hparam' or 'result'
+    alias: str
+    position: int | None  # None = hidden
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "kind": self.kind, "alias": self.alias, "position": self.position}
+
+
+@dataclass
+class Page:
+    total: int
+    rows: list[dict[str, Any]]
+    columns: list[Column]
+    version: tuple[int, float]
+
+
+class RunsTable:
+    """In-memory rows of the runs table, kept in step with the store by `updated_at`."""
+
+    def __init__(self, queries: DashboardQueries) -> None:
+        self.queries = queries
+        self._rows: dict[int, dict[str, Any]] = {}
+        self._version: tuple[int, float] | None = None
+        self._lock = threading.Lock()
+
+    def refresh(self) -> tuple[int, float]:
+        """Reload what changed since the last call; returns the store's runs version."""
+        version = self.queries.runs_version()
+        with self._lock:
+            if version == self._version:
+                return version
+            if self._version is None or version[0] < len(self._rows):
+                self._rows = {run["run_id"]: _flatten(run) for run in self.queries.runs()}
+            else:
+                for run in self.queries.runs(updated_after=self._version[1]):
+                    self._rows[run["run_id"]] = _flatten(run)
+                if len(self._rows) != version[0]:  # runs were deleted as others were added
+                    self._rows = {run["run_id"]: _flatten(run) for run in self.queries.runs()}
+            self._version = version
+        return version
+
+    def columns(self) -> list[Column]:
+        """Every column: the store's preferences first, then hparams/results found in rows."""
+        columns = [
+            Column(c["name"], c["kind"], c["alias"] or c["name"], c["position"])
+            for c in self.queries.columns()
+            if c["kind"] != "run" or c["name"] in TABLE_RUN_FIELDS
+        ]
+        known = {c.name for c in columns}
+        for field in TABLE_RUN_FIELDS:
+            if field not in known:
+                columns.append(Column(field, "run", field, None))
+                known.add(field)
+        with self._lock:
+            rows = list(self._rows.values())
+        extra: dict[str, str] = {}
+        for row in rows:
+            for kind in ("hparam", "result"):
+                for name in row[kind]:
+                    if name not in known:
+                        extra.setdefault(name, kind)
+        last = max((c.position for c in columns if c.position is not None), default=-1)
+        for offset, (name, kind) in enumerate(sorted(extra.items(), key=lambda item: item[1])):
+            columns.append(Column(name, kind, name, last + 1 + offset))
+        return sorted(columns, key=lambda c: (c.position is None, c.position or 0, c.name))
+
+    def page(
+        self,
+        *,
+        offset: int = 0,
+        limit: int = 100,
+        sort: str | None = None,
+        descending: bool = False,
+        filter_text: str = "",
+        search: str = "",
+        show_hidden: bool = False,
+        run_ids: list[int] | None = None,
+    ) -> Page:
+        """One page of rows after filtering and sorting. Raises FilterError on a bad filter."""
+        version = self.refresh()
+        columns = self.columns()
+        resolve = _resolver(columns)
+        with self._lock:
+            rows = list(self._rows.values())
+        if run_ids is not None:
+            wanted = set(run_ids)
+            rows = [row for row in rows if row["run_id"] in wanted]
+        elif not show_hidden:
+            rows = [row for row in rows if not row["hidden"]]
+        if filter_text.strip():
+            predicate = parse_filter(filter_text, resolve)
+            rows = [row for row in rows if predicate(_getter(row))]
+        if search.strip():
+            needle = search.strip().lower()
+            names = [c.name for c in columns if c.position is not None]
+            rows = [row for row in rows if any(needle in _text(_cell(row, n)) for n in names)]
+        key = resolve(sort) if sort else "run_id"
+        rows = _sorted(rows, key, descending)
+        page_rows = [_public(row) for row in rows[offset : offset + limit]]
+        return Page(total=len(rows), rows=page_rows, columns=columns, version=version)
+
+
+def _flatten(run: dict[str, Any]) -> dict[str, Any]:
+    row = {field: run.get(field) for field in TABLE_RUN_FIELDS}
+    row["hidden"] = bool(row["hidden"])
+    row["hparam"] = run["hparams"]
+    row["result"] = run["results"]
+    return row
+
+
+def _cell(row: dict[str, Any], name: str) -> Any:
+    if name in row and name not in ("hparam", "result"):
+        return row[name]
+    if name in row["hparam"]:
+        return row["hparam"][name]
+    return row["result"].get(name)
+
+
+def _getter(row: dict[str, Any]) -> Callable[[str], Any]:
+    return lambda name: _cell(row, name)
+
+
+def _text(value: Any) -> str:
+    return "" if value is None else str(value).lower()
+
+
+def _resolver(columns: list[Column]) -> Callable[[str], str]:
+    by_name = {c.name: c.name for c in columns}
+    by_alias = {c.alias.lower(): c.name for c in columns}
+
+    def resolve(name: str) -> str:
+        found = by_name.get(name) or by_alias.get(name.lower())
+        if found is None:
+            raise FilterError(f"unknown column {name!r}")
+        return found
+
+    return resolve
+
+
+def _sort_key(value: Any) -> tuple:
+    if isinstance(value, bool):
+        return (2, value)
+    if isinstance(value, (int, float)):
+        return (0, value)
+    return (1, str(value).lower())
+
+
+def _is_empty(value: Any) -> bool:
+    return value is None or value == "" or (isinstance(value, float) and math.isnan(value))
+
+
+def _sorted(rows: list[dict[str, Any]], name: str, descending: bool) -> list[dict[str, Any]]:
+    present = [(row, _cell(row, name)) for row in rows]
+    filled = [pair for pair in present if not _is_empty(pair[1])]
+    empty = [row for row, value in present if _is_empty(value)]
+    filled.sort(key=lambda pair: (_sort_key(pair[1]), pair[0]["run_id"]), reverse=descending)
+    return [row for row, _ in filled] + sorted(empty, key=lambda row: row["run_id"])
+
+
+def _public(row: dict[str, Any]) -> dict[str, Any]:
+    """A row as JSON: run fields plus `cells` for hparams and results."""
+    out = {k: v for k, v in row.items() if k not in ("hparam", "result")}
+    out["cells"] = {**row["result"], **row["hparam"]}
+    return out

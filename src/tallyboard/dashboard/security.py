@@ -1,0 +1,166 @@
+"""Request guards and response headers: token, CSRF, read-only mode, host check, CSP.
+
+Why each one:
+- token: a dashboard bound beyond loopback is reachable by anyone on the network. The token
+  arrives once as `?token=` (then lives in an HttpOnly, SameSite=Strict cookie) or as a bearer
+  header for scripts.
+- CSRF: every state change is a POST that must carry the page's secret in `X-CSRF-Token`.
+  Another site can make a browser send a form, never a custom header, and it cannot read the
+  secret out of our pages.
+- host check: without a token, only loopback host names are served, so a DNS-rebinding page
+  cannot read our pages (and the CSRF secret in them) under its own name.
+- CSP: pages load scripts, styles and images only from this server; logged HTML gets a
+  sandboxing policy of its own (see `FRAGMENT_CSP`).
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+from http.cookies import SimpleCookie
+from urllib.parse import parse_qsl, urlencode
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+TOKEN_COOKIE = "tallyboard_token"
+CSRF_HEADER = "x-csrf-token"
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "[::1]", "::1"})
+
+PAGE_CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; "
+    "connect-src 'self'; frame-src 'self'; object-src 'none'; base-uri 'none'; "
+    "form-action 'self'; frame-ancestors 'none'"
+)
+# Logged HTML runs its own scripts (plots made with plotly, say) in an opaque origin: it cannot
+# read our pages, cookies or API, cannot fetch anything, and cannot navigate the dashboard.
+FRAGMENT_CSP = (
+    "sandbox allow-scripts; default-src 'none'; script-src 'unsafe-inline'; "
+    "style-src 'unsafe-inline'; img-src data:; font-src data:; frame-ancestors 'self'"
+)
+COMMON_HEADERS = [
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"no-referrer"),
+    (b"cross-origin-opener-policy", b"same-origin"),
+]
+
+
+def _same(given: str | None, expected: str) -> bool:
+    return given is not None and hmac.compare_digest(given.encode(), expected.encode())
+
+
+class SecurityMiddleware:
+    """Pure ASGI middleware: refuses what is not allowed, adds security headers to the rest."""
+
+    def __init__(
+        self, app: ASGIApp, *, csrf_secret: str, token: str | None = None, read_only: bool = False
+    ) -> None:
+        self.app = app
+        self.csrf_secret = csrf_secret
+        self.token = token
+        self.read_only = read_only
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        refusal = self._refusal(scope, headers)
+        if refusal is not None:
+            status, message = refusal
+            await _send_json(send, status, {"error": message})
+            return
+        if self.token and _query_token(scope) is not None:
+            await self._redirect_with_cookie(scope, send)
+            return
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                present = {k.lower() for k, _ in message.get("headers", [])}
+                extra = [h for h in COMMON_HEADERS if h[0] not in present]
+                if b"content-security-policy" not in present:
+                    extra.append((b"content-security-policy", PAGE_CSP.encode()))
+                    extra.append((b"x-frame-options", b"DENY"))
+                message["headers"] = [*message.get("headers", []), *extra]
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+    def _refusal(self, scope: Scope, headers: dict[str, str]) -> tuple[int, str] | None:
+        if self.token is None:
+            if _hostname(headers.get("host", "")) not in LOOPBACK_HOSTS:
+                return 421, "this dashboard answers on loopback host names only"
+        elif not self._authorised(scope, headers):
+            return 401, "a token is required: open the URL printed by `tallyboard serve`"
+        if scope["method"] in SAFE_METHODS:
+            return None
+        if self.read_only:
+            return 403, "the dashboard runs with --read-only"
+        if not _same(headers.get(CSRF_HEADER), self.csrf_secret):
+            return 403, "missing or wrong CSRF token: reload the page"
+        origin = headers.get("origin")
+        if origin and origin.split("://", 1)[-1] != headers.get("host"):
+            return 403, "cross-origin request refused"
+        return None
+
+    def _authorised(self, scope: Scope, headers: dict[str, str]) -> bool:
+        assert self.token is not None
+        auth = headers.get("authorization", "")
+        if auth.startswith("Bearer ") and _same(auth[7:], self.token):
+            return True
+        cookie = SimpleCookie()
+        try:
+            cookie.load(headers.get("cookie", ""))
+        except Exception:
+            return False
+        morsel = cookie.get(TOKEN_COOKIE)
+        return _same(morsel.value if morsel else None, self.token) or _same(_query_token(scope), self.token)
+
+    async def _redirect_with_cookie(self, scope: Scope, send: Send) -> None:
+        """`?token=` worked: keep it in a cookie and drop it from the address bar."""
+        query = [(k, v) for k, v in parse_qsl(scope.get("query_string", b"").decode()) if k != "token"]
+        location = scope["path"] + ("?" + urlencode(query) if query else "")
+        cookie = f"{TOKEN_COOKIE}={self.token}; HttpOnly; SameSite=Strict; Path=/"
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 303,
+                "headers": [
+                    (b"location", location.encode()),
+                    (b"set-cookie", cookie.encode()),
+                    *COMMON_HEADERS,
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": b""})
+
+
+def _hostname(host: str) -> str:
+    """'127.0.0.1:8765' -> '127.0.0.1'; '[::1]:8765' -> '[::1]'."""
+    if host.startswith("["):
+        return host[: host.find("]") + 1]
+    return host.split(":", 1)[0]
+
+
+def _query_token(scope: Scope) -> str | None:
+    for key, value in parse_qsl(scope.get("query_string", b"").decode("latin-1")):
+        if key == "token":
+            return value
+    return None
+
+
+async def _send_json(send: Send, status: int, body: dict) -> None:
+    payload = json.dumps(body).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(payload)).encode()),
+                (b"content-security-policy", PAGE_CSP.encode()),
+                *COMMON_HEADERS,
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": payload})

@@ -1,0 +1,71 @@
+"""`serve`: run the dashboard with uvicorn, safely by default.
+
+Loopback unless told otherwise; a non-loopback bind without a token gets a generated one, printed
+with the URL (the only way in). A busy default port falls back to the next free one, so two
+dashboards can run side by side without flags.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import secrets
+import socket
+
+from tallyboard.dashboard.app import create_app
+
+DEFAULT_PORT = 8765
+PORT_TRIES = 20
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    """A listening socket on `port`, or on the next free port when `port` is the busy default."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    candidates = range(port, port + PORT_TRIES) if port == DEFAULT_PORT else [port]
+    last_error: OSError | None = None
+    for candidate in candidates:
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host.strip("[]"), candidate))
+        except OSError as error:
+            sock.close()
+            last_error = error
+            continue
+        sock.listen(128)
+        return sock
+    raise OSError(f"cannot listen on {host}:{port}: {last_error}")
+
+
+def serve(
+    url_or_path: str,
+    host: str = "127.0.0.1",
+    port: int = DEFAULT_PORT,
+    token: str | None = None,
+    read_only: bool = False,
+) -> None:
+    """Serve the dashboard for a result table until interrupted; prints the URL to open.
+
+    Raises FileNotFoundError when a SQLite file does not exist (nothing is created)."""
+    import uvicorn
+
+    if not is_loopback(host) and token is None:
+        token = secrets.token_urlsafe(24)
+    app = create_app(url_or_path, token=token, read_only=read_only)
+    sock = _bind(host, port)
+    shown_host = f"[{host.strip('[]')}]" if ":" in host else host
+    url = f"http://{shown_host}:{sock.getsockname()[1]}/"
+    if token:
+        url += f"?token={token}"
+    mode = " (read-only)" if read_only else ""
+    print(f"tallyboard dashboard for {url_or_path}{mode}: {url}", flush=True)
+    config = uvicorn.Config(app, log_level="warning", access_log=False)
+    uvicorn.Server(config).run(sockets=[sock])

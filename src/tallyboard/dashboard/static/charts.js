@@ -1,0 +1,222 @@
+// Charts on top of uPlot (vendored): smoothing, bands, x modes, zoom that re-queries, PNG export.
+"use strict";
+
+TB.ema = (values, weight) => {
+  // Debiased exponential moving average (as TensorBoard's "smoothing"): no pull towards 0 at the start.
+  const out = new Array(values.length);
+  let last = 0, count = 0;
+  for (let i = 0; i < values.length; i++) {
+    const v = values[i];
+    if (v === null || !isFinite(v)) { out[i] = v; continue; }
+    last = last * weight + (1 - weight) * v;
+    count += 1;
+    out[i] = last / (1 - Math.pow(weight, count));
+  }
+  return out;
+};
+
+TB.xOf = (line, mode) => {
+  if (mode === "epoch") return line.epoch.map((e, i) => (e === null ? null : e));
+  if (mode === "wall") return line.wall.map((w) => line.start_time + w);
+  if (mode === "relative") return line.wall.slice();
+  return line.step.slice();
+};
+
+// Mean and band (min-max or +-std) of lines that share bucket boundaries (same request).
+TB.aggregate = (lines, keyOf, bandMode, lo, bucket) => {
+  const groups = new Map();
+  for (const line of lines) {
+    const key = keyOf(line);
+    if (!groups.has(key)) groups.set(key, []);
+    groups.get(key).push(line);
+  }
+  const out = [];
+  for (const [key, members] of groups) {
+    const buckets = new Map();
+    for (const line of members) {
+      line.step.forEach((step, i) => {
+        const b = bucket > 1 ? Math.floor((step - lo) / bucket) : step;
+        const v = TB.number(line.value[i]);
+        if (v === null || !isFinite(v)) return;
+        if (!buckets.has(b)) buckets.set(b, { step, epoch: line.epoch[i], wall: line.wall[i], start: line.start_time, values: [] });
+        buckets.get(b).values.push(v);
+      });
+    }
+    const keys = [...buckets.keys()].sort((a, b) => a - b);
+    const agg = { ...members[0], key: `group:${key}`, label: key, members: members.length,
+      step: [], epoch: [], wall: [], value: [], min: [], max: [] };
+    for (const k of keys) {
+      const b = buckets.get(k), n = b.values.length;
+      const mean = b.values.reduce((a, c) => a + c, 0) / n;
+      let low, high;
+      if (bandMode === "std") {
+        const sd = Math.sqrt(b.values.reduce((a, c) => a + (c - mean) ** 2, 0) / n);
+        low = mean - sd; high = mean + sd;
+      } else { low = Math.min(...b.values); high = Math.max(...b.values); }
+      agg.step.push(b.step); agg.epoch.push(b.epoch); agg.wall.push(b.wall);
+      agg.value.push(mean); agg.min.push(low); agg.max.push(high);
+    }
+    out.push(agg);
+  }
+  return out;
+};
+
+function alpha(hex, a) {
+  const n = parseInt(hex.slice(1), 16);
+  return `rgba(${(n >> 16) & 255},${(n >> 8) & 255},${n & 255},${a})`;
+}
+
+TB.Chart = class {
+  constructor(container, { onZoom } = {}) {
+    this.container = container;
+    this.onZoom = onZoom;
+    this.plot = null;
+    this.lines = [];
+    this.settings = { x: "step", smoothing: 0, logY: false };
+    this.readout = TB.el("div", { class: "readout" });
+    this.area = TB.el("div", { class: "plot" });
+    this.legend = TB.el("div", { class: "legend" });
+    container.append(this.area, this.readout, this.legend);
+    this.resizer = new ResizeObserver(TB.debounce(() => this.render(), 120));
+    this.resizer.observe(this.area);
+  }
+
+  set(lines, settings) {
+    this.lines = lines;
+    if (settings) this.settings = { ...this.settings, ...settings };
+    this.render();
+  }
+
+  // Series the chart shows: data[0] is x, then per line [band low, band high,] raw[, smoothed].
+  build() {
+    const { x: mode, smoothing, logY } = this.settings;
+    const xs = new Set();
+    const perLine = this.lines.map((line) => {
+      const x = TB.xOf(line, mode);
+      x.forEach((v) => v !== null && xs.add(v));
+      return x;
+    });
+    const xAll = Float64Array.from([...xs].sort((a, b) => a - b));
+    const index = new Map();
+    xAll.forEach((v, i) => index.set(v, i));
+    const clean = (v) => {
+      v = TB.number(v);
+      if (v === null || v === undefined || Number.isNaN(v)) return null;
+      if (logY && v <= 0) return null;
+      return v;
+    };
+    const data = [xAll], series = [{}], bands = [];
+    const spread = () => new Array(xAll.length).fill(null);
+    this.lines.forEach((line, li) => {
+      const x = perLine[li];
+      const place = (values) => {
+        const out = spread();
+        values.forEach((v, i) => { if (x[i] !== null) out[index.get(x[i])] = clean(v); });
+        return out;
+      };
+      const raw = place(line.value);
+      const hasBand = line.min.some((v, i) => TB.number(v) !== TB.number(line.max[i]));
+      if (hasBand) {
+        data.push(place(line.min), place(line.max));
+        const lowIdx = data.length - 2, highIdx = data.length - 1;
+        series.push({ label: `${line.label} min`, stroke: "transparent", points: { show: false }, spanGaps: true },
+          { label: `${line.label} max`, stroke: "transparent", points: { show: false }, spanGaps: true });
+        bands.push({ series: [highIdx, lowIdx], fill: alpha(line.color, 0.16) });
+      }
+      const smooth = smoothing > 0;
+      data.push(raw);
+      series.push({ label: line.label, stroke: smooth ? alpha(line.color, 0.28) : line.color, width: smooth ? 1 : 1.75,
+        spanGaps: true, points: { show: raw.filter((v) => v !== null).length < 3 }, dash: line.dash });
+      if (smooth) {
+        const values = raw.filter((v) => v !== null);
+        const smoothed = TB.ema(values, smoothing);
+        const full = spread();
+        let k = 0;
+        raw.forEach((v, i) => { if (v !== null) full[i] = smoothed[k++]; });
+        data.push(full);
+        series.push({ label: `${line.label} (smoothed)`, stroke: line.color, width: 2, spanGaps: true,
+          points: { show: false }, dash: line.dash, main: true });
+      } else series[series.length - 1].main = true;
+    });
+    return { data, series, bands };
+  }
+
+  render() {
+    const width = Math.max(200, this.area.clientWidth || 480);
+    if (this.plot) { this.plot.destroy(); this.plot = null; }
+    this.legend.replaceChildren(...this.lines.map((line) => TB.el("span", {}, TB.swatch(line.color), line.label)));
+    if (!this.lines.length) { this.area.replaceChildren(TB.el("div", { class: "empty-state" }, "no points")); return; }
+    this.area.replaceChildren();
+    const { data, series, bands } = this.build();
+    const mode = this.settings.x;
+    const axisColor = "#8b93a7", grid = { stroke: "#ffffff10", width: 1 };
+    const xValues = mode === "relative" ? (u, ticks) => ticks.map((t) => TB.duration(t)) : undefined;
+    const opts = {
+      width, height: 250, series, bands,
+      legend: { show: false },
+      cursor: { drag: { x: true, y: false }, points: { size: 6 } },
+      scales: { x: { time: mode === "wall" }, y: { distr: this.settings.logY ? 3 : 1 } },
+      axes: [
+        { stroke: axisColor, grid, ticks: grid, values: xValues },
+        { stroke: axisColor, grid, ticks: grid, size: 56,
+          values: (u, ticks) => ticks.map((t) => TB.format(t)) },
+      ],
+      hooks: {
+        setSelect: [(u) => {
+          if (u.select.width < 4) return;
+          const x0 = u.posToVal(u.select.left, "x"), x1 = u.posToVal(u.select.left + u.select.width, "x");
+          u.setSelect({ left: 0, width: 0, top: 0, height: 0 }, false);
+          const range = this.stepRange(x0, x1);
+          if (range && this.onZoom) this.onZoom(range);
+        }],
+        setCursor: [(u) => this.showReadout(u)],
+      },
+    };
+    this.plot = new uPlot(opts, data, this.area);
+    this.plot.over.addEventListener("dblclick", () => this.onZoom && this.onZoom(null));
+  }
+
+  showReadout(u) {
+    const i = u.cursor.idx;
+    if (i === null || i === undefined) { this.readout.textContent = ""; return; }
+    const x = u.data[0][i];
+    const xText = this.settings.x === "wall" ? TB.time(x) : this.settings.x === "relative" ? TB.duration(x) : TB.format(x);
+    const parts = [`${this.settings.x} ${xText}`];
+    u.series.forEach((s, k) => { if (s.main && u.data[k][i] !== null) parts.push(`${s.label.replace(" (smoothed)", "")}: ${TB.format(u.data[k][i])}`); });
+    this.readout.textContent = parts.join("   ");
+  }
+
+  // Steps covered by an x range, so a zoom can ask the server for that range at full resolution.
+  stepRange(x0, x1) {
+    let lo = Infinity, hi = -Infinity;
+    for (const line of this.lines) {
+      const x = TB.xOf(line, this.settings.x);
+      x.forEach((v, i) => {
+        if (v === null || v < x0 || v > x1) return;
+        const first = i > 0 ? line.step[i - 1] + 1 : line.step[i];
+        lo = Math.min(lo, first); hi = Math.max(hi, line.step[i]);
+      });
+    }
+    return lo <= hi ? [lo, hi] : null;
+  }
+
+  png(title) {
+    const source = this.plot.ctx.canvas, ratio = source.width / this.plot.width;
+    const legendH = 22 * ratio, titleH = 30 * ratio;
+    const canvas = document.createElement("canvas");
+    canvas.width = source.width; canvas.height = source.height + titleH + legendH;
+    const ctx = canvas.getContext("2d");
+    ctx.fillStyle = "#171a21"; ctx.fillRect(0, 0, canvas.width, canvas.height);
+    ctx.fillStyle = "#e6e8ee"; ctx.font = `600 ${14 * ratio}px system-ui, sans-serif`;
+    ctx.fillText(title, 10 * ratio, 20 * ratio);
+    ctx.drawImage(source, 0, titleH);
+    let x = 10 * ratio;
+    ctx.font = `${12 * ratio}px system-ui, sans-serif`;
+    for (const line of this.lines) {
+      ctx.fillStyle = line.color; ctx.fillRect(x, source.height + titleH + 6 * ratio, 10 * ratio, 10 * ratio);
+      ctx.fillStyle = "#c9cdd8"; ctx.fillText(line.label, x + 14 * ratio, source.height + titleH + 15 * ratio);
+      x += ctx.measureText(line.label).width + 30 * ratio;
+    }
+    return new Promise((resolve) => canvas.toBlob(resolve, "image/png"));
+  }
+};

@@ -1,0 +1,292 @@
+// The run page: info with autosave, charts per metric (live, zoomable), media, texts, config, git.
+"use strict";
+
+(() => {
+  const { el } = TB;
+  const runId = Number(location.pathname.split("/").pop());
+  const DEFAULTS = { tab: "scalars", smooth: "0.6", x: "step", log: "0", reps: "lines" };
+  const state = TB.readState(DEFAULTS);
+  const main = document.getElementById("main");
+  const live = document.getElementById("live");
+  let run = null;
+  const cards = new Map(); // metric -> card
+
+  const settings = () => ({ x: state.x, smoothing: Number(state.smooth), logY: state.log === "1" });
+  const save = (changes) => { Object.assign(state, changes); TB.writeState(state, DEFAULTS); };
+
+  async function start() {
+    try { run = await TB.getJSON(`/api/runs/${runId}`); } catch (e) {
+      main.replaceChildren(el("div", { class: "empty-state" }, e.message)); return;
+    }
+    document.title = `Run ${runId} · tallyboard`;
+    main.replaceChildren(el("div", { class: "layout" }, sidebar(), el("section", {}, title(), tabs())));
+    showTab(state.tab);
+    if (run.status === "running") pollLive();
+  }
+
+  function title() {
+    const duration = (run.end_time || run.now) - run.start_time;
+    return el("div", { class: "run-title" }, TB.swatch(run.color || TB.color(0)),
+      el("h1", {}, `Run ${run.run_id}`), el("span", { class: "muted" }, run.experiment),
+      TB.statusBadge(run.status), el("span", { class: "muted" }, TB.duration(duration)),
+      el("span", { class: "spacer" }), el("span", { class: "muted" }, `started ${TB.time(run.start_time)}`));
+  }
+
+  // Sidebar: run info (autosaved) and chart settings (kept in the URL).
+  function sidebar() {
+    const saved = el("div", { class: "saved", id: "saved" });
+    const autosave = TB.debounce(async (changes) => {
+      try { await TB.postJSON(`/api/runs/${runId}`, changes); saved.textContent = "saved"; }
+      catch (e) { saved.textContent = e.message; }
+      setTimeout(() => { saved.textContent = ""; }, 1500);
+    }, 500);
+    const off = TB.readOnly;
+    const status = el("select", { id: "status", disabled: off, onchange: (e) => autosave({ status: e.target.value }) },
+      ["running", "finished", "failed"].map((s) => el("option", { value: s, selected: s === run.status }, s)));
+    const tags = el("datalist", { id: "tag-options" });
+    TB.getJSON("/api/tags").then((r) => tags.replaceChildren(...r.tags.map((t) => el("option", { value: t }))));
+    const tag = el("input", { type: "text", id: "tag", value: run.tag, list: "tag-options", disabled: off,
+      oninput: (e) => autosave({ tag: e.target.value }) });
+    const colour = el("input", { type: "color", id: "colour", value: run.color || "#5b9cff", disabled: off,
+      onchange: (e) => autosave({ color: e.target.value }) });
+    const note = el("textarea", { id: "note", disabled: off, placeholder: "notes…", oninput: (e) => autosave({ note: e.target.value }) });
+    note.value = run.note;
+    const hidden = el("input", { type: "checkbox", id: "hidden", checked: run.hidden, disabled: off,
+      onchange: (e) => autosave({ hidden: e.target.checked }) });
+    const smooth = el("input", { type: "range", min: 0, max: 0.99, step: 0.01, value: state.smooth, id: "smoothing" });
+    const smoothLabel = el("span", { class: "muted" }, Number(state.smooth).toFixed(2));
+    smooth.addEventListener("input", () => { smoothLabel.textContent = Number(smooth.value).toFixed(2); save({ smooth: smooth.value }); redraw(); });
+    const xSelect = el("select", { id: "x-axis", onchange: (e) => { save({ x: e.target.value }); redraw(); } },
+      [["step", "Step"], ["epoch", "Epoch"], ["wall", "Wall time"], ["relative", "Relative time"]]
+        .map(([v, t]) => el("option", { value: v, selected: state.x === v }, t)));
+    const log = el("input", { type: "checkbox", id: "log-y", checked: state.log === "1",
+      onchange: (e) => { save({ log: e.target.checked ? "1" : "0" }); redraw(); } });
+    const reps = el("select", { id: "reps", onchange: (e) => { save({ reps: e.target.value }); redraw(); } },
+      [["lines", "each a line"], ["minmax", "mean + min/max"], ["std", "mean ± std"]]
+        .map(([v, t]) => el("option", { value: v, selected: state.reps === v }, t)));
+    return el("aside", { class: "card side" },
+      el("div", {}, el("h3", {}, "Run info"), saved),
+      el("label", {}, "Status", status), el("label", {}, "Tag", tag, tags), el("label", {}, "Colour", colour),
+      el("label", {}, "Hidden", hidden), note,
+      el("h3", {}, "Charts"),
+      el("div", {}, el("label", {}, "Smoothing", smoothLabel), smooth),
+      el("label", {}, "X axis", xSelect), el("label", {}, "Log scale", log),
+      run.repetitions.length > 1 ? el("label", {}, "Repetitions", reps) : null);
+  }
+
+  const TABS = [["scalars", "Scalars"], ["image", "Images"], ["figure", "Figures"], ["text", "Text"],
+    ["fragment", "Fragments"], ["hparams", "HParams"], ["config", "Config"], ["reproduce", "Reproduce"]];
+  let tabBody = null;
+  function tabs() {
+    tabBody = el("div", { id: "tab-body" });
+    const bar = el("div", { class: "tabs" }, TABS.map(([key, label]) =>
+      el("button", { dataset: { tab: key }, onclick: () => showTab(key) }, label)));
+    return el("div", {}, bar, tabBody);
+  }
+
+  function showTab(key) {
+    if (!TABS.some(([k]) => k === key)) key = "scalars";
+    save({ tab: key });
+    document.querySelectorAll(".tabs button").forEach((b) => b.classList.toggle("active", b.dataset.tab === key));
+    cards.clear();
+    const render = { scalars, image: gallery, figure: gallery, text: texts, fragment: fragments, hparams, config, reproduce }[key];
+    tabBody.replaceChildren();
+    render(key);
+  }
+
+  // -- scalars -----------------------------------------------------------------------------
+  function scalars() {
+    const metrics = [...new Set(run.series.map((s) => s.metric))];
+    if (!metrics.length) { tabBody.append(el("div", { class: "empty-state" }, "no scalars logged yet")); return; }
+    const grid = el("div", { class: "charts", id: "charts" });
+    tabBody.append(grid);
+    metrics.forEach((metric) => addCard(grid, metric));
+  }
+
+  function addCard(grid, metric) {
+    const body = el("div", { class: "card chart-card", dataset: { metric } });
+    const reset = el("button", { hidden: true, onclick: () => load(card, null) }, "Reset zoom");
+    const tags = [...new Set(run.series.filter((s) => s.metric === metric).map((s) => s.tag))];
+    const csv = el("select", { title: "download the full-resolution series as CSV", onchange: (e) => {
+      if (e.target.value) location.href = `/api/runs/${runId}/scalars.csv?tag=${encodeURIComponent(e.target.value)}`;
+      e.target.value = "";
+    } }, el("option", { value: "" }, "CSV"), tags.map((t) => el("option", { value: t }, t)));
+    const png = el("button", { onclick: async () => TB.download(`run${runId}_${metric}.png`, await card.chart.png(`Run ${runId} · ${metric}`)) }, "PNG");
+    body.append(el("div", { class: "head" }, el("h4", {}, metric), reset, csv, png));
+    grid.append(body);
+    const card = { metric, body, reset, series: [], range: null, lo: 0, bucket: 1 };
+    card.chart = new TB.Chart(body, { onZoom: (range) => load(card, range) });
+    cards.set(metric, card);
+    load(card, null);
+  }
+
+  async function load(card, range) {
+    const width = Math.max(200, Math.round(card.body.clientWidth || 600));
+    const query = new URLSearchParams({ runs: runId, metric: card.metric, width });
+    if (range) { query.set("step_min", range[0]); query.set("step_max", range[1]); }
+    const data = await TB.getJSON(`/api/series?${query}`);
+    card.series = data.series; card.range = range; card.lo = data.lo; card.bucket = data.bucket;
+    card.reset.hidden = !range;
+    draw(card);
+  }
+
+  function draw(card) {
+    const splits = [...new Set(card.series.map((s) => s.split))];
+    const manyReps = new Set(card.series.map((s) => s.rep)).size > 1;
+    let lines = card.series.map((s) => ({ ...s, key: `${s.tag_id}:${s.rep}`, color: TB.color(splits.indexOf(s.split)),
+      label: (s.split || s.metric) + (manyReps ? ` · rep ${s.rep}` : ""), dash: manyReps && s.rep % 2 ? [6, 3] : undefined }));
+    if (manyReps && state.reps !== "lines") {
+      lines = TB.aggregate(lines, (l) => l.split || l.metric, state.reps, card.lo, card.bucket)
+        .map((l) => ({ ...l, dash: undefined, label: `${l.label} (mean of ${l.members})` }));
+    }
+    card.chart.set(lines, settings());
+  }
+
+  function redraw() { for (const card of cards.values()) draw(card); }
+
+  // Live: ask only for points after the last one each series has; nothing is sent twice.
+  async function pollLive() {
+    live.className = "live"; live.textContent = "live";
+    const after = [];
+    for (const card of cards.values()) {
+      for (const s of card.series) after.push(`${s.run_id}:${s.tag_id}:${s.rep}:${s.last_step}`);
+    }
+    const query = new URLSearchParams({ runs: runId });
+    after.forEach((a) => query.append("after", a));
+    try {
+      const update = await TB.getJSON(`/api/live?${query}`);
+      const known = new Set(after.map((a) => a.split(":").slice(0, 3).join(":")));
+      let reload = false;
+      for (const fresh of update.series) {
+        const card = cards.get(fresh.metric);
+        const id = `${fresh.run_id}:${fresh.tag_id}:${fresh.rep}`;
+        if (!card || !known.has(id) || fresh.more) { reload = true; continue; }
+        if (card.range) continue; // a zoomed chart stays put; reset shows the new points
+        const s = card.series.find((x) => `${x.run_id}:${x.tag_id}:${x.rep}` === id);
+        for (const k of ["step", "epoch", "wall", "value", "min", "max"]) s[k].push(...fresh[k]);
+        s.last_step = fresh.last_step;
+        draw(card);
+      }
+      if (reload && state.tab === "scalars") {
+        run = await TB.getJSON(`/api/runs/${runId}`);
+        showTab("scalars");
+      }
+      const mine = update.runs.find((r) => r.run_id === runId);
+      if (mine && mine.status !== "running") { live.className = "live off"; live.textContent = mine.status; return; }
+    } catch (e) { live.className = "live off"; live.textContent = "offline"; }
+    setTimeout(pollLive, 2000);
+  }
+
+  // -- media ---------------------------------------------------------------------------------
+  async function gallery(kind) {
+    const { media } = await TB.getJSON(`/api/runs/${runId}/media?kind=${kind}`);
+    if (!media.length) { tabBody.append(el("div", { class: "empty-state" }, `no ${kind}s logged`)); return; }
+    const pick = (name) => [...new Set(media.map((m) => m[name]))].sort((a, b) => (a > b) - (a < b));
+    const select = (id, values, label) => el("select", { id }, el("option", { value: "" }, `all ${label}`),
+      values.map((v) => el("option", { value: String(v) }, `${label} ${v}`)));
+    const tagSel = select("media-tag", pick("tag"), "tags"), repSel = select("media-rep", pick("rep"), "rep");
+    const epochSel = select("media-epoch", pick("epoch").filter((e) => e !== null), "epoch");
+    const steps = pick("step");
+    const slider = el("input", { type: "range", min: 0, max: steps.length, value: steps.length, id: "step-slider" });
+    const stepLabel = el("span", { class: "muted" });
+    const grid = el("div", { class: "gallery", id: "gallery" });
+    const redrawGallery = () => {
+      const step = Number(slider.value) < steps.length ? steps[Number(slider.value)] : null;
+      stepLabel.textContent = step === null ? "all steps" : `step ${step}`;
+      const shown = media.filter((m) => (!tagSel.value || m.tag === tagSel.value) && (!repSel.value || String(m.rep) === repSel.value)
+        && (!epochSel.value || String(m.epoch) === epochSel.value) && (step === null || m.step === step));
+      grid.replaceChildren(...shown.map((m) => el("figure", { class: "card", onclick: () => viewer(m) },
+        el("img", { src: `/api/media/${m.media_id}`, alt: m.tag, loading: "lazy" }),
+        el("figcaption", {}, `${m.tag} · step ${m.step}${m.epoch !== null ? ` · epoch ${m.epoch}` : ""} · rep ${m.rep}`))));
+    };
+    [tagSel, repSel, epochSel, slider].forEach((n) => n.addEventListener("input", redrawGallery));
+    tabBody.append(el("div", { class: "toolbar" }, tagSel, repSel, epochSel, el("span", { class: "slider" }, "step", slider, stepLabel)), grid);
+    redrawGallery();
+  }
+
+  function viewer(m) {
+    const img = el("img", { src: `/api/media/${m.media_id}`, alt: m.tag });
+    let scale = 1, x = 0, y = 0, drag = null;
+    const apply = () => { img.style.transform = `translate(${x}px, ${y}px) scale(${scale})`; };
+    const box = el("div", { class: "viewer", id: "viewer", title: "wheel: zoom · drag: pan · click outside/Esc: close" }, img,
+      el("div", { class: "caption chip" }, `${m.tag} · step ${m.step} · ${m.width}×${m.height}px`));
+    img.addEventListener("load", () => {
+      scale = Math.min((innerWidth * 0.9) / img.naturalWidth, (innerHeight * 0.85) / img.naturalHeight);
+      x = (innerWidth - img.naturalWidth * scale) / 2; y = (innerHeight - img.naturalHeight * scale) / 2; apply();
+      img.style.position = "absolute"; img.style.left = "0"; img.style.top = "0";
+    });
+    box.addEventListener("wheel", (e) => {
+      e.preventDefault();
+      const factor = e.deltaY < 0 ? 1.2 : 1 / 1.2;
+      x = e.clientX - (e.clientX - x) * factor; y = e.clientY - (e.clientY - y) * factor; scale *= factor; apply();
+    }, { passive: false });
+    box.addEventListener("mousedown", (e) => { drag = { x: e.clientX - x, y: e.clientY - y, moved: false }; });
+    box.addEventListener("mousemove", (e) => { if (drag) { x = e.clientX - drag.x; y = e.clientY - drag.y; drag.moved = true; apply(); } });
+    box.addEventListener("mouseup", (e) => { if (drag && !drag.moved && e.target === box) close(); drag = null; });
+    const close = () => { box.remove(); removeEventListener("keydown", onKey); };
+    const onKey = (e) => { if (e.key === "Escape") close(); };
+    addEventListener("keydown", onKey);
+    document.body.append(box);
+  }
+
+  // -- texts ---------------------------------------------------------------------------------
+  const meta = (t) => el("div", { class: "meta" }, `${t.tag} · step ${t.step}${t.epoch !== null ? ` · epoch ${t.epoch}` : ""} · rep ${t.rep}`);
+
+  async function texts() {
+    const { texts: items } = await TB.getJSON(`/api/runs/${runId}/texts?kind=text`);
+    if (!items.length) { tabBody.append(el("div", { class: "empty-state" }, "no text logged")); return; }
+    tabBody.append(...items.map((t) => el("div", { class: "card item" }, meta(t), el("pre", { class: "mono" }, t.content))));
+  }
+
+  // Logged HTML runs only inside a sandboxed iframe without same-origin, under its own CSP.
+  async function fragments() {
+    const { texts: items } = await TB.getJSON(`/api/runs/${runId}/texts?kind=fragment`);
+    if (!items.length) { tabBody.append(el("div", { class: "empty-state" }, "no HTML fragments logged")); return; }
+    tabBody.append(...items.map((t) => el("div", { class: "card item" }, meta(t),
+      el("iframe", { class: "fragment", sandbox: "allow-scripts", src: `/fragments/${t.text_id}`, title: t.tag }))));
+  }
+
+  // -- hparams, config, reproduce --------------------------------------------------------------
+  function kvCard(titleText, object) {
+    const entries = Object.entries(object || {});
+    return el("div", { class: "card" }, el("div", { class: "block-head" }, el("strong", {}, titleText)),
+      entries.length ? el("div", { class: "kv" }, entries.flatMap(([k, v]) => [el("span", { class: "k" }, k), el("span", { class: "mono" }, TB.format(TB.number(v)))]))
+        : el("div", { class: "empty-state" }, "none"));
+  }
+
+  function hparams() {
+    tabBody.append(el("div", { class: "charts" }, kvCard("Hyperparameters", run.hparams), kvCard("Results", run.results)));
+  }
+
+  function codeBlock(titleText, text, id, lineClass) {
+    const pre = el("pre", { class: "block", id });
+    if (!text) pre.append(el("span", { class: "muted" }, "not captured"));
+    else if (!lineClass) pre.textContent = text;
+    else text.split("\n").forEach((line) => pre.append(el("span", { class: lineClass(line) }, line), "\n"));
+    const copy = el("button", { disabled: !text, onclick: async () => {
+      try { await navigator.clipboard.writeText(text); copy.textContent = "copied"; }
+      catch (e) { getSelection().selectAllChildren(pre); copy.textContent = "press Ctrl+C"; }
+      setTimeout(() => { copy.textContent = "Copy"; }, 1500);
+    } }, "Copy");
+    return el("div", { class: "card" }, el("div", { class: "block-head" }, el("strong", {}, titleText), copy), pre);
+  }
+
+  function config() {
+    tabBody.append(el("div", { class: "kv card" }, el("span", { class: "k" }, "path"), el("span", { class: "mono" }, run.config_path || "—"),
+      el("span", { class: "k" }, "hash"), el("span", { class: "mono" }, run.config_hash || "—")), el("br"),
+    codeBlock("Config", run.config_content, "config-content"));
+  }
+
+  const diffClass = (line) => (line.startsWith("+++") || line.startsWith("---") || line.startsWith("diff ") ? "file"
+    : line.startsWith("@@") ? "hunk" : line.startsWith("+") ? "add" : line.startsWith("-") ? "del" : "");
+
+  function reproduce() {
+    let cli = run.cli;
+    try { cli = cli && JSON.stringify(JSON.parse(cli), null, 2); } catch (e) { /* shown as stored */ }
+    tabBody.append(codeBlock("Command", run.command, "command"), el("br"), codeBlock("CLI arguments", cli, "cli"), el("br"),
+      el("div", { class: "kv card" }, el("span", { class: "k" }, "git commit"), el("span", { class: "mono" }, run.git_commit || "—")), el("br"),
+      codeBlock("Uncommitted changes (git diff)", run.git_diff, "git-diff", diffClass));
+  }
+
+  start();
+})();

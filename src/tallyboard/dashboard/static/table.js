@@ -1,0 +1,166 @@
+// The runs table: server-side sort/filter/paging, column preferences, selection, live refresh.
+"use strict";
+
+(() => {
+  const { el } = TB;
+  const DEFAULTS = { sort: "run_id", desc: "0", filter: "", q: "", hidden: "0", offset: "0", limit: "100" };
+  const state = TB.readState(DEFAULTS);
+  const selected = new Set();
+  let page = null, version = null, columnsOpen = false;
+
+  document.getElementById("nav-runs").classList.add("active");
+  const filterInput = el("input", { type: "text", class: "filter", placeholder: 'filter: lr < 1e-3 and status == "finished"',
+    value: state.filter, spellcheck: false, id: "filter" });
+  const searchInput = el("input", { type: "search", placeholder: "search…", value: state.q, id: "search" });
+  const hiddenBox = el("input", { type: "checkbox", checked: state.hidden === "1", id: "show-hidden" });
+  const compareButton = el("button", { class: "primary", id: "compare", disabled: true, onclick: openCompare }, "Compare");
+  const columnsButton = el("button", { id: "columns-button", onclick: toggleColumns }, "Columns");
+  const error = el("div", { class: "error", id: "filter-error" });
+  const count = el("span", { class: "muted", id: "count" });
+  const table = el("table", { class: "runs", id: "runs" });
+  const pager = el("div", { class: "pager" });
+  const columnsPanel = el("div", { class: "card panel-columns", hidden: true, id: "columns-panel" });
+  document.getElementById("main").append(
+    el("div", { class: "toolbar" }, filterInput, searchInput,
+      el("label", { class: "chip" }, hiddenBox, "show hidden"), columnsButton, compareButton, count),
+    error, columnsPanel,
+    el("div", { class: "card" }, el("div", { class: "table-wrap" }, table), pager));
+
+  filterInput.addEventListener("keydown", (e) => { if (e.key === "Enter") update({ filter: filterInput.value, offset: "0" }); });
+  filterInput.addEventListener("input", TB.debounce(() => update({ filter: filterInput.value, offset: "0" }), 500));
+  searchInput.addEventListener("input", TB.debounce(() => update({ q: searchInput.value, offset: "0" }), 250));
+  hiddenBox.addEventListener("change", () => update({ hidden: hiddenBox.checked ? "1" : "0", offset: "0" }));
+
+  function update(changes) {
+    Object.assign(state, changes);
+    TB.writeState(state, DEFAULTS);
+    load();
+  }
+
+  async function load() {
+    const query = new URLSearchParams({ offset: state.offset, limit: state.limit, sort: state.sort,
+      desc: state.desc === "1", filter: state.filter, q: state.q, hidden: state.hidden === "1" });
+    try {
+      page = await TB.getJSON(`/api/runs?${query}`);
+      error.textContent = "";
+      filterInput.classList.remove("bad");
+    } catch (e) {
+      error.textContent = e.message;
+      return;
+    }
+    version = page.version;
+    render();
+  }
+
+  const visibleColumns = () => page.columns.filter((c) => c.position !== null);
+
+  function cellValue(row, column) {
+    return column.kind === "run" ? row[column.name] : row.cells[column.name];
+  }
+
+  function cell(row, column) {
+    const value = cellValue(row, column);
+    if (value === null || value === undefined || value === "") return el("td", { class: "empty" });
+    if (column.name === "status") return el("td", {}, TB.statusBadge(value));
+    if (column.name === "start_time" || column.name === "end_time") return el("td", {}, TB.time(value));
+    if (column.name === "color") return el("td", {}, TB.swatch(value), " ", value);
+    const text = TB.format(TB.number(value));
+    return el("td", { class: typeof value === "number" ? "num" : "", title: text }, text);
+  }
+
+  function header() {
+    const cols = visibleColumns();
+    const selectAll = el("input", { type: "checkbox", title: "select this page",
+      checked: page.rows.length > 0 && page.rows.every((r) => selected.has(r.run_id)),
+      onclick: (e) => { e.stopPropagation(); page.rows.forEach((r) => (e.target.checked ? selected.add(r.run_id) : selected.delete(r.run_id))); render(); } });
+    return el("thead", {}, el("tr", {}, el("th", {}, selectAll),
+      ...cols.map((c) => {
+        const sorted = state.sort === c.name;
+        return el("th", { class: sorted ? "sorted" : "", title: `${c.name} (${c.kind})`, dataset: { column: c.name },
+          onclick: () => update({ sort: c.name, desc: sorted && state.desc !== "1" ? "1" : "0", offset: "0" }) },
+        c.alias, sorted ? el("span", { class: "arrow" }, state.desc === "1" ? "▼" : "▲") : null);
+      }), el("th", {}, "")));
+  }
+
+  function row(run) {
+    const box = el("input", { type: "checkbox", checked: selected.has(run.run_id),
+      onclick: (e) => { e.stopPropagation(); e.target.checked ? selected.add(run.run_id) : selected.delete(run.run_id); renderSelection(); } });
+    const colour = el("input", { type: "color", value: run.color || "#5b9cff", title: "row colour", disabled: TB.readOnly,
+      onclick: (e) => e.stopPropagation(),
+      onchange: (e) => edit(run.run_id, { color: e.target.value }) });
+    const hide = el("button", { class: "icon-btn", title: run.hidden ? "show this run" : "hide this run", disabled: TB.readOnly,
+      onclick: (e) => { e.stopPropagation(); edit(run.run_id, { hidden: !run.hidden }); } }, run.hidden ? "show" : "hide");
+    const tr = el("tr", { class: [selected.has(run.run_id) ? "selected" : "", run.hidden ? "hidden-run" : ""].join(" "),
+      dataset: { run: run.run_id }, onclick: () => { location.href = `/runs/${run.run_id}`; } },
+    el("td", {}, box), ...visibleColumns().map((c) => cell(run, c)), el("td", { class: "tools" }, colour, hide));
+    if (run.color) tr.firstChild.style.borderLeftColor = run.color;
+    return tr;
+  }
+
+  function render() {
+    table.replaceChildren(header(), el("tbody", {}, page.rows.map(row)));
+    if (!page.rows.length) table.append(el("tbody", {}, el("tr", {}, el("td", { colspan: 99, class: "empty-state" }, "no runs match"))));
+    const offset = +state.offset, limit = +state.limit;
+    count.textContent = `${page.total.toLocaleString()} run${page.total === 1 ? "" : "s"}`;
+    pager.replaceChildren(
+      el("span", {}, page.total ? `${offset + 1}–${Math.min(offset + limit, page.total)} of ${page.total.toLocaleString()}` : ""),
+      el("span", {},
+        el("button", { disabled: offset === 0, onclick: () => update({ offset: String(Math.max(0, offset - limit)) }) }, "‹ Prev"), " ",
+        el("button", { id: "next-page", disabled: offset + limit >= page.total, onclick: () => update({ offset: String(offset + limit) }) }, "Next ›")));
+    renderSelection();
+    if (columnsOpen) renderColumns();
+  }
+
+  function renderSelection() {
+    compareButton.disabled = selected.size < 2 || selected.size > 50;
+    compareButton.textContent = selected.size ? `Compare ${selected.size}` : "Compare";
+    table.querySelectorAll("tbody tr[data-run]").forEach((tr) => tr.classList.toggle("selected", selected.has(+tr.dataset.run)));
+  }
+
+  function openCompare() {
+    location.href = `/compare?runs=${[...selected].join(",")}`;
+  }
+
+  async function edit(runId, changes) {
+    try { await TB.postJSON(`/api/runs/${runId}`, changes); } catch (e) { error.textContent = e.message; }
+    load();
+  }
+
+  // Columns panel: show/hide, rename and reorder; saved to the store's `columns` table.
+  function toggleColumns() {
+    columnsOpen = !columnsOpen;
+    columnsPanel.hidden = !columnsOpen;
+    if (columnsOpen) renderColumns();
+  }
+
+  function renderColumns() {
+    const order = page.columns.map((c) => ({ ...c }));
+    const draw = () => columnsPanel.replaceChildren(
+      el("div", { class: "block-head" }, el("strong", {}, "Columns"),
+        el("button", { class: "primary", id: "save-columns", disabled: TB.readOnly, onclick: save }, "Save")),
+      ...order.map((c, i) => el("div", { class: "col", dataset: { column: c.name } },
+        el("input", { type: "checkbox", checked: c.position !== null, title: "visible",
+          onchange: (e) => { c.position = e.target.checked ? i : null; } }),
+        el("input", { type: "text", value: c.alias, title: c.name, onchange: (e) => { c.alias = e.target.value || c.name; } }),
+        el("button", { class: "icon-btn", title: "move up", disabled: i === 0, onclick: () => { order.splice(i - 1, 0, ...order.splice(i, 1)); draw(); } }, "↑"),
+        el("button", { class: "icon-btn", title: "move down", disabled: i === order.length - 1, onclick: () => { order.splice(i + 1, 0, ...order.splice(i, 1)); draw(); } }, "↓"))));
+    async function save() {
+      const columns = order.map((c, i) => ({ name: c.name, alias: c.alias, position: c.position === null ? null : i }));
+      try { await TB.postJSON("/api/columns", { columns }); columnsOpen = false; columnsPanel.hidden = true; load(); }
+      catch (e) { error.textContent = e.message; }
+    }
+    draw();
+  }
+
+  // Live: a cheap version poll; the page reloads its rows only when a run changed or appeared.
+  const live = document.getElementById("live");
+  async function poll() {
+    try {
+      const now = await TB.getJSON("/api/version");
+      live.className = "live"; live.textContent = "live";
+      if (version && (now.runs !== version.runs || now.updated_at !== version.updated_at)) await load();
+    } catch (e) { live.className = "live off"; live.textContent = "offline"; }
+    setTimeout(poll, 2000);
+  }
+  load().then(() => setTimeout(poll, 2000));
+})();

@@ -1,0 +1,258 @@
+"""The dashboard's read queries (its few edits go through `Store.update_run` / `set_columns`).
+
+Why a module of its own: the dashboard reads in ways the logging path never does (a page of the
+runs table, one bucketed range of a series, a PNG by id) and it must never block training. It
+opens its own connections, one per serving thread, and every query is a short statement that an
+index answers (a series is one range scan of the `scalars` primary key). SQL is plain standard SQL
+written with `?` placeholders; for PostgreSQL they are rewritten to psycopg's `%s`. Connections
+are opened read-write only so that SQLite can maintain its WAL index; nothing here writes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+RUN_FIELDS = (
+    "run_id", "experiment", "config_path", "config_hash", "comment", "note", "tag", "color", "status",
+    "start_time", "end_time", "hidden", "updated_at",
+)  # fmt: skip
+DETAIL_FIELDS = (*RUN_FIELDS, "config_content", "cli", "command", "git_commit", "git_diff")
+STATUSES = ("running", "finished", "failed")
+
+
+@dataclass(frozen=True)
+class SeriesKey:
+    """One logged series: a tag of a repetition of a run."""
+
+    run_id: int
+    tag_id: int
+    rep: int
+
+
+def _is_postgres(url_or_path: str) -> bool:
+    return url_or_path.startswith(("postgresql://", "postgres://"))
+
+
+class DashboardQueries:
+    """Thread-safe access to one store for the dashboard (a connection per thread)."""
+
+    def __init__(self, url_or_path: str) -> None:
+        self.url = url_or_path
+        self.postgres = _is_postgres(url_or_path)
+        if not self.postgres and not os.path.isfile(url_or_path):
+            raise FileNotFoundError(f"no result table at {url_or_path!r}: the file does not exist")
+        self._local = threading.local()
+        try:
+            self._one("SELECT value FROM meta WHERE key = 'schema_version'")
+        except Exception as error:
+            raise ValueError(f"{url_or_path!r} is not a tallyboard result table ({error})") from None
+
+    # -- plumbing -----------------------------------------------------------------------------
+    def _connection(self) -> Any:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            if self.postgres:
+                import psycopg
+
+                conn = psycopg.connect(self.url, autocommit=True)
+            else:
+                uri = "file:" + os.path.abspath(self.url) + "?mode=rw"
+                conn = sqlite3.connect(uri, uri=True, timeout=10, check_same_thread=False)
+                conn.isolation_level = None  # autocommit; each edit is one statement
+            self._local.conn = conn
+        return conn
+
+    def _execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        if self.postgres:
+            sql = sql.replace("?", "%s")
+        return self._connection().execute(sql, tuple(params))
+
+    def _all(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
+        return self._execute(sql, params).fetchall()
+
+    def _one(self, sql: str, params: Sequence[Any] = ()) -> tuple | None:
+        return self._execute(sql, params).fetchone()
+
+    def close(self) -> None:
+        """Close this thread's connection (others close when their threads end)."""
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
+
+    # -- the runs table -----------------------------------------------------------------------
+    def runs_version(self) -> tuple[int, float]:
+        """(number of runs, latest updated_at): changes whenever any run's row changes."""
+        count, latest = self._one("SELECT COUNT(*), MAX(updated_at) FROM runs")
+        return int(count), float(latest or 0.0)
+
+    def runs(self, updated_after: float | None = None) -> list[dict[str, Any]]:
+        """Runs with their hparams and results (all, or those changed at or after a time)."""
+        where, params = ("WHERE updated_at >= ?", [updated_after]) if updated_after is not None else ("", [])
+        rows = self._all(f"SELECT {', '.join(RUN_FIELDS)} FROM runs {where}", params)
+        runs = {row[0]: dict(zip(RUN_FIELDS, row, strict=True), hparams={}, results={}) for row in rows}
+        if not runs:
+            return []
+        sub = f"(SELECT run_id FROM runs {where})"
+        for table in ("hparams", "results"):
+            for run_id, name, value in self._all(
+                f"SELECT run_id, name, value FROM {table} WHERE run_id IN {sub}", params
+            ):
+                if run_id in runs:
+                    runs[run_id][table][name] = _json_value(value)
+        return list(runs.values())
+
+    def run(self, run_id: int) -> dict[str, Any] | None:
+        """Everything about one run that its page shows, except the logged series and media."""
+        row = self._one(f"SELECT {', '.join(DETAIL_FIELDS)} FROM runs WHERE run_id = ?", [run_id])
+        if row is None:
+            return None
+        run = dict(zip(DETAIL_FIELDS, row, strict=True))
+        for table in ("hparams", "results"):
+            pairs = self._all(f"SELECT name, value FROM {table} WHERE run_id = ? ORDER BY name", [run_id])
+            run[table] = {name: _json_value(value) for name, value in pairs}
+        reps = self._all("SELECT rep, start_time FROM repetitions WHERE run_id = ? ORDER BY rep", [run_id])
+        run["repetitions"] = [{"rep": rep, "start_time": start} for rep, start in reps]
+        return run
+
+    def run_states(self, run_ids: Sequence[int]) -> list[dict[str, Any]]:
+        """status and updated_at of some runs (what a live view watches)."""
+        marks = ", ".join("?" * len(run_ids))
+        sql = f"SELECT run_id, status, updated_at FROM runs WHERE run_id IN ({marks}) ORDER BY run_id"
+        return [
+            dict(zip(("run_id", "status", "updated_at"), row, strict=True))
+            for row in self._all(sql, list(run_ids))
+        ]
+
+    def columns(self) -> list[dict[str, Any]]:
+        """The column preferences (alias, position; position None = hidden)."""
+        rows = self._all("SELECT name, kind, alias, position FROM columns")
+        return [dict(zip(("name", "kind", "alias", "position"), row, strict=True)) for row in rows]
+
+    def run_tags(self) -> list[str]:
+        """Distinct run tags, for autocompletion."""
+        return [row[0] for row in self._all("SELECT DISTINCT tag FROM runs WHERE tag <> '' ORDER BY tag")]
+
+    # -- series -------------------------------------------------------------------------------
+    def tags_of_runs(self, run_ids: Sequence[int]) -> list[tuple[int, int, str, int, float]]:
+        """(run_id, tag_id, tag name, rep, rep start) of every scalar series of the given runs.
+
+        One primary-key seek per (run, tag, rep) candidate: no scan of a run's points."""
+        if not run_ids:
+            return []
+        marks = ", ".join("?" * len(run_ids))
+        sql = f"""
+            SELECT r.run_id, t.tag_id, t.name, r.rep, r.start_time
+            FROM repetitions r CROSS JOIN tags t
+            WHERE r.run_id IN ({marks}) AND EXISTS (
+                SELECT 1 FROM scalars s WHERE s.run_id = r.run_id AND s.tag_id = t.tag_id AND s.rep = r.rep)
+            ORDER BY r.run_id, t.name, r.rep"""
+        return self._all(sql, list(run_ids))
+
+    def step_bounds(self, key: SeriesKey) -> tuple[int, int] | None:
+        """First and last step of a series (two index seeks)."""
+        where = "WHERE run_id = ? AND tag_id = ? AND rep = ?"
+        params = [key.run_id, key.tag_id, key.rep]
+        first = self._one(f"SELECT step FROM scalars {where} ORDER BY step LIMIT 1", params)
+        if first is None:
+            return None
+        last = self._one(f"SELECT step FROM scalars {where} ORDER BY step DESC LIMIT 1", params)
+        return first[0], last[0]
+
+    def points(self, key: SeriesKey, lo: int, hi: int, limit: int | None = None) -> list[tuple]:
+        """Raw (step, epoch, walltime_ms, value) rows with lo <= step <= hi, in step order."""
+        sql = (
+            "SELECT step, epoch, walltime_ms, value FROM scalars"
+            " WHERE run_id = ? AND tag_id = ? AND rep = ? AND step >= ? AND step <= ? ORDER BY step"
+        )
+        params: list[Any] = [key.run_id, key.tag_id, key.rep, lo, hi]
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+        return self._all(sql, params)
+
+    def buckets(self, key: SeriesKey, lo: int, width: int, count: int) -> list[tuple]:
+        """Per bucket of `width` steps from `lo`: (min, max, then the bucket's last row).
+
+        Each bucket is answered by index range scans (a correlated subquery per statistic), which
+        on SQLite is several times faster than a GROUP BY that sorts every point."""
+        series = "s.run_id = ? AND s.tag_id = ? AND s.rep = ?"
+        in_bucket = f"{series} AND s.step >= b.lo AND s.step < b.lo + ?"
+        sql = f"""
+            WITH RECURSIVE b(lo) AS (SELECT ? UNION ALL SELECT lo + ? FROM b WHERE lo + ? < ?),
+            g AS (
+                SELECT b.lo AS lo,
+                    (SELECT MIN(s.value) FROM scalars s WHERE {in_bucket}) AS lowest,
+                    (SELECT MAX(s.value) FROM scalars s WHERE {in_bucket}) AS highest,
+                    (SELECT s.step FROM scalars s WHERE {in_bucket} ORDER BY s.step DESC LIMIT 1) AS last
+                FROM b)
+            SELECT t.step, t.epoch, t.walltime_ms, t.value, g.lowest, g.highest
+            FROM g JOIN scalars t ON t.run_id = ? AND t.tag_id = ? AND t.rep = ? AND t.step = g.last
+            ORDER BY t.step"""
+        ids = [key.run_id, key.tag_id, key.rep]
+        end = lo + width * count
+        params = [lo, width, width, end, *([*ids, width] * 3), *ids]
+        return self._all(sql, params)
+
+    def stream_points(self, key: SeriesKey, batch: int = 5000) -> Iterator[tuple]:
+        """Every (step, epoch, walltime_ms, value) of a series, fetched in bounded batches."""
+        after = None
+        while True:
+            sql = (
+                "SELECT step, epoch, walltime_ms, value FROM scalars"
+                " WHERE run_id = ? AND tag_id = ? AND rep = ?"
+            )
+            params: list[Any] = [key.run_id, key.tag_id, key.rep]
+            if after is not None:
+                sql += " AND step > ?"
+                params.append(after)
+            rows = self._all(sql + " ORDER BY step LIMIT ?", [*params, batch])
+            yield from rows
+            if len(rows) < batch:
+                return
+            after = rows[-1][0]
+
+    def tag_id(self, name: str) -> int | None:
+        row = self._one("SELECT tag_id FROM tags WHERE name = ?", [name])
+        return None if row is None else row[0]
+
+    # -- media and texts ----------------------------------------------------------------------
+    def media(self, run_id: int, kind: str) -> list[dict[str, Any]]:
+        """Index of a run's images or figures (no pixels)."""
+        sql = """
+            SELECT m.media_id, t.name, m.rep, m.step, m.epoch, m.width, m.height
+            FROM media m JOIN tags t ON t.tag_id = m.tag_id
+            WHERE m.run_id = ? AND m.kind = ? ORDER BY t.name, m.rep, m.step, m.media_id"""
+        names = ("media_id", "tag", "rep", "step", "epoch", "width", "height")
+        return [dict(zip(names, row, strict=True)) for row in self._all(sql, [run_id, kind])]
+
+    def media_png(self, media_id: int) -> bytes | None:
+        row = self._one("SELECT png FROM media WHERE media_id = ?", [media_id])
+        return None if row is None else bytes(row[0])
+
+    def texts(self, run_id: int, kind: str) -> list[dict[str, Any]]:
+        """A run's texts or HTML fragments, content included."""
+        sql = """
+            SELECT x.text_id, t.name, x.rep, x.step, x.epoch, x.content
+            FROM texts x JOIN tags t ON t.tag_id = x.tag_id
+            WHERE x.run_id = ? AND x.kind = ? ORDER BY t.name, x.rep, x.step, x.text_id"""
+        names = ("text_id", "tag", "rep", "step", "epoch", "content")
+        return [dict(zip(names, row, strict=True)) for row in self._all(sql, [run_id, kind])]
+
+    def fragment(self, text_id: int) -> str | None:
+        row = self._one("SELECT content FROM texts WHERE text_id = ? AND kind = 'fragment'", [text_id])
+        return None if row is None else row[0]
+
+
+def _json_value(text: str) -> Any:
+    """A stored hparam/result value; text that is not JSON is shown as the string it is."""
+    try:
+        return json.loads(text)
+    except (TypeError, ValueError):
+        return text

@@ -1,0 +1,60 @@
+"""Fixtures for dashboard tests: a private copy of the sample table and a client of its dashboard.
+
+The sample table is logged once per session (sample_table.py) and copied, database and WAL, for
+each test, so tests may edit their copy freely and still start in milliseconds.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
+from pathlib import Path
+
+import pytest
+from starlette.testclient import TestClient
+
+from dashboard.sample_table import snapshot_sample
+from tallyboard.dashboard import create_app
+
+BASE_URL = "http://127.0.0.1"
+
+
+@pytest.fixture(scope="session")
+def sample_snapshot(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return snapshot_sample(tmp_path_factory.mktemp("sample"))
+
+
+@pytest.fixture
+def sample_db(sample_snapshot: Path, tmp_path: Path) -> Path:
+    """A private copy of the sample table for one test."""
+    for source in sample_snapshot.iterdir():
+        shutil.copy(source, tmp_path / source.name)
+    return tmp_path / "results.db"
+
+
+@pytest.fixture
+def make_client(sample_db: Path) -> Iterator[Callable[..., TestClient]]:
+    """Factory of clients of a dashboard for the sample table (options as for `create_app`).
+    `client.csrf` holds the CSRF secret of the app's pages, as their scripts send it."""
+    with ExitStack() as stack:
+
+        def make(base_url: str = BASE_URL, **options) -> TestClient:
+            test_client = stack.enter_context(
+                TestClient(create_app(str(sample_db), **options), base_url=base_url)
+            )
+            page = test_client.get("/", headers={"Authorization": f"Bearer {options.get('token')}"})
+            test_client.csrf = csrf_of(page.text) if page.status_code == 200 else None
+            return test_client
+
+        yield make
+
+
+@pytest.fixture
+def client(make_client: Callable[..., TestClient]) -> TestClient:
+    return make_client()
+
+
+def csrf_of(page: str) -> str:
+    """The CSRF secret a page carries (what the dashboard's scripts send back)."""
+    return page.split('name="csrf-token" content="', 1)[1].split('"', 1)[0]

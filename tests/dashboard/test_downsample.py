@@ -1,0 +1,80 @@
+"""Downsampling keeps spikes, bounds the payload, and returns raw points when they fit."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+import tallyboard as tb
+from tallyboard.dashboard.downsample import Downsampler, bucket_width, raw_after
+from tallyboard.store.queries import DashboardQueries, SeriesKey
+
+POINTS = 20_000
+SPIKE_AT = 12_345
+
+
+@pytest.fixture
+def long_series(tmp_path):
+    """One run with a 20,000-point series holding a single spike, plus NaN and infinities."""
+    path = tmp_path / "long.db"
+    table = tb.ResultTable(path, nocommit_action=tb.NoCommitAction.NOP)
+    with table.new_run("long", auto_log_plt=False) as run:
+        for step in range(POINTS):
+            run.add_scalar("train/loss", 100.0 if step == SPIKE_AT else 1.0 + (step % 7) * 1e-3, step=step)
+        for step, value in enumerate([1.0, math.nan, math.inf, -math.inf, 2.0]):
+            run.add_scalar("train/odd", value, step=step)
+    table.close()
+    queries = DashboardQueries(str(path))
+    yield queries
+    queries.close()
+
+
+def key_of(queries: DashboardQueries, tag: str) -> SeriesKey:
+    return SeriesKey(1, queries.tag_id(tag), 0)
+
+
+def test_bucket_width():
+    assert bucket_width(0, 999, 1000) == 1
+    assert bucket_width(0, 1000, 1000) == 2
+    assert bucket_width(10, 10, 5) == 1
+
+
+def test_a_spike_survives_downsampling(long_series):
+    series = Downsampler(long_series).series(
+        key_of(long_series, "train/loss"), 0, POINTS - 1, 300, POINTS - 1
+    )
+    assert len(series.step) <= 300 and series.bucket == math.ceil(POINTS / 300)
+    assert max(series.high) == 100.0  # the one spike is in some bucket's max
+    spike_bucket = next(i for i, high in enumerate(series.high) if high == 100.0)
+    assert series.step[spike_bucket - 1] < SPIKE_AT <= series.step[spike_bucket]
+    assert min(series.low) == 1.0 and series.step[-1] == POINTS - 1  # last bucket ends at the last point
+
+
+def test_zoomed_range_is_full_resolution(long_series):
+    series = Downsampler(long_series).series(
+        key_of(long_series, "train/loss"), 12_300, 12_399, 300, POINTS - 1
+    )
+    assert series.bucket == 1 and series.step == list(range(12_300, 12_400))
+    assert series.value[SPIKE_AT - 12_300] == 100.0
+
+
+def test_answers_are_cached_until_the_series_grows(long_series):
+    downsampler = Downsampler(long_series)
+    key = key_of(long_series, "train/loss")
+    first = downsampler.series(key, 0, POINTS - 1, 100, POINTS - 1)
+    assert downsampler.series(key, 0, POINTS - 1, 100, POINTS - 1) is first
+    assert downsampler.series(key, 0, POINTS - 1, 100, POINTS) is not first
+
+
+def test_nan_and_infinity_travel_as_json_safe_values(long_series):
+    series = Downsampler(long_series).series(key_of(long_series, "train/odd"), 0, 4, 100, 4)
+    assert series.to_json()["value"] == [1.0, None, "Infinity", "-Infinity", 2.0]
+
+
+def test_raw_after_is_incremental_and_bounded(long_series):
+    key = key_of(long_series, "train/loss")
+    points, more = raw_after(long_series, key, POINTS - 4, limit=10)
+    assert points.step == [POINTS - 3, POINTS - 2, POINTS - 1] and not more
+    points, more = raw_after(long_series, key, -1, limit=10)
+    assert points.step == list(range(10)) and more
