@@ -14,22 +14,17 @@ NS_PER_S = 1_000_000_000
 
 
 class FakeClock:
-    """A monotonic nanosecond clock that moves only when told to (``advance``), or by ``step_ns``
-    on every reading when ``step_ns`` is set (thread-safe: one atomic counter)."""
+    """A monotonic nanosecond clock that moves only when ``set``, or by ``step_ns`` on every reading
+    when ``step_ns`` is given (thread-safe: ``itertools.count`` is one atomic step)."""
 
     def __init__(self, start_ns: int = 0, step_ns: int = 0) -> None:
         self.now_ns = start_ns
         self._ticks = itertools.count(start_ns, step_ns) if step_ns else None
-        self.readings = 0
 
     def __call__(self) -> int:
-        self.readings += 1
         if self._ticks is not None:
             return next(self._ticks)
         return self.now_ns
-
-    def advance(self, ms: float = 0, s: float = 0) -> None:
-        self.now_ns += int(ms * NS_PER_MS + s * NS_PER_S)
 
     def set(self, ms: float = 0, s: float = 0) -> None:
         self.now_ns = int(ms * NS_PER_MS + s * NS_PER_S)

@@ -1,11 +1,12 @@
 """The open window of a Stat: buffered samples, their running aggregates, and when to look again.
 
-``Stat.add``'s fast path (stat.py) appends exact floats to ``buffer`` while the clock is before
-``deadline``, without locking: ``list.append`` is atomic, and a fold only removes the samples it
-counted, so concurrent adds lose nothing. Everything else comes through ``StatWindow.add`` and runs
-under ``_lock``: converting other numbers, closing an ended window, folding the buffer into running
-aggregates (at the latest every ``FOLD_INTERVAL_MS`` of the clock, which bounds the buffer), and
-``max_samples``. Events are logged after the lock is released, so a handler may use the Stat.
+``Stat.add``'s fast path (stat.py) appends floats (and ints, converted) to ``buffer`` while the
+clock is before ``deadline``, without locking: ``list.append`` is atomic, and a fold only removes
+the samples it counted, so concurrent adds lose nothing. Everything else comes through
+``StatWindow.add`` and runs under ``_lock``: converting other numbers, closing an ended window,
+folding the buffer into running aggregates (at the latest every ``FOLD_INTERVAL_MS`` of the clock,
+which bounds the buffer), and ``max_samples``. Events are logged after the lock is released, so a
+handler may use the Stat.
 """
 
 import math
