@@ -88,13 +88,14 @@ class Stat:
     soon as it holds that many samples and later adds in that window are dropped. Closing the Stat,
     or dropping the last reference to it and its ``add``, logs the open window early.
 
-    ``clock`` returns monotonic time in integer nanoseconds (default ``time.monotonic_ns``).
+    ``clock`` returns monotonic time in integer nanoseconds; by default the Stat reads the same
+    monotonic clock as ``time.monotonic()`` seconds, which is cheaper (see the module docstring).
     """
 
     __slots__ = ("__weakref__", "_name", "_window", "add")
 
     add: Callable[[float], None]
-    """Adds one number to the open window: a closure, so that the hot path reads no attributes."""
+    """Adds one number to the open window: a closure, so that the hot path needs no lookups on self."""
 
     def __init__(
         self,
