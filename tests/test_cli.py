@@ -15,18 +15,11 @@ import pytest
 
 import tallyboard
 from cli_runner import assert_one_line_error, run_cli
-from sample_tables import log_sample_table
 from tallyboard.store import open_store
 
 COMMANDS = ("serve", "demo", "runs", "export", "import", "copy")
 
-
-@pytest.fixture(scope="module")
-def sample_db(tmp_path_factory: pytest.TempPathFactory) -> str:
-    folder = tmp_path_factory.mktemp("sample")
-    url = str(folder / "results.db")
-    log_sample_table(url, folder)
-    return url
+pytest_plugins = ("sample_tables",)  # the `sample_db` fixture
 
 
 @pytest.mark.parametrize("command", COMMANDS)

@@ -17,9 +17,11 @@ from typing import Any
 import pytest
 
 from cli_runner import assert_one_line_error, run_cli
-from sample_tables import TEXT_WITH_EVERYTHING, log_sample_table
+from sample_tables import TEXT_WITH_EVERYTHING
 from tallyboard.exchange.formats import FORMATS
 from tallyboard.store import open_store
+
+pytest_plugins = ("sample_tables",)  # the `sample_db` fixture
 
 
 def table_contents(url: str) -> dict[str, Any]:
@@ -63,14 +65,6 @@ def same_tree(left: Path, right: Path) -> bool:
         return False
     _, mismatch, errors = filecmp.cmpfiles(left, right, compared.common_files, shallow=False)
     return not mismatch and not errors and all(same_tree(left / d, right / d) for d in compared.common_dirs)
-
-
-@pytest.fixture(scope="module")
-def sample_db(tmp_path_factory: pytest.TempPathFactory) -> str:
-    folder = tmp_path_factory.mktemp("sample")
-    url = str(folder / "results.db")
-    log_sample_table(url, folder)
-    return url
 
 
 @pytest.mark.parametrize("file_format", FORMATS)

@@ -29,16 +29,25 @@ def default_target() -> str:
 
 
 def _parser(
-    subparsers: argparse._SubParsersAction, name: str, summary: str, examples: str, **kwargs: Any
+    subparsers: argparse._SubParsersAction,
+    name: str,
+    summary: str,
+    examples: str,
+    handler: Callable[[argparse.Namespace], None],
+    progress: bool = True,
 ) -> argparse.ArgumentParser:
-    return subparsers.add_parser(
+    """A subcommand with its examples in `--help`, and `--quiet` when it draws a progress bar."""
+    parser = subparsers.add_parser(
         name,
         help=summary,
         description=summary,
         epilog="examples:\n" + examples,
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        **kwargs,
     )
+    parser.set_defaults(handler=handler)
+    if progress:
+        parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    return parser
 
 
 def cmd_serve(args: argparse.Namespace) -> None:
@@ -124,26 +133,26 @@ def build_parser() -> argparse.ArgumentParser:
         "Serve the dashboard of a result table (on 127.0.0.1 unless told otherwise).",
         "  tallyboard serve results.db\n  tallyboard serve results.db --port 8080 --read-only\n"
         "  tallyboard serve postgresql://me@db-host/experiments --host 0.0.0.0 --token s3cret\n",
+        cmd_serve,
+        progress=False,
     )
     serve.add_argument("target", nargs="?", metavar="PATH_OR_URL", help=TARGET_HELP)
     serve.add_argument("--host", default="127.0.0.1", help="interface to bind (default: 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port to listen on")
     serve.add_argument("--token", help="access token (required, and generated if missing, off loopback)")
     serve.add_argument("--read-only", action="store_true", help="refuse every change from the browser")
-    serve.set_defaults(handler=cmd_serve)
 
     demo = _parser(
         commands,
         "demo",
         "Train a real sweep of small digit classifiers, log everything, and serve the dashboard.",
         "  tallyboard demo\n  tallyboard demo --db /tmp/demo.db --no-serve\n",
+        cmd_demo,
     )
     demo.add_argument("--db", type=Path, default=Path("tallyboard-demo.db"), help="SQLite file to log into")
     demo.add_argument("--no-serve", action="store_true", help="stop after training instead of serving")
     demo.add_argument("--port", type=int, help="port of the dashboard")
     demo.add_argument("--epochs", type=int, default=6, help="epochs per repetition (default: 6)")
-    demo.add_argument("--quiet", action="store_true", help="no progress bar")
-    demo.set_defaults(handler=cmd_demo)
 
     runs = _parser(
         commands,
@@ -152,12 +161,13 @@ def build_parser() -> argparse.ArgumentParser:
         "  tallyboard runs results.db\n"
         "  tallyboard runs results.db --filter 'lr < 0.05 and status == \"finished\"'\n"
         "  tallyboard runs results.db --json | jq '.[0]'\n",
+        cmd_runs,
+        progress=False,
     )
     runs.add_argument("target", nargs="?", metavar="PATH_OR_URL", help=TARGET_HELP)
     runs.add_argument("--filter", metavar="EXPR", help="keep the runs for which EXPR holds")
     runs.add_argument("--json", action="store_true", help="print JSON (one object per run)")
     runs.add_argument("--all", action="store_true", help="include hidden runs")
-    runs.set_defaults(handler=cmd_runs)
 
     export = _parser(
         commands,
@@ -166,13 +176,12 @@ def build_parser() -> argparse.ArgumentParser:
         "  tallyboard export results.db --out backup/\n"
         "  tallyboard export results.db --format parquet --out backup/ --runs 3 4 7\n"
         "  tallyboard import tallyboard backup/ --into restored.db\n",
+        cmd_export,
     )
     export.add_argument("source", metavar="PATH_OR_URL", help="the result table to export")
     export.add_argument("--format", choices=("csv", "parquet", "jsonl"), default="csv", help="default: csv")
     export.add_argument("--out", type=Path, required=True, help="directory to write (created; must be empty)")
     export.add_argument("--runs", type=int, nargs="+", metavar="RUN_ID", help="only these runs")
-    export.add_argument("--quiet", action="store_true", help="no progress bar")
-    export.set_defaults(handler=cmd_export)
 
     importer = _parser(
         commands,
@@ -182,6 +191,7 @@ def build_parser() -> argparse.ArgumentParser:
         "  tallyboard import deepboard result_table.db --into results.db\n"
         "  tallyboard import tallyboard backup/ --into restored.db\n"
         "importing the same source twice adds nothing the second time\n",
+        cmd_import,
     )
     importer.add_argument(
         "source_kind",
@@ -192,8 +202,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     importer.add_argument("source", type=Path, metavar="SOURCE", help="the log directory, file or export")
     importer.add_argument("--into", metavar="PATH_OR_URL", help=TARGET_HELP)
-    importer.add_argument("--quiet", action="store_true", help="no progress bar")
-    importer.set_defaults(handler=cmd_import)
 
     copy = _parser(
         commands,
@@ -201,11 +209,10 @@ def build_parser() -> argparse.ArgumentParser:
         "Copy a whole result table to another file or engine, losslessly; copying twice changes nothing.",
         "  tallyboard copy results.db postgresql://me@db-host/experiments\n"
         "  tallyboard copy postgresql://me@db-host/experiments snapshot.db\n",
+        cmd_copy,
     )
     copy.add_argument("source", metavar="SRC", help="the table to copy from (file or URL)")
     copy.add_argument("destination", metavar="DST", help="the table to copy into (file or URL)")
-    copy.add_argument("--quiet", action="store_true", help="no progress bar")
-    copy.set_defaults(handler=cmd_copy)
     return parser
 
 
