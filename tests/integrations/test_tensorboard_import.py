@@ -153,3 +153,15 @@ def test_bad_log_directories_are_one_line_errors(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     empty = run_cli("import", "tensorboard", tmp_path / "empty", "--into", tmp_path / "a.db", check=False)
     assert_one_line_error(empty, "no TensorBoard event files")
+
+
+def test_a_log_directory_that_is_itself_a_run_is_named_after_it(
+    logdir: tuple[Path, dict], tmp_path: Path
+) -> None:
+    root, expected = logdir
+    url = str(tmp_path / "one.db")
+    run_cli("import", "tensorboard", root / "sweep" / "lr_0.01", "--into", url, "--quiet")
+    runs = imported(url)
+    assert list(runs) == ["lr_0.01"]
+    points = [(step, value) for _, step, _, _, value in runs["lr_0.01"]["scalars"]["loss"]]
+    assert points == expected["scalars"][("sweep/lr_0.01", "loss")]

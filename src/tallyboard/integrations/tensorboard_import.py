@@ -2,7 +2,8 @@
 
 Read with TensorBoard's own `EventAccumulator`, told to keep every event (its defaults sample
 scalars down to 10,000 and images to 4 per tag, which is exactly the loss this import exists to
-avoid). Each directory that holds event files is one run, named by its path inside LOGDIR:
+avoid). Each directory that holds event files is one run, named by its path inside LOGDIR (or by
+LOGDIR's own name when the event files sit at its top):
 - scalars keep their steps; wall times become seconds since the run's first event, which is the
   run's start time (the schema keeps them to the millisecond);
 - images keep their PNG bytes; text summaries (plugin "text") become text records under the tag
@@ -93,7 +94,8 @@ def load_run(logdir: Path, directory: Path) -> EventRun:
     accumulator = ea.EventAccumulator(str(directory), size_guidance=keep_all)
     accumulator.Reload()
     name = directory.relative_to(logdir).as_posix()
-    return EventRun(name="." if name == "." else name, accumulator=accumulator)
+    # A log directory that is itself a run (event files at its top) is named after the directory.
+    return EventRun(name=logdir.resolve().name if name == "." else name, accumulator=accumulator)
 
 
 def is_hparams_session(run: EventRun) -> bool:
