@@ -30,6 +30,7 @@ REPETITIONS = 3
 EPOCHS = 6
 BATCH_SIZE = 64
 DIVERGING_LEARNING_RATE = 5.0
+DEBUG_HPARAMS = {"lr": 0.03, "hidden_units": 32}
 DIVERGED_LOSS = 10.0
 EXPERIMENT = "digits-mlp"
 
@@ -132,6 +133,16 @@ def batches(data: Digits, rng: np.random.Generator) -> Iterator[tuple[np.ndarray
         yield data.train_x[chosen], data.train_y[chosen]
 
 
+def evaluate(model: Any, data: Digits) -> tuple[np.ndarray, float, float]:
+    """Predicted val labels, val log-loss and val accuracy."""
+    from sklearn.metrics import log_loss
+
+    probabilities = model.predict_proba(data.val_x)
+    predicted = probabilities.argmax(axis=1)
+    val_loss = float(log_loss(data.val_y, probabilities, labels=list(range(10))))
+    return predicted, val_loss, float((predicted == data.val_y).mean())
+
+
 def train_repetition(
     run: LogWriter,
     data: Digits,
@@ -145,7 +156,6 @@ def train_repetition(
 
     import numpy as np
     from sklearn.exceptions import ConvergenceWarning
-    from sklearn.metrics import log_loss
     from sklearn.neural_network import MLPClassifier
 
     from tallyboard import ResultTableEventHandler, monitor
@@ -180,10 +190,7 @@ def train_repetition(
                     losses.append(model.loss_ * len(batch_y))
                     hits, seen = hits + batch_hits, seen + len(batch_y)
                     on_step()
-                probabilities = model.predict_proba(data.val_x)
-                predicted = probabilities.argmax(axis=1)
-                val_loss = float(log_loss(data.val_y, probabilities, labels=classes))
-                val_accuracy = float((predicted == data.val_y).mean())
+                predicted, val_loss, val_accuracy = evaluate(model, data)
                 run.add_scalar("train/loss", sum(losses) / seen, step=epoch, epoch=epoch)
                 run.add_scalar("train/accuracy", hits / seen, step=epoch, epoch=epoch)
                 run.add_scalar("val/loss", val_loss, step=epoch, epoch=epoch)
@@ -212,7 +219,6 @@ def run_demo(
     Each call tags its runs with its own sweep time, so running the demo twice on the same file adds a
     second sweep instead of tripping the table's uniqueness check.
     """
-    import numpy as np
 
     from tallyboard import NoCommitAction, ResultTable
     from tallyboard.progress import progress_bar
@@ -223,35 +229,42 @@ def run_demo(
     grid = sweep()
     total = len(grid) * REPETITIONS * steps_per_run(data, epochs) + steps_per_run(data, 1)
     run_ids: list[int] = []
-    with progress_bar(total, "demo sweep", enabled=progress) as bar:
-        for hparams in grid:
-            run = table.new_run(EXPERIMENT, cli=dict(hparams), comment=f"demo sweep {sweep_id}", tag="sweep")
-            run.add_hparams(hparams, batch_size=BATCH_SIZE, epochs=epochs)
-            run.add_text(
-                f"MLPClassifier(hidden_layer_sizes=({hparams['hidden_units']},), solver='sgd')", tag="model"
-            )
-            finals = []
-            for repetition in range(REPETITIONS):
-                if repetition:
-                    run.new_repetition()
-                finals.append(train_repetition(run, data, hparams, repetition, epochs, bar.update))
-            run.write_result(
-                val_accuracy=float(np.mean([final["val_accuracy"] for final in finals])),
-                val_accuracy_std=float(np.std([final["val_accuracy"] for final in finals])),
-                val_loss=float(np.mean([final["val_loss"] for final in finals])),
-            )
-            run_ids.append(run.run_id)
-        failed_id, failure = _diverging_run(table, data, sweep_id, epochs)
-        run_ids.append(failed_id)
-        debug = table.new_debug_run(
-            EXPERIMENT, cli={"lr": 0.03, "hidden_units": 32}, comment="debug: one epoch"
-        )
-        debug.add_hparams(lr=0.03, hidden_units=32)
-        final = train_repetition(debug, data, {"lr": 0.03, "hidden_units": 32}, 0, 1, bar.update)
-        debug.write_result(**final)
-        run_ids.append(debug.run_id)
+    try:
+        with progress_bar(total, "demo sweep", enabled=progress) as bar:
+            run_ids.extend(_sweep_run(table, data, hparams, sweep_id, epochs, bar.update) for hparams in grid)
+            failed_id, failure = _diverging_run(table, data, sweep_id, epochs)
+            run_ids.append(failed_id)
+            debug = table.new_debug_run(EXPERIMENT, cli=dict(DEBUG_HPARAMS), comment="debug: one epoch")
+            debug.add_hparams(DEBUG_HPARAMS)
+            debug.write_result(**train_repetition(debug, data, DEBUG_HPARAMS, 0, 1, bar.update))
+            run_ids.append(debug.run_id)
+    finally:
+        table.close()
     announce(f"run {failed_id} failed on purpose ({failure}); run -1 is the debug run")
     return run_ids
+
+
+def _sweep_run(
+    table: Any, data: Digits, hparams: dict[str, Any], sweep_id: str, epochs: int, on_step: Callable[[], None]
+) -> int:
+    """One point of the grid, trained `REPETITIONS` times; its results aggregate the repetitions."""
+    import numpy as np
+
+    run = table.new_run(EXPERIMENT, cli=dict(hparams), comment=f"demo sweep {sweep_id}", tag="sweep")
+    run.add_hparams(hparams, batch_size=BATCH_SIZE, epochs=epochs)
+    run.add_text(f"MLPClassifier(hidden_layer_sizes=({hparams['hidden_units']},), solver='sgd')", tag="model")
+    finals = []
+    for repetition in range(REPETITIONS):
+        if repetition:
+            run.new_repetition()
+        finals.append(train_repetition(run, data, hparams, repetition, epochs, on_step))
+    accuracies = [final["val_accuracy"] for final in finals]
+    run.write_result(
+        val_accuracy=float(np.mean(accuracies)),
+        val_accuracy_std=float(np.std(accuracies)),
+        val_loss=float(np.mean([final["val_loss"] for final in finals])),
+    )
+    return run.run_id
 
 
 def _diverging_run(table: Any, data: Digits, sweep_id: str, epochs: int) -> tuple[int, str]:
