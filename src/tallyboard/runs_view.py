@@ -51,18 +51,11 @@ def load_runs(target: str, filter_text: str | None = None, show_hidden: bool = F
 
 
 def _predicate(filter_text: str, columns: list[Any]) -> Any:
-    from tallyboard.dashboard.filter_expr import FilterError, parse_filter
+    """The dashboard's own parser and column lookup (names or aliases), so both filter alike."""
+    from tallyboard.dashboard.filter_expr import parse_filter
+    from tallyboard.dashboard.runs_table import _resolver as column_resolver
 
-    by_name = {c.name: c.name for c in columns}
-    by_alias = {c.alias.lower(): c.name for c in columns}
-
-    def resolve(name: str) -> str:
-        found = by_name.get(name) or by_alias.get(name.lower())
-        if found is None:
-            raise FilterError(f"unknown column {name!r} in the filter")
-        return found
-
-    return parse_filter(filter_text, resolve)
+    return parse_filter(filter_text, column_resolver(columns))
 
 
 def cell(row: dict[str, Any], name: str) -> Any:
