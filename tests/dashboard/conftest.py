@@ -1,12 +1,7 @@
-"""Fixtures for dashboard tests: a private copy of the sample table and a client of its dashboard.
-
-The sample table is logged once per session (sample_table.py) and copied, database and WAL, for
-each test, so tests may edit their copy freely and still start in milliseconds.
-"""
+"""Fixtures for dashboard tests: a private copy of the sample table and clients of its dashboard."""
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
@@ -14,27 +9,14 @@ from pathlib import Path
 import pytest
 from starlette.testclient import TestClient
 
-from dashboard.sample_table import snapshot_sample
+from dashboard.sample_table import sample_db, sample_snapshot  # noqa: F401 (fixtures)
 from tallyboard.dashboard import create_app
 
 BASE_URL = "http://127.0.0.1"
 
 
-@pytest.fixture(scope="session")
-def sample_snapshot(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return snapshot_sample(tmp_path_factory.mktemp("sample"))
-
-
 @pytest.fixture
-def sample_db(sample_snapshot: Path, tmp_path: Path) -> Path:
-    """A private copy of the sample table for one test."""
-    for source in sample_snapshot.iterdir():
-        shutil.copy(source, tmp_path / source.name)
-    return tmp_path / "results.db"
-
-
-@pytest.fixture
-def make_client(sample_db: Path) -> Iterator[Callable[..., TestClient]]:
+def make_client(sample_db: Path) -> Iterator[Callable[..., TestClient]]:  # noqa: F811 (imported fixture)
     """Factory of clients of a dashboard for the sample table (options as for `create_app`).
     `client.csrf` holds the CSRF secret of the app's pages, as their scripts send it."""
     with ExitStack() as stack:

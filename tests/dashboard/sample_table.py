@@ -1,7 +1,9 @@
 """The sample result table of the dashboard tests, logged through the real public API.
 
-Shared by tests/dashboard (API) and tests/e2e (browser): runs 1..3 and the debug run -1 with
-mixed-type hparams, empty cells, two repetitions, images, text and a hostile HTML fragment.
+Shared by tests/dashboard (API) and tests/e2e (browser), whose conftests import its fixtures:
+runs 1..3 and the debug run -1 with mixed-type hparams, empty cells, two repetitions, images,
+text and a hostile HTML fragment. It is logged once per session and copied (database and WAL)
+for each test, so tests may edit their copy freely and still start in milliseconds.
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ import shutil
 import struct
 import zlib
 from pathlib import Path
+
+import pytest
 
 import tallyboard as tb
 
@@ -85,3 +89,17 @@ def snapshot_sample(directory: Path) -> Path:
         run.close()
     table.close()
     return snapshot
+
+
+@pytest.fixture(scope="session")
+def sample_snapshot(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The sample, logged once per test session."""
+    return snapshot_sample(tmp_path_factory.mktemp("sample"))
+
+
+@pytest.fixture
+def sample_db(sample_snapshot: Path, tmp_path: Path) -> Path:
+    """A private copy of the sample table for one test (tests may edit it freely)."""
+    for source in sample_snapshot.iterdir():
+        shutil.copy(source, tmp_path / source.name)
+    return tmp_path / "results.db"

@@ -53,7 +53,7 @@ def running_dashboard(path: str, **options) -> Iterator[str]:
 
 @contextmanager
 def browser_page(width: int = 1440, height: int = 900) -> Iterator[object]:
-    """A fresh page in headless Chromium; console errors are collected on `page.errors`."""
+    """A fresh page in headless Chromium; uncaught script errors are collected on `page.errors`."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
@@ -62,7 +62,6 @@ def browser_page(width: int = 1440, height: int = 900) -> Iterator[object]:
             page = browser.new_page(viewport={"width": width, "height": height})
             page.errors = []
             page.on("pageerror", lambda error: page.errors.append(str(error)))
-            page.on("console", lambda msg: msg.type == "error" and page.errors.append(msg.text))
             yield page
         finally:
             browser.close()

@@ -77,7 +77,10 @@ TB.Chart = class {
     this.area = TB.el("div", { class: "plot" });
     this.legend = TB.el("div", { class: "legend" });
     container.append(this.area, this.readout, this.legend);
-    this.resizer = new ResizeObserver(TB.debounce(() => this.render(), 120));
+    this.width = 0;
+    this.resizer = new ResizeObserver(TB.debounce(() => {
+      if (this.plot && Math.abs(this.area.clientWidth - this.width) > 2) this.render();
+    }, 120));
     this.resizer.observe(this.area);
   }
 
@@ -143,8 +146,12 @@ TB.Chart = class {
 
   render() {
     const width = Math.max(200, this.area.clientWidth || 480);
+    this.width = width;
     if (this.plot) { this.plot.destroy(); this.plot = null; }
     this.legend.replaceChildren(...this.lines.map((line) => TB.el("span", {}, TB.swatch(line.color), line.label)));
+    // Exposed for tests and scripts: how many lines and points this chart shows.
+    this.container.dataset.lines = this.lines.length;
+    this.container.dataset.points = this.lines.reduce((n, line) => n + line.step.length, 0);
     if (!this.lines.length) { this.area.replaceChildren(TB.el("div", { class: "empty-state" }, "no points")); return; }
     this.area.replaceChildren();
     const { data, series, bands } = this.build();

@@ -127,6 +127,7 @@
     const data = await TB.getJSON(`/api/series?${query}`);
     card.series = data.series; card.range = range; card.lo = data.lo; card.bucket = data.bucket;
     card.reset.hidden = !range;
+    card.body.dataset.range = range ? range.join("-") : "";
     draw(card);
   }
 
