@@ -18,12 +18,14 @@ import csv
 import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
 from typing import IO, Any
 
 FORMATS = ("csv", "parquet", "jsonl")
 PARQUET_ROWS_PER_GROUP = 65_536
 MAX_CSV_FIELD = 2**31 - 1
+ROWS_PER_WRITE = 10_000
 
 
 @dataclass(frozen=True)
@@ -62,7 +64,12 @@ class RowWriter:
                 self._csv.writerow(layout.names)
 
     def write(self, rows: Iterable[tuple]) -> None:
-        rows = list(rows)
+        """Append rows, consumed a bounded chunk at a time (a series may hold millions)."""
+        iterator = iter(rows)
+        while chunk := list(islice(iterator, ROWS_PER_WRITE)):
+            self._write_chunk(chunk)
+
+    def _write_chunk(self, rows: list[tuple]) -> None:
         self.count += len(rows)
         if self.format == "csv":
             self._csv.writerows([[_csv_cell(value) for value in row] for row in rows])
