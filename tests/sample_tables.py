@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 import tallyboard as tb
 
 TEXT_WITH_EVERYTHING = 'ünïcode, "quotes", commas\nnew lines\tand tabs; <b>not html</b>'
@@ -71,10 +69,8 @@ def log_sample_table(url: str, config_dir: Path) -> None:
         table.close()
 
 
-@pytest.fixture(scope="module")
-def sample_db(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """A SQLite file holding `log_sample_table`, shared by the tests of a module (they only read it)."""
-    folder = tmp_path_factory.mktemp("sample")
+def sample_table_in(folder: Path) -> str:
+    """The path of a new SQLite file in `folder` holding `log_sample_table`."""
     url = str(folder / "results.db")
     log_sample_table(url, folder)
     return url

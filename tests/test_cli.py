@@ -15,11 +15,15 @@ import pytest
 
 import tallyboard
 from cli_runner import assert_one_line_error, run_cli
+from sample_tables import sample_table_in
 from tallyboard.store import open_store
 
 COMMANDS = ("serve", "demo", "runs", "export", "import", "copy")
 
-pytest_plugins = ("sample_tables",)  # the `sample_db` fixture
+
+@pytest.fixture(scope="module")
+def sample_db(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return sample_table_in(tmp_path_factory.mktemp("sample"))
 
 
 @pytest.mark.parametrize("command", COMMANDS)

@@ -17,11 +17,14 @@ from typing import Any
 import pytest
 
 from cli_runner import assert_one_line_error, run_cli
-from sample_tables import TEXT_WITH_EVERYTHING
+from sample_tables import TEXT_WITH_EVERYTHING, sample_table_in
 from tallyboard.exchange.formats import FORMATS
 from tallyboard.store import open_store
 
-pytest_plugins = ("sample_tables",)  # the `sample_db` fixture
+
+@pytest.fixture(scope="module")
+def sample_db(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return sample_table_in(tmp_path_factory.mktemp("sample"))
 
 
 def table_contents(url: str) -> dict[str, Any]:
