@@ -175,3 +175,12 @@ def test_export_errors_are_one_line(sample_db: str, tmp_path: Path) -> None:
     assert not (tmp_path / "nope.db").exists()
     not_export = run_cli("import", "tallyboard", busy, "--into", tmp_path / "z.db", check=False)
     assert_one_line_error(not_export, "not a tallyboard export")
+
+
+def test_a_damaged_export_imports_nothing(sample_db: str, tmp_path: Path) -> None:
+    out, target = tmp_path / "out", tmp_path / "target.db"
+    run_cli("export", sample_db, "--out", out, "--quiet")
+    next((out / "media").rglob("*.png")).unlink()
+    result = run_cli("import", "tallyboard", out, "--into", target, check=False)
+    assert_one_line_error(result, "the export lacks media/")
+    assert not target.exists()  # checked before anything is written: no half-imported run for a retry to skip

@@ -21,6 +21,7 @@ from tallyboard.exchange.export import (
     COLUMNS,
     EXPORT_VERSION,
     HPARAMS,
+    LAYOUTS,
     MANIFEST,
     MEDIA,
     REPETITIONS,
@@ -66,6 +67,21 @@ class ExportReader:
             mapped = [(self.run_ids[row[0]], *row[1:]) for row in chunk if row[0] in self.run_ids]
             if mapped:
                 yield mapped
+
+    def check(self) -> int:
+        """Read every file once before anything is written, so that a damaged export fails before
+        it leaves half-imported runs behind (which a second import would skip as present).
+        Returns the number of rows."""
+        total = 0
+        for layout in LAYOUTS:
+            for chunk in read_rows(layout.path(self.directory, self.format), layout, self.format):
+                total += len(chunk)
+                missing = [
+                    row[-1] for row in chunk if layout is MEDIA and not (self.directory / row[-1]).is_file()
+                ]
+                if missing:
+                    raise FileNotFoundError(f"the export lacks {missing[0]}")
+        return total
 
     def all_rows(self, layout: Layout) -> list[tuple]:
         path = layout.path(self.directory, self.format)
@@ -117,6 +133,7 @@ def import_export(directory: str | os.PathLike[str], into: str, progress: bool =
     from tallyboard.progress import progress_bar
 
     reader = ExportReader(Path(directory))
+    total = reader.check()
     runs = [dict(zip(RUNS.names, row, strict=True)) for row in reader.all_rows(RUNS)]
     with open_target(into) as store:
         was_empty = not store.runs(show_hidden=True)
@@ -124,10 +141,10 @@ def import_export(directory: str | os.PathLike[str], into: str, progress: bool =
         exported_ids = {run_identity(run): run["run_id"] for run in runs}
         for fields in new:
             reader.run_ids[exported_ids[run_identity(fields)]] = create_run(store, fields)
-        with progress_bar(None, "importing", enabled=progress, unit="batch") as bar:
+        with progress_bar(total, "importing", enabled=progress, unit="row") as bar:
             for batch in _record_batches(reader):
                 store.write_batch(batch)
-                bar.update()
+                bar.update(len(batch))
         if was_empty:
             apply_column_layout(store, _layout(reader))
     return f"imported {len(new)} runs ({len(runs) - len(new)} already present)"
