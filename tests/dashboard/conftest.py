@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from starlette.testclient import TestClient
 
-from dashboard.sample_table import sample_db, sample_snapshot  # noqa: F401 (fixtures)
+from dashboard.sample_table import csrf_of, sample_db, sample_snapshot  # noqa: F401 (fixtures)
 from tallyboard.dashboard import create_app
 
 BASE_URL = "http://127.0.0.1"
@@ -35,8 +35,3 @@ def make_client(sample_db: Path) -> Iterator[Callable[..., TestClient]]:  # noqa
 @pytest.fixture
 def client(make_client: Callable[..., TestClient]) -> TestClient:
     return make_client()
-
-
-def csrf_of(page: str) -> str:
-    """The CSRF secret a page carries (what the dashboard's scripts send back)."""
-    return page.split('name="csrf-token" content="', 1)[1].split('"', 1)[0]

@@ -103,3 +103,8 @@ def sample_db(sample_snapshot: Path, tmp_path: Path) -> Path:
     for source in sample_snapshot.iterdir():
         shutil.copy(source, tmp_path / source.name)
     return tmp_path / "results.db"
+
+
+def csrf_of(page: str) -> str:
+    """The CSRF secret a dashboard page carries (what its scripts send back with each POST)."""
+    return page.split('name="csrf-token" content="', 1)[1].split('"', 1)[0]

@@ -40,35 +40,46 @@ def test_bucket_width():
     assert bucket_width(10, 10, 5) == 1
 
 
-def test_a_spike_survives_downsampling(long_series):
-    series = Downsampler(long_series).series(
-        key_of(long_series, "train/loss"), 0, POINTS - 1, 300, POINTS - 1
-    )
-    assert len(series.step) <= 300 and series.bucket == math.ceil(POINTS / 300)
+@pytest.mark.parametrize("width", [300, 2000])  # answered from the summary, and read directly
+def test_a_spike_survives_downsampling(long_series, width):
+    key = key_of(long_series, "train/loss")
+    series = Downsampler(long_series).series(key, 0, POINTS - 1, width, 0, POINTS - 1)
+    assert len(series.step) <= width and series.bucket == math.ceil(POINTS / width)
     assert max(series.high) == 100.0  # the one spike is in some bucket's max
     spike_bucket = next(i for i, high in enumerate(series.high) if high == 100.0)
     assert series.step[spike_bucket - 1] < SPIKE_AT <= series.step[spike_bucket]
     assert min(series.low) == 1.0 and series.step[-1] == POINTS - 1  # last bucket ends at the last point
+    assert series.value[-1] == 1.0 + ((POINTS - 1) % 7) * 1e-3
+
+
+def test_the_summary_follows_a_growing_series(tmp_path):
+    table = tb.ResultTable(tmp_path / "grow.db", nocommit_action=tb.NoCommitAction.NOP)
+    run = table.new_run("grow", auto_log_plt=False)
+    for step in range(10_000):
+        run.add_scalar("loss", 1.0, step=step)
+    run.flush()
+    queries = DashboardQueries(str(tmp_path / "grow.db"))
+    downsampler = Downsampler(queries)
+    key = key_of(queries, "loss")
+    assert max(downsampler.series(key, 0, 9_999, 100, 0, 9_999).high) == 1.0
+    for step in range(10_000, 10_500):
+        run.add_scalar("loss", 7.0 if step == 10_400 else 1.0, step=step)
+    run.close()
+    table.close()
+    grown = downsampler.series(key, 0, 10_499, 100, 0, 10_499)
+    assert max(grown.high) == 7.0 and grown.step[-1] == 10_499
+    queries.close()
 
 
 def test_zoomed_range_is_full_resolution(long_series):
-    series = Downsampler(long_series).series(
-        key_of(long_series, "train/loss"), 12_300, 12_399, 300, POINTS - 1
-    )
+    key = key_of(long_series, "train/loss")
+    series = Downsampler(long_series).series(key, 12_300, 12_399, 300, 0, POINTS - 1)
     assert series.bucket == 1 and series.step == list(range(12_300, 12_400))
     assert series.value[SPIKE_AT - 12_300] == 100.0
 
 
-def test_answers_are_cached_until_the_series_grows(long_series):
-    downsampler = Downsampler(long_series)
-    key = key_of(long_series, "train/loss")
-    first = downsampler.series(key, 0, POINTS - 1, 100, POINTS - 1)
-    assert downsampler.series(key, 0, POINTS - 1, 100, POINTS - 1) is first
-    assert downsampler.series(key, 0, POINTS - 1, 100, POINTS) is not first
-
-
 def test_nan_and_infinity_travel_as_json_safe_values(long_series):
-    series = Downsampler(long_series).series(key_of(long_series, "train/odd"), 0, 4, 100, 4)
+    series = Downsampler(long_series).series(key_of(long_series, "train/odd"), 0, 4, 100, 0, 4)
     assert series.to_json()["value"] == [1.0, None, "Infinity", "-Infinity", 2.0]
 
 

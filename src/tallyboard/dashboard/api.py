@@ -18,7 +18,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from tallyboard.dashboard import params
-from tallyboard.dashboard.downsample import DEFAULT_WIDTH, MAX_WIDTH, Downsampler, raw_after
+from tallyboard.dashboard.downsample import DEFAULT_WIDTH, MAX_WIDTH, Downsampler, Series, raw_after
 from tallyboard.dashboard.filter_expr import FilterError
 from tallyboard.dashboard.params import BadRequest, Json
 from tallyboard.dashboard.runs_table import RunsTable
@@ -212,9 +212,9 @@ def series(request: Request) -> Response:
     out = []
     for key, name, start, (first, last) in found:
         if hi < lo or last < lo or first > hi:
-            data = dash.downsampler.series(key, 1, 0, width, last)  # empty range
+            data = Series()
         else:
-            data = dash.downsampler.series(key, lo, hi, width, last)
+            data = dash.downsampler.series(key, lo, hi, width, first, last)
         out.append(_series_json(key, name, start, last, data.to_json()))
     bucket = max(s["bucket"] for s in out)
     return Json({"lo": lo, "hi": hi, "bucket": bucket, "series": out})

@@ -4,17 +4,19 @@ Why: a chart is a few hundred pixels wide, so shipping a million points (what De
 every refresh) costs megabytes and seconds for nothing a screen can show. Each bucket keeps its
 minimum, maximum and last point, so a spike survives as the band around the line; random
 sampling (TensorBoard's reservoir) would drop it. Zooming asks again for a narrower step range,
-which comes back at full resolution once it holds fewer points than pixels.
+which comes back at full resolution once it holds no more than two points per pixel.
 
-Buckets are aligned to multiples of their width from the requested start, so series requested
-together (the splits of one chart, the runs of a compare view) share bucket boundaries and can be
-averaged bucket by bucket in the browser.
+A long series is read once into a summary of ~4,096 blocks (min, max and last point per block,
+in compact arrays); later requests at any width, and live growth, are answered from the summary
+(and the few new blocks), not by scanning the million rows again. Requests finer than the
+summary (deep zooms) read the range itself, which is then small.
 """
 
 from __future__ import annotations
 
 import math
 import threading
+from array import array
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,6 +25,10 @@ from tallyboard.store.queries import DashboardQueries, SeriesKey
 
 MAX_WIDTH = 4000  # buckets; a 4K screen
 DEFAULT_WIDTH = 800
+SUMMARY_BLOCKS = 4096  # blocks per summary; a request uses it when a bucket spans >= 4 blocks
+MIN_BLOCKS_PER_BUCKET = 4
+SUMMARIES_KEPT = 64  # series; about 200 kB each, so the cache stays near 13 MB
+NO_EPOCH = -1.0  # epochs are never negative; stands for "no epoch" in the float array
 
 
 @dataclass
@@ -37,6 +43,16 @@ class Series:
     high: list[float | None] = field(default_factory=list)
     bucket: int = 1  # steps per bucket; 1 = raw points
 
+    def add(self, row: tuple) -> None:
+        """Append a (step, epoch, walltime_ms, value, low, high) row."""
+        step, epoch, wall_ms, value, low, high = row
+        self.step.append(step)
+        self.epoch.append(epoch)
+        self.wall.append(wall_ms / 1000.0)
+        self.value.append(value)
+        self.low.append(low)
+        self.high.append(high)
+
     def to_json(self) -> dict[str, Any]:
         return {
             "step": self.step,
@@ -50,10 +66,10 @@ class Series:
 
 
 def _finite(value: float | None) -> float | str | None:
-    """JSON has no NaN or infinity: send them as strings the browser maps back."""
+    """JSON has no NaN or infinity: NaN (stored as NULL) is null, infinities are strings."""
     if value is None or math.isfinite(value):
         return value
-    return "Infinity" if value > 0 else "-Infinity"
+    return None if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
 
 
 def bucket_width(lo: int, hi: int, width: int) -> int:
@@ -61,48 +77,108 @@ def bucket_width(lo: int, hi: int, width: int) -> int:
     return max(1, math.ceil((hi - lo + 1) / width))
 
 
+class _Summary:
+    """Min, max and last point per block of `block` steps (blocks at multiples of `block`)."""
+
+    def __init__(self, block: int) -> None:
+        self.block = block
+        self.index = array("q")  # block number = step // block
+        self.step = array("q")  # last step in the block
+        self.epoch = array("d")
+        self.wall = array("d")  # ms
+        self.value = array("d")
+        self.low = array("d")
+        self.high = array("d")
+        self.covered = -(2**62)  # last step read
+
+    def extend(self, queries: DashboardQueries, key: SeriesKey, first_step: int, last_step: int) -> None:
+        """Read the blocks from the one holding `covered` (it may have grown) up to `last_step`."""
+        start = max(self.covered, first_step) // self.block
+        while self.index and self.index[-1] >= start:
+            for column in (self.index, self.step, self.epoch, self.wall, self.value, self.low, self.high):
+                column.pop()
+        count = last_step // self.block - start + 1
+        nan = math.nan
+        for step, epoch, wall_ms, value, low, high in queries.buckets(
+            key, start * self.block, self.block, count
+        ):
+            self.index.append(step // self.block)
+            self.step.append(step)
+            self.epoch.append(NO_EPOCH if epoch is None else epoch)
+            self.wall.append(wall_ms)
+            self.value.append(nan if value is None else value)
+            self.low.append(nan if low is None else low)
+            self.high.append(nan if high is None else high)
+        self.covered = last_step
+
+    def answer(self, lo: int, hi: int, span: int) -> Series:
+        """Merge blocks into buckets of `span` steps from `lo` (a block goes where it starts)."""
+        out = Series(bucket=span)
+        current = None
+        for i, block in enumerate(self.index):
+            start = block * self.block
+            if self.step[i] < lo or start > hi:
+                continue
+            bucket = (max(start, lo) - lo) // span
+            low, high = _none(self.low[i]), _none(self.high[i])
+            if bucket != current:
+                current = bucket
+                out.add((self.step[i], self._epoch(i), self.wall[i], _none(self.value[i]), low, high))
+                continue
+            out.step[-1], out.epoch[-1], out.wall[-1] = self.step[i], self._epoch(i), self.wall[i] / 1000.0
+            out.value[-1] = _none(self.value[i])
+            out.low[-1] = _pick(min, out.low[-1], low)
+            out.high[-1] = _pick(max, out.high[-1], high)
+        return out
+
+    def _epoch(self, i: int) -> int | None:
+        return None if self.epoch[i] == NO_EPOCH else int(self.epoch[i])
+
+
+def _none(value: float) -> float | None:
+    return None if math.isnan(value) else value
+
+
+def _pick(choose, a: float | None, b: float | None) -> float | None:
+    if a is None or b is None:
+        return b if a is None else a
+    return choose(a, b)
+
+
 class Downsampler:
-    """Reads series through the store at pixel resolution, with a small LRU cache of answers.
+    """Reads series through the store at pixel resolution, keeping summaries of long series."""
 
-    The cache key includes the series' last step, so an answer is reused only while the series
-    has not grown (live runs invalidate their own entries and nobody else's)."""
-
-    def __init__(self, queries: DashboardQueries, cache_entries: int = 256) -> None:
+    def __init__(self, queries: DashboardQueries) -> None:
         self.queries = queries
-        self._cache: OrderedDict[tuple, Series] = OrderedDict()
-        self._limit = cache_entries
+        self._summaries: OrderedDict[SeriesKey, _Summary] = OrderedDict()
         self._lock = threading.Lock()
 
-    def series(self, key: SeriesKey, lo: int, hi: int, width: int, last_step: int) -> Series:
-        """The points of `key` with lo <= step <= hi at `width` buckets (raw when they fit)."""
+    def series(self, key: SeriesKey, lo: int, hi: int, width: int, first_step: int, last_step: int) -> Series:
+        """The points of `key` with lo <= step <= hi at `width` buckets (raw when they fit).
+        `first_step`/`last_step` are the series' own bounds (they tell growth and length)."""
         width = max(1, min(width, MAX_WIDTH))
-        cache_key = (key, lo, hi, width, last_step)
-        with self._lock:
-            hit = self._cache.get(cache_key)
-            if hit is not None:
-                self._cache.move_to_end(cache_key)
-                return hit
-        result = self._read(key, lo, hi, width)
-        with self._lock:
-            self._cache[cache_key] = result
-            if len(self._cache) > self._limit:
-                self._cache.popitem(last=False)
-        return result
-
-    def _read(self, key: SeriesKey, lo: int, hi: int, width: int) -> Series:
-        step_span = bucket_width(lo, hi, width)
-        if step_span <= 2:  # at most two steps per pixel: every point fits
+        span = bucket_width(lo, hi, width)
+        if span <= 2:  # at most two steps per pixel: every point fits
             return _raw(self.queries.points(key, lo, hi))
-        out = Series(bucket=step_span)
-        count = math.ceil((hi - lo + 1) / step_span)
-        for step, epoch, wall_ms, value, low, high in self.queries.buckets(key, lo, step_span, count):
-            out.step.append(step)
-            out.epoch.append(epoch)
-            out.wall.append(wall_ms / 1000.0)
-            out.value.append(value)
-            out.low.append(low)
-            out.high.append(high)
-        return out
+        block = max(1, math.ceil((last_step - first_step + 1) / SUMMARY_BLOCKS))
+        if span < MIN_BLOCKS_PER_BUCKET * block or last_step - first_step < SUMMARY_BLOCKS:
+            out = Series(bucket=span)
+            for row in self.queries.buckets(key, lo, span, math.ceil((hi - lo + 1) / span)):
+                out.add(row)
+            return out
+        return self._summary(key, block, first_step, last_step).answer(lo, hi, span)
+
+    def _summary(self, key: SeriesKey, block: int, first_step: int, last_step: int) -> _Summary:
+        with self._lock:
+            summary = self._summaries.get(key)
+            if summary is None or block > 2 * summary.block:  # new, or the series outgrew it
+                summary = self._summaries[key] = _Summary(block)
+            self._summaries.move_to_end(key)
+            while len(self._summaries) > SUMMARIES_KEPT:
+                self._summaries.popitem(last=False)
+            if summary.covered < last_step:
+                summary.extend(self.queries, key, first_step, last_step)
+            return summary
 
 
 def raw_after(queries: DashboardQueries, key: SeriesKey, after: int, limit: int) -> tuple[Series, bool]:
@@ -114,10 +190,5 @@ def raw_after(queries: DashboardQueries, key: SeriesKey, after: int, limit: int)
 def _raw(rows: list[tuple]) -> Series:
     out = Series()
     for step, epoch, wall_ms, value in rows:
-        out.step.append(step)
-        out.epoch.append(epoch)
-        out.wall.append(wall_ms / 1000.0)
-        out.value.append(value)
-        out.low.append(value)
-        out.high.append(value)
+        out.add((step, epoch, wall_ms, value, value, value))
     return out

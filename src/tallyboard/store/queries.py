@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
@@ -40,51 +41,63 @@ def _is_postgres(url_or_path: str) -> bool:
 
 
 class DashboardQueries:
-    """Thread-safe access to one store for the dashboard (a connection per thread)."""
+    """Thread-safe access to one store for the dashboard, through a small pool of connections.
 
-    def __init__(self, url_or_path: str) -> None:
+    A pool rather than a connection per thread: the server's thread pool has dozens of threads,
+    and each connection holds its own page cache, so per-thread connections would let memory grow
+    with the number of threads that ever served a request."""
+
+    def __init__(self, url_or_path: str, connections: int = 4) -> None:
         self.url = url_or_path
         self.postgres = _is_postgres(url_or_path)
         if not self.postgres and not os.path.isfile(url_or_path):
             raise FileNotFoundError(f"no result table at {url_or_path!r}: the file does not exist")
-        self._local = threading.local()
+        self._idle: queue.LifoQueue = queue.LifoQueue()
+        self._slots = threading.BoundedSemaphore(connections)
         try:
             self._one("SELECT value FROM meta WHERE key = 'schema_version'")
         except Exception as error:
+            self.close()
             raise ValueError(f"{url_or_path!r} is not a tallyboard result table ({error})") from None
 
     # -- plumbing -----------------------------------------------------------------------------
-    def _connection(self) -> Any:
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            if self.postgres:
-                import psycopg
+    def _connect(self) -> Any:
+        if self.postgres:
+            import psycopg
 
-                conn = psycopg.connect(self.url, autocommit=True)
-            else:
-                uri = "file:" + os.path.abspath(self.url) + "?mode=rw"
-                conn = sqlite3.connect(uri, uri=True, timeout=10, check_same_thread=False)
-                conn.isolation_level = None  # autocommit; each edit is one statement
-            self._local.conn = conn
+            return psycopg.connect(self.url, autocommit=True)
+        uri = "file:" + os.path.abspath(self.url) + "?mode=rw"  # never creates a file
+        conn = sqlite3.connect(uri, uri=True, timeout=10, check_same_thread=False)
+        conn.isolation_level = None  # autocommit: no read transaction outlives its statement
         return conn
 
-    def _execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
+    def _run(self, sql: str, params: Sequence[Any], fetch: str) -> Any:
         if self.postgres:
             sql = sql.replace("?", "%s")
-        return self._connection().execute(sql, tuple(params))
+        with self._slots:
+            try:
+                conn = self._idle.get_nowait()
+            except queue.Empty:
+                conn = self._connect()
+            try:
+                cursor = conn.execute(sql, tuple(params))
+                return cursor.fetchall() if fetch == "all" else cursor.fetchone()
+            finally:
+                self._idle.put(conn)
 
     def _all(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
-        return self._execute(sql, params).fetchall()
+        return self._run(sql, params, "all")
 
     def _one(self, sql: str, params: Sequence[Any] = ()) -> tuple | None:
-        return self._execute(sql, params).fetchone()
+        return self._run(sql, params, "one")
 
     def close(self) -> None:
-        """Close this thread's connection (others close when their threads end)."""
-        conn = getattr(self._local, "conn", None)
-        if conn is not None:
-            conn.close()
-            self._local.conn = None
+        """Close the idle connections."""
+        while True:
+            try:
+                self._idle.get_nowait().close()
+            except queue.Empty:
+                return
 
     # -- the runs table -----------------------------------------------------------------------
     def runs_version(self) -> tuple[int, float]:
@@ -185,7 +198,8 @@ class DashboardQueries:
         series = "s.run_id = ? AND s.tag_id = ? AND s.rep = ?"
         in_bucket = f"{series} AND s.step >= b.lo AND s.step < b.lo + ?"
         sql = f"""
-            WITH RECURSIVE b(lo) AS (SELECT ? UNION ALL SELECT lo + ? FROM b WHERE lo + ? < ?),
+            WITH RECURSIVE b(lo) AS (
+                SELECT CAST(? AS BIGINT) UNION ALL SELECT lo + ? FROM b WHERE lo + ? < ?),
             g AS (
                 SELECT b.lo AS lo,
                     (SELECT MIN(s.value) FROM scalars s WHERE {in_bucket}) AS lowest,

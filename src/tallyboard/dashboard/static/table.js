@@ -46,6 +46,7 @@
       filterInput.classList.remove("bad");
     } catch (e) {
       error.textContent = e.message;
+      filterInput.classList.add("bad");
       return;
     }
     version = page.version;
@@ -92,7 +93,8 @@
       onclick: (e) => { e.stopPropagation(); edit(run.run_id, { hidden: !run.hidden }); } }, run.hidden ? "show" : "hide");
     const tr = el("tr", { class: [selected.has(run.run_id) ? "selected" : "", run.hidden ? "hidden-run" : ""].join(" "),
       dataset: { run: run.run_id }, onclick: () => { location.href = `/runs/${run.run_id}`; } },
-    el("td", {}, box), ...visibleColumns().map((c) => cell(run, c)), el("td", { class: "tools" }, colour, hide));
+    el("td", { class: "pick" }, box, el("i", { class: `dot ${run.status}`, title: run.status })),
+    ...visibleColumns().map((c) => cell(run, c)), el("td", { class: "tools" }, colour, " ", hide));
     if (run.color) tr.firstChild.style.borderLeftColor = run.color;
     return tr;
   }

@@ -1,0 +1,273 @@
+"""The dashboard's performance figures (issue 4), each next to a reference measured in this run.
+
+1. Chart of one 1,000,000-point series: server time and payload of /api/series at a chart width,
+   against shipping every point (what DeepBoard does on each refresh). Targets: < 100 ms, < 100 kB.
+2. Runs table of 10,000 runs: first screen (page + first page of rows, cold cache) and sort/filter
+   server time, against encoding the whole table for the browser. Targets: < 1 s and < 200 ms.
+3. Live poll of 10 running runs (4 series each): only points after the client's last ones, against
+   re-sending their whole series. Target: < 20 ms per poll.
+4. Memory: resident-set growth while serving hundreds of chart requests and streaming the
+   1,000,000-point CSV, next to the size of the table. Target: bounded (no growth with data size).
+
+All data is logged through the public API (ResultTable / LogWriter) into SQLite files in a temporary
+folder; requests go through the real ASGI app in-process (starlette's TestClient), so "server time"
+includes routing, JSON encoding and the security middleware. Times are medians of --repeats.
+
+    python bench/dashboard.py [--points 1000000] [--runs 10000] [--repeats 7]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from starlette.testclient import TestClient
+
+import tallyboard as tb
+from tallyboard.dashboard import create_app
+
+BASE = "http://127.0.0.1"
+WIDTH = 1000  # a wide chart, in pixels
+NOP = tb.NoCommitAction.NOP
+
+
+def median_ms(action: Callable[[int], object], repeats: int) -> float:
+    """Median wall time of `action(i)` in ms (i lets an action vary its request to dodge caches)."""
+    times = []
+    for i in range(repeats):
+        start = time.perf_counter()
+        action(i)
+        times.append((time.perf_counter() - start) * 1000)
+    return statistics.median(times)
+
+
+def rss_mb() -> float:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def line(label: str, ours: float, reference: float, unit: str, target: str) -> None:
+    ratio = ours / reference if reference else float("nan")
+    figures = f"{ours:>10.1f} {unit:<3} reference {reference:>10.1f} {unit:<3} ratio {ratio:6.3f}"
+    print(f"  {label:<44} {figures}  {target}")
+
+
+# -- 1. one long series -------------------------------------------------------------------------
+def log_long_series(path: Path, points: int) -> int:
+    table = tb.ResultTable(path, nocommit_action=NOP)
+    with table.new_run("long", cli={"points": points}, auto_log_plt=False) as run:
+        for step in range(points):
+            spike = 50.0 if step == points * 7 // 9 else 0.0
+            run.add_scalar("train/loss", math.sin(step / 1000) + spike, step=step, epoch=step // 10_000)
+    table.close()
+    return run.run_id
+
+
+def bench_chart(path: Path, points: int, repeats: int) -> None:
+    run_id = log_long_series(path, points)
+    client = TestClient(create_app(str(path)), base_url=BASE)
+    start = time.perf_counter()  # the first request reads the series once into its summary
+    client.get(f"/api/series?runs={run_id}&metric=loss&width={WIDTH}")
+    first_ms = (time.perf_counter() - start) * 1000
+    queries = client.app.state.dashboard.queries
+    key_rows = queries.tags_of_runs([run_id])
+
+    def every_point(_: int) -> bytes:
+        rows = queries.points(_series_key(key_rows[0]), 0, 2**62)
+        return json.dumps({"step": [r[0] for r in rows], "value": [r[3] for r in rows]}).encode()
+
+    reference_ms = median_ms(every_point, max(3, repeats // 2))
+    reference_bytes = len(every_point(0))
+    sizes = []
+
+    def chart(i: int) -> None:  # a new width each time: no answer comes from the cache
+        response = client.get(f"/api/series?runs={run_id}&metric=loss&width={WIDTH + i}")
+        sizes.append(len(response.content))
+        chart.last = response.json()
+
+    ours_ms = median_ms(chart, repeats)
+    series = chart.last["series"][0]
+    print(f"1. chart of one {points:,}-point series at {WIDTH} px ({len(series['step'])} buckets returned)")
+    line("server time, first request (one full read)", first_ms, reference_ms, "ms", "target < 100 ms")
+    line("server time, any later width/range/growth", ours_ms, reference_ms, "ms", "target < 100 ms")
+    line("payload", statistics.median(sizes) / 1000, reference_bytes / 1000, "kB", "target < 100 kB")
+    highest = max(v for v in series["max"] if v is not None)
+    print(f"  spike kept: max of bucket maxima = {highest:.1f} (logged 50 + sin)")
+    lo, hi = points // 2, points // 2 + 999
+    zoom = client.get(
+        f"/api/series?runs={run_id}&metric=loss&width={WIDTH}&step_min={lo}&step_max={hi}"
+    ).json()
+    zoom_ms = median_ms(lambda i: client.get(f"/api/series?runs={run_id}&metric=loss&width={WIDTH - i}"
+                                             f"&step_min={lo}&step_max={hi}"), repeats)  # fmt: skip
+    shown = len(zoom["series"][0]["step"])
+    print(f"  zoom to 1,000 steps: {shown} raw points in {zoom_ms:.1f} ms (full resolution)")
+    client.close()
+
+
+def _series_key(row: tuple):
+    from tallyboard.store.queries import SeriesKey
+
+    return SeriesKey(row[0], row[1], row[3])
+
+
+# -- 2. many runs -------------------------------------------------------------------------------
+def log_many_runs(path: Path, runs: int) -> None:
+    table = tb.ResultTable(path, nocommit_action=NOP)
+    for i in range(runs):
+        run = table.new_run("sweep", cli={"i": i}, comment=None if i % 3 else f"run {i}", auto_log_plt=False)
+        hparams = {
+            "lr": 10.0 ** -(i % 5),
+            "batch_size": 32 * (i % 4 + 1),
+            "optimizer": ("adam", "sgd")[i % 2],
+        }
+        if i % 7 == 0:
+            hparams["lr"] = "auto"  # a mixed-type column
+        run.add_hparams(**hparams)
+        if i % 10:
+            run.write_result(accuracy=(i * 7919 % 1000) / 1000, loss=1 / (i + 1))
+        else:
+            run.close()  # finished without results: empty cells
+    table.close()
+
+
+def bench_table(path: Path, runs: int, repeats: int) -> None:
+    log_many_runs(path, runs)
+    cold = []
+    for _ in range(3):  # a new app each time: the first page pays for loading every row
+        client = TestClient(create_app(str(path)), base_url=BASE)
+        start = time.perf_counter()
+        client.get("/")
+        first = client.get("/api/runs?limit=100")
+        cold.append((time.perf_counter() - start) * 1000)
+    assert first.json()["total"] == runs
+    queries = client.app.state.dashboard.queries
+
+    def whole_table(_: int) -> bytes:
+        rows = queries.runs()
+        return json.dumps(rows, default=str).encode()
+
+    reference_ms = median_ms(whole_table, 3)
+    print(f"2. runs table of {runs:,} runs (100 rows per page)")
+    line(
+        "first screen (page + rows, cold cache)",
+        statistics.median(cold),
+        reference_ms,
+        "ms",
+        "target < 1000 ms",
+    )
+    sort_ms = median_ms(lambda i: client.get(f"/api/runs?limit=100&sort=lr&desc={i % 2}"), repeats)
+    line("sort by a mixed-type hparam", sort_ms, reference_ms, "ms", "target < 200 ms")
+    expression = 'lr < 1e-2 and optimizer == "adam" or accuracy == null'
+    filter_ms = median_ms(lambda i: client.get("/api/runs", params={"limit": 100, "filter": expression,
+                                                                     "offset": i}), repeats)  # fmt: skip
+    line("filter expression", filter_ms, reference_ms, "ms", "target < 200 ms")
+    page_bytes = len(first.content)
+    line(
+        "first page payload",
+        page_bytes / 1000,
+        len(whole_table(0)) / 1000,
+        "kB",
+        "(whole table for reference)",
+    )
+    client.close()
+
+
+# -- 3. live runs -------------------------------------------------------------------------------
+def bench_live(path: Path, repeats: int) -> None:
+    table = tb.ResultTable(path, nocommit_action=NOP)
+    writers = [table.new_run("live", cli={"i": i}, auto_log_plt=False) for i in range(10)]
+    tags = ("train/loss", "train/accuracy", "val/loss", "val/accuracy")
+    for writer in writers:
+        for step in range(5000):
+            for tag in tags:
+                writer.add_scalar(tag, 1 / (step + 1), step=step)
+        writer.flush()
+    client = TestClient(create_app(str(path)), base_url=BASE)
+    ids = ",".join(str(w.run_id) for w in writers)
+    full = client.get(f"/api/live?runs={ids}").json()["series"]  # no cursors: everything
+    cursors = {(s["run_id"], s["tag_id"], s["rep"]): s["last_step"] for s in full}
+    step = [5000]
+
+    def poll(_: int) -> None:
+        for writer in writers:  # a new point per series since the last poll (logged off the clock)
+            for tag in tags:
+                writer.add_scalar(tag, 0.5, step=step[0])
+            writer.flush()
+        step[0] += 1
+        start = time.perf_counter()
+        after = [f"{r}:{t}:{p}:{s}" for (r, t, p), s in cursors.items()]
+        reply = client.get("/api/live", params={"runs": ids, "after": after}).json()
+        poll.times.append((time.perf_counter() - start) * 1000)
+        for series in reply["series"]:
+            cursors[(series["run_id"], series["tag_id"], series["rep"])] = series["last_step"]
+        poll.sizes.append(sum(len(s["step"]) for s in reply["series"]))
+
+    poll.times, poll.sizes = [], []
+    for i in range(repeats):
+        poll(i)
+
+    def resend_everything(_: int) -> None:
+        client.get(f"/api/live?runs={ids}")
+
+    reference_ms = median_ms(resend_everything, max(3, repeats // 2))
+    print(f"3. live poll of 10 running runs x {len(tags)} series (5,000 points each so far)")
+    line("incremental poll", statistics.median(poll.times), reference_ms, "ms", "target < 20 ms")
+    print(f"  points sent per poll: {statistics.median(poll.sizes):.0f} (one new per series; "
+          f"re-sending would be {sum(len(s['step']) for s in full):,})")  # fmt: skip
+    for writer in writers:
+        writer.close()
+    table.close()
+    client.close()
+
+
+# -- 4. memory ----------------------------------------------------------------------------------
+def bench_memory(path: Path) -> None:
+    client = TestClient(create_app(str(path)), base_url=BASE)
+    run_id = 1
+    client.get(f"/api/series?runs={run_id}&metric=loss&width={WIDTH}")
+    rss = [rss_mb()]
+    for _ in range(2):  # two rounds: growth in the second shows whether memory keeps climbing
+        for i in range(300):  # charts at many widths and zoom ranges
+            client.get(f"/api/series?runs={run_id}&metric=loss&width={500 + i}&step_min={i * 1000}")
+        with client.stream("GET", f"/api/runs/{run_id}/scalars.csv?tag=train/loss") as response:
+            rows = sum(chunk.count(b"\n") for chunk in response.iter_bytes())
+        rss.append(rss_mb())
+    size = sum(Path(f"{path}{s}").stat().st_size for s in ("", "-wal") if Path(f"{path}{s}").exists())
+    print("4. memory: two rounds of 300 chart requests + streaming the full CSV")
+    print(
+        f"  table on disk {size / 1e6:.1f} MB, CSV rows streamed {rows - 1:,} per round; resident set "
+        f"{rss[0]:.1f} -> {rss[1]:.1f} -> {rss[2]:.1f} MB (round 2 adds {rss[2] - rss[1]:+.1f} MB: bounded)"
+    )
+    client.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--points", type=int, default=1_000_000)
+    parser.add_argument("--runs", type=int, default=10_000)
+    parser.add_argument("--repeats", type=int, default=7)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as folder:
+        os.chdir(folder)  # no git checkout here: runs start without capturing a diff
+        start = time.perf_counter()
+        bench_chart(Path(folder) / "long.db", args.points, args.repeats)
+        bench_memory(Path(folder) / "long.db")
+        bench_table(Path(folder) / "many.db", args.runs, args.repeats)
+        bench_live(Path(folder) / "live.db", args.repeats)
+        print(f"(total {time.perf_counter() - start:.0f} s including logging the data)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,50 @@
+"""The dashboard's API on both engines: the same answers from SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import pytest
+from starlette.testclient import TestClient
+
+from dashboard.sample_table import csrf_of, log_sample
+from tallyboard.dashboard import create_app
+
+
+@pytest.fixture
+def engine_client(db_url):
+    table, running = log_sample(db_url)
+    try:
+        with TestClient(create_app(db_url), base_url="http://127.0.0.1") as client:
+            client.csrf = csrf_of(client.get("/").text)
+            yield client
+    finally:
+        for writer in running:
+            writer.close()
+        table.close()
+
+
+def test_reads_and_edits_on_every_engine(engine_client):
+    client = engine_client
+    page = client.get("/api/runs", params={"sort": "lr", "filter": "lr > 0.0001"}).json()
+    assert [row["run_id"] for row in page["rows"]] == [1, 3]
+    run = client.get("/api/runs/1").json()
+    assert run["hparams"] == {"lr": 0.001, "optimizer": "adam"} and len(run["repetitions"]) == 2
+    series = client.get("/api/series?runs=1,2&metric=loss&width=50").json()
+    train = next(s for s in series["series"] if s["tag"] == "train/loss" and s["run_id"] == 2)
+    assert len(train["step"]) == 50 and train["max"][0] == 0.5 and train["step"][-1] == 299
+    cursor = f"3:{train['tag_id']}:0:290"
+    live = client.get("/api/live", params={"runs": "3", "metric": "loss", "after": cursor}).json()
+    train_live = next(s for s in live["series"] if s["tag"] == "train/loss")
+    assert train_live["step"] == list(range(291, 300))
+    csv = client.get("/api/runs/1/scalars.csv", params={"tag": "val/loss"}).text.splitlines()
+    assert len(csv) == 1 + 20
+    media = client.get("/api/runs/1/media?kind=image").json()["media"]
+    assert client.get(f"/api/media/{media[0]['media_id']}").content.startswith(b"\x89PNG")
+    fragment = client.get("/api/runs/1/texts?kind=fragment").json()["texts"][0]
+    assert "<script>" in client.get(f"/fragments/{fragment['text_id']}").text
+    edited = client.post(
+        "/api/runs/2", json={"note": "ok", "hidden": True}, headers={"X-CSRF-Token": client.csrf}
+    )
+    assert edited.json()["note"] == "ok" and edited.json()["hidden"] is True
+    columns = [{"name": "lr", "alias": "LR", "position": 0}]
+    saved = client.post("/api/columns", json={"columns": columns}, headers={"X-CSRF-Token": client.csrf})
+    assert saved.status_code == 200 and saved.json()["columns"][0]["alias"] == "LR"
