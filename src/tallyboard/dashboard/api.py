@@ -189,13 +189,17 @@ def _series_of(dash: Dashboard, run_ids: list[int], metric: str | None) -> list[
     ]
 
 
-def series(request: Request) -> Response:
-    """Downsampled series of some runs (all metrics or one), on shared bucket boundaries."""
-    dash = _dash(request)
+def _runs_and_metric(request: Request) -> tuple[list[int], str | None]:
     run_ids = params.id_list(request, "runs", MAX_COMPARE)
     if run_ids is None:
         raise BadRequest("runs is required (comma-separated run ids)")
-    metric = params.text(request, "metric", "", 500) or None
+    return run_ids, params.text(request, "metric", "", 500) or None
+
+
+def series(request: Request) -> Response:
+    """Downsampled series of some runs (all metrics or one), on shared bucket boundaries."""
+    dash = _dash(request)
+    run_ids, metric = _runs_and_metric(request)
     width = params.integer(request, "width", DEFAULT_WIDTH, 1, MAX_WIDTH)
     step_min = params.integer(request, "step_min", None)
     step_max = params.integer(request, "step_max", None)
@@ -245,10 +249,7 @@ def _cursors(request: Request) -> dict[tuple[int, int, int], int]:
 def live(request: Request) -> Response:
     """Only the points logged after each cursor, plus the runs' status (for live views)."""
     dash = _dash(request)
-    run_ids = params.id_list(request, "runs", MAX_COMPARE)
-    if run_ids is None:
-        raise BadRequest("runs is required (comma-separated run ids)")
-    metric = params.text(request, "metric", "", 500) or None
+    run_ids, metric = _runs_and_metric(request)
     cursors = _cursors(request)
     out = []
     for run_id, tag_id, name, rep, start in _series_of(dash, run_ids, metric):

@@ -27,7 +27,12 @@ from tallyboard.store import open_store
 from tallyboard.store.queries import DashboardQueries
 
 HERE = Path(__file__).parent
-PAGES = ("table", "run", "compare")
+CHARTS = ("vendor/uplot/uPlot.iife.min.js", "charts.js")
+PAGES = {  # page -> (title, its scripts after common.js)
+    "table": ("Runs", ("table.js",)),
+    "run": ("Run", (*CHARTS, "run.js")),
+    "compare": ("Compare", (*CHARTS, "compare.js")),
+}
 
 
 class SignedIntConvertor(Convertor):
@@ -103,8 +108,15 @@ def create_app(url_or_path: str, *, token: str | None = None, read_only: bool = 
 
 
 def _page(name: str, csrf_secret: str, read_only: bool) -> str:
-    html = (HERE / "templates" / f"{name}.html").read_text(encoding="utf-8")
-    return html.replace("{{csrf}}", csrf_secret).replace("{{read_only}}", "true" if read_only else "false")
+    """The one page template filled in for a page (no user data: that arrives through the API)."""
+    title, scripts = PAGES[name]
+    html = (HERE / "templates" / "page.html").read_text(encoding="utf-8")
+    tags = "\n".join(f'<script src="/static/{script}" defer></script>' for script in scripts)
+    values = {"csrf": csrf_secret, "read_only": "true" if read_only else "false", "title": title,
+              "page": name, "scripts": tags}  # fmt: skip
+    for key, value in values.items():
+        html = html.replace("{{" + key + "}}", value)
+    return html
 
 
 async def _bad_request(request: Request, error: Exception) -> Response:

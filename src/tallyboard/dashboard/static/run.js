@@ -4,7 +4,7 @@
 (() => {
   const { el } = TB;
   const runId = Number(location.pathname.split("/").pop());
-  const DEFAULTS = { tab: "scalars", smooth: "0.6", x: "step", log: "0", reps: "lines" };
+  const DEFAULTS = { tab: "scalars", smooth: "0.6", x: "step", log: "0", reps: "minmax" };
   const state = TB.readState(DEFAULTS);
   const main = document.getElementById("main");
   const live = document.getElementById("live");

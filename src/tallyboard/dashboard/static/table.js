@@ -7,6 +7,7 @@
   const state = TB.readState(DEFAULTS);
   const selected = new Set();
   let page = null, version = null, columnsOpen = false;
+  const live = document.getElementById("live");
 
   document.getElementById("nav-runs").classList.add("active");
   const filterInput = el("input", { type: "text", class: "filter", placeholder: 'filter: lr < 1e-3 and status == "finished"',
@@ -50,6 +51,7 @@
       return;
     }
     version = page.version;
+    live.className = "live"; live.textContent = "live";
     render();
   }
 
@@ -155,7 +157,6 @@
   }
 
   // Live: a cheap version poll; the page reloads its rows only when a run changed or appeared.
-  const live = document.getElementById("live");
   async function poll() {
     try {
       const now = await TB.getJSON("/api/version");
