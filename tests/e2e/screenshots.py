@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from browser import browser_page, running_dashboard  # noqa: E402
+from browser import browser_page, running_dashboard
 
 EDIT = """([run, changes]) => fetch('/api/runs/' + run, {method: 'POST', body: JSON.stringify(changes),
     headers: {'Content-Type': 'application/json',

@@ -50,6 +50,30 @@ def test_table_opens_sorts_and_filters(page, base_url):
     assert page.errors == []
 
 
+def test_note_tag_and_status_are_edited_in_the_table(page, base_url, sample_db):
+    table = tb.ResultTable(sample_db, nocommit_action=tb.NoCommitAction.NOP)
+    table.show_column("note", 1)
+    table.show_column("status", 2)
+    table.close()
+    page.goto(base_url + "/")
+    note = '#runs tr[data-run="2"] td.editable >> nth=0'
+    page.wait_for_selector(note, timeout=TIMEOUT)
+    page.click(note)
+    page.fill('#runs tr[data-run="2"] td.editable input', "try a warmup")
+    page.press('#runs tr[data-run="2"] td.editable input', "Enter")
+    page.wait_for_function(
+        "() => document.querySelector('#runs tr[data-run=\"2\"]').textContent.includes('warmup')"
+    )
+    page.click('#runs tr[data-run="2"] td.editable >> nth=1')
+    page.select_option('#runs tr[data-run="2"] td select', "failed")
+    page.wait_for_function("() => document.querySelector('#runs tr[data-run=\"2\"] .status.failed')")
+    table = tb.ResultTable(sample_db, nocommit_action=tb.NoCommitAction.NOP)
+    run = table.get_experiment_raw(2)
+    table.close()
+    assert (run["note"], run["status"]) == ("try a warmup", "failed")
+    assert page.url.rstrip("/") == base_url  # editing did not open the run
+
+
 def test_run_view_draws_one_chart_per_metric_with_a_line_per_split_and_rep(page, base_url):
     page.goto(base_url + "/runs/1?reps=lines")
     page.wait_for_selector('.chart-card[data-metric="loss"] canvas', timeout=TIMEOUT)

@@ -34,11 +34,13 @@
       sections.append(el("h2", { class: "section-title" }, split || "(no split)"), grid);
       for (const metric of names) {
         if (!series.some((s) => s.split === split && s.metric === metric)) continue;
-        if (!metrics.has(metric)) metrics.set(metric, { metric, series: [], charts: new Map(), range: null, lo: 0, bucket: 1 });
+        if (!metrics.has(metric)) metrics.set(metric, { metric, series: [], charts: new Map(), resets: [], range: null, lo: 0, bucket: 1 });
         const entry = metrics.get(metric);
         const body = el("div", { class: "card chart-card", dataset: { metric, split } });
         const png = el("button", { onclick: async () => TB.download(`compare_${split}_${metric}.png`, await entry.charts.get(split).png(`${split}/${metric}`)) }, "PNG");
-        body.append(el("div", { class: "head" }, el("h4", {}, metric), png));
+        const reset = el("button", { hidden: true, onclick: () => load(entry, null) }, "Reset zoom");
+        entry.resets.push(reset);
+        body.append(el("div", { class: "head" }, el("h4", {}, metric), reset, png));
         grid.append(body);
         entry.charts.set(split, new TB.Chart(body, { onZoom: (range) => load(entry, range) }));
       }
@@ -79,6 +81,7 @@
     if (range) { query.set("step_min", range[0]); query.set("step_max", range[1]); }
     const data = await TB.getJSON(`/api/series?${query}`);
     Object.assign(entry, { series: data.series, lo: data.lo, bucket: data.bucket, range });
+    entry.resets.forEach((button) => { button.hidden = !range; });  // zoom applies to every split
     draw(entry);
   }
 

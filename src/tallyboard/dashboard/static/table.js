@@ -21,7 +21,9 @@
   const table = el("table", { class: "runs", id: "runs" });
   const pager = el("div", { class: "pager" });
   const columnsPanel = el("div", { class: "card panel-columns", hidden: true, id: "columns-panel" });
-  document.getElementById("main").append(
+  const tagOptions = el("datalist", { id: "table-tags" });
+  TB.getJSON("/api/tags").then((r) => tagOptions.replaceChildren(...r.tags.map((t) => el("option", { value: t }))));
+  document.getElementById("main").append(tagOptions,
     el("div", { class: "toolbar" }, filterInput, searchInput,
       el("label", { class: "chip" }, hiddenBox, "show hidden"), columnsButton, compareButton, count),
     error, columnsPanel,
@@ -62,6 +64,39 @@
   }
 
   function cell(row, column) {
+    const td = display(row, column);
+    if (EDITABLE.includes(column.name) && !TB.readOnly) {
+      td.classList.add("editable");
+      td.title = `click to edit the ${column.alias.toLowerCase()}`;
+      td.addEventListener("click", (e) => { e.stopPropagation(); editCell(td, row, column.name); });
+    }
+    return td;
+  }
+
+  // Note, tag and status are edited in place: Enter or leaving the field saves, Escape cancels.
+  const EDITABLE = ["note", "tag", "status"];
+  function editCell(td, row, name) {
+    if (td.querySelector("input, select")) return;
+    const input = name === "status"
+      ? el("select", {}, ["running", "finished", "failed"].map((s) => el("option", { value: s, selected: s === row.status }, s)))
+      : el("input", { type: "text", value: row[name] || "", list: name === "tag" ? "table-tags" : null });
+    let done = false;
+    const finish = (save) => {
+      if (done) return;
+      done = true;
+      if (save && input.value !== (row[name] || "")) edit(row.run_id, { [name]: input.value });
+      else render();
+    };
+    input.addEventListener("keydown", (e) => { if (e.key === "Enter") finish(true); if (e.key === "Escape") finish(false); });
+    input.addEventListener("blur", () => finish(true));
+    if (name === "status") input.addEventListener("change", () => finish(true));
+    input.addEventListener("click", (e) => e.stopPropagation());
+    td.classList.remove("empty");
+    td.replaceChildren(input);
+    input.focus();
+  }
+
+  function display(row, column) {
     const value = cellValue(row, column);
     if (value === null || value === undefined || value === "") return el("td", { class: "empty" });
     if (column.name === "status") return el("td", {}, TB.statusBadge(value));
