@@ -50,6 +50,18 @@ def test_table_opens_sorts_and_filters(page, base_url):
     assert page.errors == []
 
 
+def test_new_runs_appear_in_the_table_without_a_reload(page, base_url, sample_db):
+    page.goto(base_url + "/")
+    page.wait_for_selector("#runs tbody tr[data-run]", timeout=TIMEOUT)
+    page.evaluate("window.marker = 'same page'")
+    table = tb.ResultTable(sample_db, nocommit_action=tb.NoCommitAction.NOP)
+    with table.new_run("exp", cli={"lr": 0.9}, auto_log_plt=False) as run:
+        run.add_hparams(lr=0.9)
+    table.close()
+    page.wait_for_selector(f'#runs tr[data-run="{run.run_id}"]', timeout=TIMEOUT)
+    assert page.evaluate("window.marker") == "same page"
+
+
 def test_note_tag_and_status_are_edited_in_the_table(page, base_url, sample_db):
     table = tb.ResultTable(sample_db, nocommit_action=tb.NoCommitAction.NOP)
     table.show_column("note", 1)
