@@ -1,15 +1,34 @@
 """Fixtures shared across test folders.
 
-`db_url` is the database every result-table test writes to. It is a real SQLite file on disk
-today; parametrising it over engines (e.g. adding a PostgreSQL URL) runs the same tests on each.
+`db_url` is the database every result-table test writes to, once per engine: a real SQLite file
+on disk, and an empty schema of its own on the real PostgreSQL server (tests/pg_support.py; skipped
+locally without a server, a failure in CI). Modules that inspect SQLite files directly run on SQLite
+only (`SQLITE_ONLY`).
 """
 
 from pathlib import Path
 
 import pytest
 
+from pg_support import pg_database, scratch_schema
+
+__all__ = ["db_url", "pg_database"]  # pg_database: the session database db_url's schemas live in
+
+SQLITE_ONLY = ("test_sqlite", "test_crash")  # module names whose tests open the file with sqlite3
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "db_url" in metafunc.fixturenames:
+        sqlite_only = metafunc.module.__name__.rpartition(".")[2] in SQLITE_ONLY
+        metafunc.parametrize("db_url", ["sqlite"] if sqlite_only else ["sqlite", "postgres"], indirect=True)
+
 
 @pytest.fixture
-def db_url(tmp_path: Path) -> str:
-    """A fresh result-table location: a SQLite file path in the test's temporary folder."""
-    return str(tmp_path / "results.db")
+def db_url(request: pytest.FixtureRequest, tmp_path: Path):
+    """A fresh result-table location: a SQLite file path in the test's temporary folder, or the URL
+    of a fresh PostgreSQL schema."""
+    if request.param == "sqlite":
+        yield str(tmp_path / "results.db")
+        return
+    with scratch_schema(request.getfixturevalue("pg_database")) as url:
+        yield url

@@ -61,11 +61,13 @@ class ResultTable:
 
     def __init__(
         self,
-        db_path: str | os.PathLike[str] = "results.db",
+        db_path: str | os.PathLike[str] | None = None,
         nocommit_action: NoCommitAction = NoCommitAction.WARN,
         unique_columns: tuple[str, ...] | None = None,
         commit_interval: float = DEFAULT_COMMIT_INTERVAL,
     ) -> None:
+        if db_path is None:  # $TALLYBOARD_URL lets a cluster point every job at one table
+            db_path = os.environ.get("TALLYBOARD_URL") or "results.db"
         wanted = None if unique_columns is None else _normalise_unique(unique_columns)
         self.db_path = db_path if isinstance(db_path, str) and "://" in db_path else os.fspath(db_path)
         self.nocommit_action = NoCommitAction(nocommit_action)

@@ -58,6 +58,8 @@ SCALAR_TYPES = ("int8", "int4", "int4", "int8", "int8", "int8", "float8")  # bin
 FIRST_RETRY_DELAY, MAX_RETRY_DELAY = 0.05, 2.0
 # A connection lost this way is worth reconnecting to; anything else is the caller's error.
 _LOST = (errors.AdminShutdown, errors.CrashShutdown, errors.CannotConnectNow)
+# A connection attempt refused for one of these reasons will be refused again: not worth waiting for.
+_PERMANENT = ("does not exist", "authentication failed", "pg_hba.conf", "permission denied")
 # The server rolled the transaction back to resolve a conflict; running it again is the cure.
 _ROLLED_BACK = (errors.DeadlockDetected, errors.SerializationFailure, errors.TransactionRollback)
 
@@ -90,6 +92,7 @@ class PostgresStore(Store):
         self._conn: psycopg.Connection | None = None
         self._in_transaction = False
         self._commits = 0
+        self._connection()  # a wrong URL or a server that is down fails here, at once
         self._atomic(lambda: self._prepare(unique_columns))
 
     def _prepare(self, unique_columns: tuple[str, ...]) -> None:
@@ -113,8 +116,12 @@ class PostgresStore(Store):
             conn.close()
 
     def _is_lost(self, error: psycopg.OperationalError) -> bool:
+        """Whether `error` means the connection is gone for a reason that may pass (a restart, the
+        network), as opposed to a bad statement or a URL that will never work."""
         conn = self._conn
-        return isinstance(error, _LOST) or conn is None or conn.closed or conn.broken
+        if conn is None:  # reconnecting failed
+            return not any(reason in str(error) for reason in _PERMANENT)
+        return isinstance(error, _LOST) or conn.closed or conn.broken
 
     def _retry(self, attempt: Callable[[], T]) -> T:
         """Run `attempt` until it succeeds; reconnect when the connection was lost (for up to
