@@ -18,6 +18,7 @@ import math
 import threading
 from array import array
 from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +29,7 @@ DEFAULT_WIDTH = 800
 SUMMARY_BLOCKS = 4096  # blocks per summary; a request uses it when a bucket spans >= 4 blocks
 MIN_BLOCKS_PER_BUCKET = 4
 SUMMARIES_KEPT = 64  # series; about 200 kB each, so the cache stays near 13 MB
+PARALLEL_READS = 4  # parts of a long first read; as many as the store's connection pool holds
 NO_EPOCH = -1.0  # epochs are never negative; stands for "no epoch" in the float array
 
 
@@ -91,17 +93,34 @@ class _Summary:
         self.high = array("d")
         self.covered = -(2**62)  # last step read
 
-    def extend(self, queries: DashboardQueries, key: SeriesKey, first_step: int, last_step: int) -> None:
-        """Read the blocks from the one holding `covered` (it may have grown) up to `last_step`."""
+    def extend(
+        self,
+        queries: DashboardQueries,
+        key: SeriesKey,
+        first_step: int,
+        last_step: int,
+        pool: ThreadPoolExecutor,
+    ) -> None:
+        """Read the blocks from the one holding `covered` (it may have grown) up to `last_step`.
+
+        A long read is split into parts read in parallel on the store's pooled connections (the
+        database drivers release the GIL while a query runs), so a first view scales with cores."""
         start = max(self.covered, first_step) // self.block
         while self.index and self.index[-1] >= start:
             for column in (self.index, self.step, self.epoch, self.wall, self.value, self.low, self.high):
                 column.pop()
         count = last_step // self.block - start + 1
+        parts = PARALLEL_READS if count >= SUMMARY_BLOCKS // 4 else 1
+        size = math.ceil(count / parts)
+        firsts = range(start, start + count, size)
+        reads = pool.map(
+            lambda first: queries.buckets(
+                key, first * self.block, self.block, min(size, start + count - first)
+            ),
+            firsts,
+        )
         nan = math.nan
-        for step, epoch, wall_ms, value, low, high in queries.buckets(
-            key, start * self.block, self.block, count
-        ):
+        for step, epoch, wall_ms, value, low, high in (row for rows in reads for row in rows):
             self.index.append(step // self.block)
             self.step.append(step)
             self.epoch.append(NO_EPOCH if epoch is None else epoch)
@@ -152,6 +171,7 @@ class Downsampler:
         self.queries = queries
         self._summaries: OrderedDict[SeriesKey, _Summary] = OrderedDict()
         self._lock = threading.Lock()
+        self._readers = ThreadPoolExecutor(PARALLEL_READS, thread_name_prefix="tallyboard-summary")
 
     def series(self, key: SeriesKey, lo: int, hi: int, width: int, first_step: int, last_step: int) -> Series:
         """The points of `key` with lo <= step <= hi at `width` buckets (raw when they fit).
@@ -177,7 +197,7 @@ class Downsampler:
             while len(self._summaries) > SUMMARIES_KEPT:
                 self._summaries.popitem(last=False)
             if summary.covered < last_step:
-                summary.extend(self.queries, key, first_step, last_step)
+                summary.extend(self.queries, key, first_step, last_step, self._readers)
             return summary
 
 
