@@ -10,17 +10,20 @@ from pathlib import Path
 
 import pytest
 
-from pg_support import pg_database, scratch_schema
+from pg_support import pg_database, pg_url, scratch_schema
 
-__all__ = ["db_url", "pg_database"]  # pg_database: the session database db_url's schemas live in
+__all__ = ["db_url", "pg_database", "pg_url"]  # pg_*: the session database and a schema of one's own
 
 SQLITE_ONLY = ("test_sqlite", "test_crash")  # module names whose tests open the file with sqlite3
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "db_url" in metafunc.fixturenames:
-        sqlite_only = metafunc.module.__name__.rpartition(".")[2] in SQLITE_ONLY
-        metafunc.parametrize("db_url", ["sqlite"] if sqlite_only else ["sqlite", "postgres"], indirect=True)
+        module = metafunc.module.__name__.rpartition(".")[2]
+        engines = ["sqlite"] if module in SQLITE_ONLY else ["sqlite", "postgres"]
+        if module.startswith("test_postgres"):  # SQLite's store tests, run again on PostgreSQL
+            engines = ["postgres"]
+        metafunc.parametrize("db_url", engines, indirect=True)
 
 
 @pytest.fixture

@@ -172,7 +172,7 @@ class PostgresStore(Store):
             finally:
                 self._in_transaction = False
             outcome_unknown = True
-            conn.execute("COMMIT")
+            self._commit(conn)
             outcome_unknown = False
             return result
 
@@ -182,6 +182,11 @@ class PostgresStore(Store):
             if self._commits % PRUNE_EVERY == 0:
                 self._prune_commits()
             return result
+
+    def _commit(self, conn: psycopg.Connection) -> None:
+        """The one step whose failure leaves the outcome unknown (a separate method so tests can
+        make the connection die right after the server committed)."""
+        conn.execute("COMMIT")
 
     def _rollback(self) -> None:
         conn = self._conn

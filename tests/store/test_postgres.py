@@ -1,0 +1,231 @@
+"""The store on a real PostgreSQL server: schema, versions, lost connections, many writers, races.
+
+Every test gets an empty schema of its own (`pg_url`, tests/pg_support.py); writer processes are
+real `python` subprocesses that reach the same schema through the URL.
+"""
+
+import json
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+import tallyboard as tb
+from pg_support import connect
+from tallyboard.store import Batch, StoreError, open_store, schema
+from tallyboard.store.postgres import RUNS_LOCK, PostgresStore
+
+WRITER = """
+import sys, tallyboard as tb
+url, name, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+table = tb.ResultTable(url, nocommit_action=tb.NoCommitAction.NOP, commit_interval=0.01)
+run = table.new_run(name)
+for step in range(count):
+    run.add_scalar("train/loss", step * 0.5)
+    if step % 500 == 0:
+        run.add_text(f"text {step}", tag="log")
+        run.flush()
+run.write_result(steps=count)
+print(run.run_id)
+"""
+
+
+def writer(url: str, name: str, count: int) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-c", WRITER, url, name, str(count)], stdout=subprocess.PIPE, text=True
+    )
+
+
+def finished_run_id(process: subprocess.Popen) -> int:
+    out, _ = process.communicate(timeout=120)
+    assert process.returncode == 0
+    return int(out.split()[-1])
+
+
+def assert_logged_once(url: str, run_id: int, count: int) -> None:
+    """Every scalar and text a `WRITER` logged is there exactly once, and the run finished."""
+    with connect(url) as conn:
+        steps = conn.execute(
+            "SELECT count(*), count(DISTINCT step), sum(value) FROM scalars WHERE run_id = %s", (run_id,)
+        )
+        assert steps.fetchone() == (count, count, sum(step * 0.5 for step in range(count)))
+        texts = conn.execute(
+            "SELECT content FROM texts WHERE run_id = %s ORDER BY content", (run_id,)
+        ).fetchall()
+        assert sorted(row[0] for row in texts) == sorted(f"text {step}" for step in range(0, count, 500))
+        status = conn.execute("SELECT status FROM runs WHERE run_id = %s", (run_id,)).fetchone()[0]
+        assert status == "finished"
+
+
+def test_a_new_database_gets_postgres_types_and_schema_version(pg_url):
+    store = open_store(pg_url, ("experiment",))
+    assert store.meta("schema_version") == str(schema.SCHEMA_VERSION)
+    assert json.loads(store.meta("unique_columns")) == ["experiment"]
+    types = dict(
+        store._execute(
+            "SELECT column_name, data_type FROM information_schema.columns"
+            " WHERE table_schema = current_schema() AND table_name = 'media'"
+        )
+    )
+    assert types["png"] == "bytea" and types["media_id"] == "bigint" and types["walltime_ms"] == "bigint"
+    store.close()
+
+
+def test_a_newer_database_is_refused_naming_both_versions(pg_url):
+    open_store(pg_url).close()
+    with connect(pg_url, autocommit=True) as conn:
+        conn.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
+    with pytest.raises(StoreError, match=r"schema version 99.*up to 1"):
+        open_store(pg_url)
+
+
+def test_processes_opening_a_new_database_at_once_create_it_once(pg_url):
+    script = "import sys; from tallyboard.store import open_store; open_store(sys.argv[1]).close()"
+    procs = [subprocess.Popen([sys.executable, "-c", script, pg_url]) for _ in range(4)]
+    assert [proc.wait(timeout=60) for proc in procs] == [0] * 4
+    assert open_store(pg_url).meta("schema_version") == str(schema.SCHEMA_VERSION)
+
+
+def test_a_wrong_url_fails_at_once_with_the_servers_reason(pg_url):
+    with pytest.raises(Exception, match="does not exist"):
+        PostgresStore(pg_url.replace("/tallyboard_test_", "/no_such_db_"))
+
+
+def test_result_table_without_a_path_uses_tallyboard_url(pg_url, monkeypatch):
+    monkeypatch.setenv("TALLYBOARD_URL", pg_url)
+    table = tb.ResultTable(nocommit_action=tb.NoCommitAction.NOP)
+    run = table.new_run("from-env")
+    run.write_result(acc=1.0)
+    with connect(pg_url) as conn:
+        assert conn.execute("SELECT experiment FROM runs").fetchall() == [("from-env",)]
+
+
+def test_four_writer_processes_log_every_row_once(pg_url):
+    procs = [writer(pg_url, f"writer-{i}", 3000) for i in range(4)]
+    run_ids = [finished_run_id(proc) for proc in procs]
+    assert len(set(run_ids)) == 4
+    for run_id in run_ids:
+        assert_logged_once(pg_url, run_id, 3000)
+
+
+def test_terminated_backends_mid_run_lose_and_double_nothing(pg_url):
+    """pg_terminate_backend every connection of the writer, again each time it has committed more:
+    it reconnects, and every scalar and text is stored exactly once."""
+    open_store(pg_url).close()
+    process = writer(pg_url, "survivor", 20_000)
+    kills, seen = 0, 0
+    with connect(pg_url, autocommit=True) as admin:
+        while process.poll() is None and kills < 6:
+            stored = admin.execute("SELECT count(*) FROM scalars").fetchone()[0]
+            if stored > seen:  # it made progress since the last kill: kill again
+                seen = stored
+                kills += admin.execute(
+                    "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity"
+                    " WHERE datname = current_database() AND application_name = 'tallyboard'"
+                ).fetchone()[0]
+            time.sleep(0.01)
+    run_id = finished_run_id(process)
+    assert kills >= 2, "the writer finished before its connections could be terminated twice"
+    assert_logged_once(pg_url, run_id, 20_000)
+
+
+class CommitAckLost(PostgresStore):
+    """A store whose connection dies right after the server committed, before the client hears of it:
+    the one failure after which blindly running the transaction again would double its rows."""
+
+    armed = False
+
+    def _commit(self, conn):
+        super()._commit(conn)
+        if self.armed:
+            self.armed = False
+            with connect(self.url, autocommit=True) as admin:
+                admin.execute("SELECT pg_terminate_backend(%s)", (conn.info.backend_pid,))
+            conn.execute("SELECT 1")  # raises: the client learns the connection is gone
+
+
+def test_a_commit_whose_acknowledgement_is_lost_is_not_applied_twice(pg_url):
+    store = CommitAckLost(pg_url)
+    store.armed = True
+    run_id = store.create_run({"experiment": "e", "start_time": 1.0, "unique_key": '["e"]'})
+    assert [row["run_id"] for row in store.runs()] == [run_id]  # created once, id still returned
+    store.armed = True
+    store.write_batch(
+        Batch(
+            scalars=[(run_id, "loss", [(0, 0, None, 0.0, 1.0)])],
+            media=[(run_id, "img", 0, 0, None, 0.0, "image", 1, 1, b"png")],
+            texts=[(run_id, "log", 0, 0, None, 0.0, "text", "once")],
+        )
+    )
+    assert store.armed is False  # the connection really died after the commit
+    assert [row[-1] for row in store.texts(run_id)] == ["once"]
+    assert [row[-1] for row in store.media(run_id)] == [b"png"]
+    assert store.scalars(run_id, "loss") == [(0, 0, None, 0, 1.0)]
+    store.close()
+
+
+def test_two_hosts_racing_to_start_the_same_run_create_one(pg_url):
+    """Both racers are held at the run lock until both are inside `create_run`, then let go
+    together: exactly one creates the run, the other is told which run it duplicates."""
+    racer = (
+        "import sys, tallyboard as tb\n"
+        "from tallyboard.store import DuplicateRunError\n"
+        "table = tb.ResultTable(sys.argv[1], nocommit_action=tb.NoCommitAction.NOP)\n"
+        "try:\n"
+        "    run = table.new_run('race', comment='same config')\n"
+        "    run.write_result(ok=1)\n"
+        "    print('created', run.run_id)\n"
+        "except DuplicateRunError as error:\n"
+        "    print('duplicate', error.run_id)\n"
+    )
+    tb.ResultTable(pg_url).new_debug_run("create the schema first").close()
+    with connect(pg_url) as holder:
+        holder.execute("SELECT pg_advisory_xact_lock(%s, hashtext(current_schema()))", (RUNS_LOCK,))
+        procs = [
+            subprocess.Popen([sys.executable, "-c", racer, pg_url], stdout=subprocess.PIPE, text=True)
+            for _ in range(2)
+        ]
+        deadline = time.monotonic() + 60
+        with connect(pg_url, autocommit=True) as watcher:
+            while time.monotonic() < deadline:
+                waiting = watcher.execute(
+                    "SELECT count(*) FROM pg_locks"
+                    " WHERE locktype = 'advisory' AND NOT granted AND classid = %s",
+                    (RUNS_LOCK,),
+                ).fetchone()[0]
+                if waiting == 2:
+                    break
+                assert all(proc.poll() is None for proc in procs), (
+                    "a racer ended without waiting for the lock"
+                )
+                time.sleep(0.02)
+            else:
+                pytest.fail("the racers never both waited for the run lock")
+        holder.commit()  # releases the lock: both go
+    outcomes = sorted(proc.communicate(timeout=60)[0].split() for proc in procs)
+    assert [outcome[0] for outcome in outcomes] == ["created", "duplicate"]
+    assert outcomes[0][1] == outcomes[1][1]  # the duplicate names the run that was created
+    with connect(pg_url) as conn:
+        assert conn.execute("SELECT count(*) FROM runs WHERE run_id > 0").fetchone() == (1,)
+
+
+def test_a_reader_never_blocks_the_writer_thread(pg_url):
+    store = open_store(pg_url)
+    run = store.create_run({"experiment": "e", "start_time": 0.0})
+    with connect(pg_url) as reader:
+        reader.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        assert reader.execute("SELECT count(*) FROM scalars").fetchone() == (0,)
+        done = threading.Event()
+        thread = threading.Thread(
+            target=lambda: (
+                store.write_batch(Batch(scalars=[(run, "x", [(0, 1, None, 0.0, 2.0)])])),
+                done.set(),
+            )
+        )
+        thread.start()
+        assert done.wait(30)
+        assert reader.execute("SELECT count(*) FROM scalars").fetchone() == (0,)  # its snapshot
+    thread.join()
+    assert store.scalars(run, "x") == [(0, 1, None, 0, 2.0)]
