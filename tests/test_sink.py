@@ -109,6 +109,18 @@ def test_a_thread_dying_fails_only_the_runs_it_started(db_url):
     main_run.close()
 
 
-def test_one_sink_per_database_per_process(db_url, tmp_path):
-    assert sink_module.sink_for(db_url) is sink_module.sink_for(db_url)
-    assert sink_module.sink_for(db_url) is not sink_module.sink_for(str(tmp_path / "other.db"))
+def test_one_sink_per_database_per_process_until_it_is_idle_without_runs(db_url, tmp_path, monkeypatch):
+    monkeypatch.setattr(sink_module, "IDLE_STOP", 0.0)
+    first = sink_module.sink_for(db_url)
+    assert sink_module.sink_for(db_url) is first
+    other = sink_module.sink_for(str(tmp_path / "other.db"))
+    assert other is not first
+    first.release(0)
+    assert first._thread.is_alive()  # one user left
+    first.release(0)
+    other.release(0)
+    first._thread.join(timeout=30)
+    assert not first._thread.is_alive()
+    again = sink_module.sink_for(db_url)
+    assert again is not first
+    again.release(0)

@@ -10,12 +10,14 @@ import numpy as np
 import pytest
 
 import tallyboard as tb
+from tallyboard.sink import end_runs
 from tallyboard.store import DuplicateRunError, StoreError
 
 
 @pytest.fixture
 def table(db_url):
-    return tb.ResultTable(db_url, nocommit_action=tb.NoCommitAction.NOP)
+    yield tb.ResultTable(db_url, nocommit_action=tb.NoCommitAction.NOP)
+    end_runs("failed")  # a run a test left open must not outlive its database
 
 
 def start(table, name="exp", **kwargs):
@@ -165,6 +167,7 @@ def test_uncommitted_changes_warn_raise_or_pass(db_url, tmp_path, monkeypatch):
         )
     row = tb.ResultTable(db_url).get_experiment_raw(writer.run_id)
     assert len(row["git_commit"]) == 40 and "new.py" in row["git_diff"]
+    writer.close()
 
 
 def test_two_processes_racing_create_one_run(db_url):

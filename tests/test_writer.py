@@ -9,11 +9,13 @@ import torch
 
 import tallyboard as tb
 from tallyboard import writer as writer_module
+from tallyboard.sink import end_runs
 
 
 @pytest.fixture
 def table(db_url):
-    return tb.ResultTable(db_url, nocommit_action=tb.NoCommitAction.NOP)
+    yield tb.ResultTable(db_url, nocommit_action=tb.NoCommitAction.NOP)
+    end_runs("failed")  # a run a test left open must not outlive its database
 
 
 @pytest.fixture

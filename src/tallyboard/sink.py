@@ -27,6 +27,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -39,14 +40,22 @@ DEFAULT_COMMIT_INTERVAL = 0.5
 MAX_PENDING_ROWS = 500_000
 # After a commit this large, the writer starts the next one at once instead of sleeping.
 BUSY_BATCH = 20_000
+# A shared sink whose runs have all ended stops after this long idle (its thread and connection go).
+IDLE_STOP = 5.0
 
 
 class Sink:
     """Commits the records of every run logging to one database from this process."""
 
-    def __init__(self, store: Store, commit_interval: float = DEFAULT_COMMIT_INTERVAL) -> None:
+    def __init__(
+        self, store: Store, commit_interval: float = DEFAULT_COMMIT_INTERVAL, idle_stop: float | None = None
+    ) -> None:
         self.store = store
         self.commit_interval = commit_interval
+        self.idle_stop = idle_stop  # None: runs until stop(); else see `_idle_exit`
+        self.users = 0  # runs using this sink (guarded by _sinks_lock)
+        self.key: str | None = None  # its key in the registry of shared sinks
+        self._idle_since = time.monotonic()
         self._series: list[tuple[int, str, list]] = []  # (run_id, tag, rows appended by writers)
         self._records: list[tuple[str, tuple]] = []  # (Batch field name, row), in logging order
         self._carry: Batch | None = None  # a batch whose commit failed, retried first
@@ -87,10 +96,13 @@ class Sink:
         """Back-pressure for a series that outgrew `MAX_PENDING_ROWS`: commit before logging on."""
         self.flush()
 
-    def forget(self, run_id: int) -> None:
-        """Stop draining the series of a run (after its last flush)."""
+    def release(self, run_id: int) -> None:
+        """A run has ended (after its last flush): stop draining its series, one user fewer."""
         with self._cond:
             self._series = [entry for entry in self._series if entry[0] != run_id]
+        with _sinks_lock:
+            self.users -= 1
+            self._idle_since = time.monotonic()
 
     # ---- the writer thread ----------------------------------------------------------------------
     def _take(self) -> Batch:
@@ -120,10 +132,25 @@ class Sink:
                 if size is not None:
                     self._committed = max(self._committed, request)
                 self._cond.notify_all()
-            if stopping and size is not None:
+            if (stopping and size is not None) or (size == 0 and self._idle_exit()):
+                if not stopping:
+                    self.store.close()
                 return
             if size is not None and size >= BUSY_BATCH:
                 continue
+
+    def _idle_exit(self) -> bool:
+        """Whether a shared sink with no runs left should end; decided under the registry's lock,
+        so `sink_for` never hands out a sink that is about to stop."""
+        if self.idle_stop is None or self.users > 0:
+            return False
+        with _sinks_lock:
+            idle = time.monotonic() - self._idle_since >= self.idle_stop
+            if self.users > 0 or not idle or self._records or any(rows for _, _, rows in self._series):
+                return False
+            if _sinks.get(self.key) is self:
+                del _sinks[self.key]
+            return True
 
     def _commit(self) -> int | None:
         """Write what is queued; the batch size, or None after a failure (the batch is kept)."""
@@ -152,16 +179,19 @@ class Sink:
 
 # ---- one sink per database per process ---------------------------------------------------------
 _sinks: dict[str, Sink] = {}
-_sinks_lock = threading.Lock()
+_sinks_lock = threading.RLock()
 
 
 def sink_for(url: str, commit_interval: float = DEFAULT_COMMIT_INTERVAL) -> Sink:
-    """The process's sink for the database at `url` (started on first use)."""
+    """The process's sink for the database at `url`, with one more user (a run, which must call
+    `release` when it ends). Started on first use; it stops once idle without users."""
     key = url if "://" in url else os.path.realpath(url)
     with _sinks_lock:
         sink = _sinks.get(key)
         if sink is None or not sink._thread.is_alive():
-            sink = _sinks[key] = Sink(open_store(url), commit_interval)
+            sink = _sinks[key] = Sink(open_store(url), commit_interval, idle_stop=IDLE_STOP)
+            sink.key = key
+        sink.users += 1
         return sink
 
 

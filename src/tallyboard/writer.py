@@ -106,6 +106,23 @@ def json_value(name: str, value: Any) -> str:
     return json.dumps(value)
 
 
+def _record_reader(table: str, kind: str, doc: str) -> Callable[..., list[dict[str, Any]]]:
+    """One of DeepBoard's four artefact getters; they differ only in what they read."""
+
+    def read(
+        self: LogWriter,
+        id: int | None = None,
+        step: int | None = None,
+        tag: str | None = None,
+        epoch: int | None = None,
+        repetition: int | None = None,
+    ) -> list[dict[str, Any]]:
+        return self._records(table, kind, id=id, step=step, tag=tag, epoch=epoch, repetition=repetition)
+
+    read.__doc__ = doc + " Filters left None match anything."
+    return read
+
+
 class LogWriter:
     """Everything logged for one run. Obtained from `ResultTable.new_run`, `new_debug_run` or
     `load_run` (read-only). A context manager: leaving the block closes the run, as failed if an
@@ -380,7 +397,7 @@ class LogWriter:
         try:
             self._sink.flush()
         finally:
-            self._sink.forget(self._run_id)
+            self._sink.release(self._run_id)
             closed(self)
 
     def close(self) -> None:
@@ -436,80 +453,29 @@ class LogWriter:
                 out[name] = column.astype(np.int64)
         return out
 
-    def _media(self, kind: str, **filters: Any) -> list[dict[str, Any]]:
-        return [
-            {
-                "id": mid,
-                "step": step,
-                "epoch": epoch,
-                "run_rep": rep,
-                "tag": tag or None,
-                "walltime": ms / 1000,
-                "width": w,
-                "height": h,
-                "png": png,
-                "image": open_png(png),
-            }
-            for mid, step, epoch, rep, tag, ms, w, h, png in self._store.media(self._run_id, kind, **filters)
-        ]
+    def _records(self, table: str, kind: str, **filters: Any) -> list[dict[str, Any]]:
+        read = self._store.media if table == "media" else self._store.texts
+        records = []
+        for row in read(self._run_id, kind, **filters):
+            record = dict(zip(("id", "step", "epoch", "run_rep"), row[:4], strict=True))
+            record.update(tag=row[4] or None, walltime=row[5] / 1000)
+            if table == "media":
+                record.update(width=row[6], height=row[7], png=row[8], image=open_png(row[8]))
+            else:
+                record["fragment"] = row[6]
+            records.append(record)
+        return records
 
-    def get_images(
-        self,
-        id: int | None = None,
-        step: int | None = None,
-        tag: str | None = None,
-        epoch: int | None = None,
-        repetition: int | None = None,
-    ) -> list[dict[str, Any]]:
-        """Images as dicts (id, step, epoch, run_rep, tag, walltime, width, height, png, image=PIL)."""
-        return self._media("image", id=id, step=step, tag=tag, epoch=epoch, repetition=repetition)
-
-    def get_figures(
-        self,
-        id: int | None = None,
-        step: int | None = None,
-        tag: str | None = None,
-        epoch: int | None = None,
-        repetition: int | None = None,
-    ) -> list[dict[str, Any]]:
-        """Figures, in the shape of `get_images`."""
-        return self._media("figure", id=id, step=step, tag=tag, epoch=epoch, repetition=repetition)
-
-    def _texts(self, kind: str, **filters: Any) -> list[dict[str, Any]]:
-        return [
-            {
-                "id": tid,
-                "step": step,
-                "epoch": epoch,
-                "run_rep": rep,
-                "tag": tag or None,
-                "walltime": ms / 1000,
-                "fragment": content,
-            }
-            for tid, step, epoch, rep, tag, ms, content in self._store.texts(self._run_id, kind, **filters)
-        ]
-
-    def get_text(
-        self,
-        id: int | None = None,
-        step: int | None = None,
-        tag: str | None = None,
-        epoch: int | None = None,
-        repetition: int | None = None,
-    ) -> list[dict[str, Any]]:
-        """Texts as dicts (id, step, epoch, run_rep, tag, walltime, fragment)."""
-        return self._texts("text", id=id, step=step, tag=tag, epoch=epoch, repetition=repetition)
-
-    def get_fragment(
-        self,
-        id: int | None = None,
-        step: int | None = None,
-        tag: str | None = None,
-        epoch: int | None = None,
-        repetition: int | None = None,
-    ) -> list[dict[str, Any]]:
-        """HTML fragments, in the shape of `get_text`."""
-        return self._texts("fragment", id=id, step=step, tag=tag, epoch=epoch, repetition=repetition)
+    get_images = _record_reader(
+        "media",
+        "image",
+        "Images as dicts (id, step, epoch, run_rep, tag, walltime, width, height, png, image=PIL).",
+    )
+    get_figures = _record_reader("media", "figure", "Figures, in the shape of `get_images`.")
+    get_text = _record_reader(
+        "texts", "text", "Texts as dicts (id, step, epoch, run_rep, tag, walltime, fragment)."
+    )
+    get_fragment = _record_reader("texts", "fragment", "HTML fragments, in the shape of `get_text`.")
 
     def get_hparams(self) -> dict[str, Any]:
         return self._store.values("hparams", self._run_id).get(self._run_id, {})
