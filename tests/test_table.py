@@ -194,3 +194,11 @@ def test_two_processes_racing_create_one_run(db_url):
     outputs = [proc.communicate("go\n", timeout=60)[0].strip() for proc in procs]
     assert sorted(outputs) == ["created", "duplicate", "duplicate", "duplicate"]
     assert len(tb.ResultTable(db_url).runs) == 1
+
+
+def test_system_metrics_log_under_sys_and_stop_with_the_run(table):
+    writer = start(table, system_metrics=True)
+    writer.add_scalar("x", 1.0)
+    writer.close()
+    assert any(tag.startswith("sys/") for tag in writer.scalars)
+    assert "x" in writer.scalars

@@ -244,3 +244,27 @@ def test_figures_are_logged_once_until_they_change(run):
     run.flush()
     assert len(run.get_figures(tag="curves")) == 2
     assert not plt.fignum_exists(figure.number)
+
+
+def test_auto_log_plt_logs_figures_when_plt_show_is_called_and_stops_at_close(table):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    writer = table.new_run("plots")  # auto_log_plt=True is the default
+    plt.figure()
+    plt.plot([1, 2, 3])
+    plt.show()
+    writer.close()
+    plt.show()  # after close: the hook is gone, nothing is logged and nothing raises
+    plt.close("all")
+    assert len(writer.get_figures()) == 1
+
+
+def test_a_series_outgrowing_the_queue_waits_for_a_commit_and_loses_nothing(run, monkeypatch):
+    monkeypatch.setattr(writer_module, "MAX_PENDING_ROWS", 10)
+    for step in range(95):
+        run.add_scalar("x", float(step))
+    assert len(run._series["x"].rows) < 10  # the writer thread committed along the way
+    assert [step for _, step, _ in values(run, "x")] == list(range(95))

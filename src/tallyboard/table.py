@@ -118,7 +118,17 @@ class ResultTable:
 
         return json.dumps([canonical(name) for name in self.unique_columns])
 
-    def _writer(self, run_id, fields, keep_each, auto_log_plt, system_metrics) -> LogWriter:
+    def _start(self, debug, name, configfile, cli, comment, tag, flush_each, keep_each, auto_log_plt,
+               disable, system_metrics) -> LogWriter:  # fmt: skip
+        """What new_run and new_debug_run share; a debug run skips git and uniqueness."""
+        if disable:
+            return LogWriter(self._store, None, -1 if debug else DISABLED_RUN_ID, time.time(), disable=True)
+        if keep_each < 1 or flush_each < 1:
+            raise ValueError("keep_each and flush_each must be 1 or more")
+        fields = self._run_fields(name, configfile, cli, comment, tag, with_git=not debug)
+        if not debug:
+            fields["unique_key"] = self._unique_key(fields)
+        run_id = self._store.create_run(fields, debug=debug)
         sink = sink_for(self.db_path, self.commit_interval)
         writer = LogWriter(self._store, sink, run_id, fields["start_time"], keep_each, auto_log_plt)
         if system_metrics:
@@ -143,14 +153,8 @@ class ResultTable:
         """Start a run and return its writer. Raises `DuplicateRunError` if a visible, non-failed run
         has the same unique columns. `flush_each` is accepted for DeepBoard compatibility: commits
         happen every `commit_interval` seconds instead, which bounds what a crash can lose by time."""
-        if disable:
-            return LogWriter(self._store, None, DISABLED_RUN_ID, time.time(), disable=True)
-        if keep_each < 1 or flush_each < 1:
-            raise ValueError("keep_each and flush_each must be 1 or more")
-        fields = self._run_fields(experiment_name, configfile, cli, comment, tag, with_git=True)
-        fields["unique_key"] = self._unique_key(fields)
-        run_id = self._store.create_run(fields)
-        return self._writer(run_id, fields, keep_each, auto_log_plt, system_metrics)
+        return self._start(False, experiment_name, configfile, cli, comment, tag, flush_each, keep_each,
+                           auto_log_plt, disable, system_metrics)  # fmt: skip
 
     def new_debug_run(
         self,
@@ -166,13 +170,8 @@ class ResultTable:
         system_metrics: bool = False,
     ) -> LogWriter:
         """Start the debug run: id -1, replaced by the next debug run, no git capture, no uniqueness."""
-        if disable:
-            return LogWriter(self._store, None, -1, time.time(), disable=True)
-        if keep_each < 1 or flush_each < 1:
-            raise ValueError("keep_each and flush_each must be 1 or more")
-        fields = self._run_fields(experiment_name, configfile, cli, comment, tag, with_git=False)
-        run_id = self._store.create_run(fields, debug=True)
-        return self._writer(run_id, fields, keep_each, auto_log_plt, system_metrics)
+        return self._start(True, experiment_name, configfile, cli, comment, tag, flush_each, keep_each,
+                           auto_log_plt, disable, system_metrics)  # fmt: skip
 
     def load_run(self, run_id: int) -> LogWriter:
         """A read-only writer of an existing run, to read what it logged."""
