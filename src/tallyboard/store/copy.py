@@ -1,0 +1,121 @@
+"""`tallyboard copy SRC DST`: a whole result table into another file or engine, row for row.
+
+Why it is built this way:
+- Lossless: every row of every table is copied with its ids, so run 42 is run 42 on both sides (run
+  ids are what people quote and link), NaN stays NaN (NULL), PNGs stay byte-identical.
+- Idempotent: every row is upserted on its primary key, so copying twice changes nothing, an
+  interrupted copy is completed by running it again, and a source that kept logging meanwhile is
+  brought up to date. Ids are kept, so the destination must be empty or an earlier copy of the same
+  source: a destination where the same run id or tag id means something else is refused before
+  anything is written.
+- Flat memory: tables are read in primary-key order a chunk at a time (keyset pagination, which
+  both engines answer from the primary key's index), each chunk one transaction at the destination.
+- Engine-neutral: it speaks only the `Store` primitives, so any pair of engines works.
+"""
+
+from __future__ import annotations
+
+import json
+
+from tallyboard.progress import progress_bar
+from tallyboard.store import Store, StoreError, open_store
+from tallyboard.store.base import RUN_FIELDS
+
+# (table, primary key, other columns, rows per chunk), parents before children.
+_RECORD = ("run_id", "tag_id", "rep", "step", "epoch", "walltime_ms", "kind")
+TABLES: tuple[tuple[str, tuple[str, ...], tuple[str, ...], int], ...] = (
+    ("runs", ("run_id",), tuple(name for name in RUN_FIELDS if name != "run_id"), 2_000),
+    ("tags", ("tag_id",), ("name",), 10_000),
+    ("repetitions", ("run_id", "rep"), ("start_time",), 10_000),
+    ("hparams", ("run_id", "name"), ("value",), 10_000),
+    ("results", ("run_id", "name"), ("value",), 10_000),
+    ("columns", ("name",), ("kind", "alias", "position"), 10_000),
+    ("scalars", ("run_id", "tag_id", "rep", "step"), ("epoch", "walltime_ms", "value"), 50_000),
+    ("media", ("media_id",), (*_RECORD, "width", "height", "png"), 200),
+    ("texts", ("text_id",), (*_RECORD, "content"), 2_000),
+)
+
+
+def copy_table(src_url: str, dst_url: str, progress: bool = True) -> dict[str, int]:
+    """Copy every row of the result table at `src_url` into `dst_url` (created if missing, with the
+    source's unique columns). Returns the number of rows copied per table.
+
+    Raises `StoreError` when the destination holds other runs or tags under the same ids, or was
+    created with other unique columns."""
+    src = open_store(src_url)
+    try:
+        unique_columns = tuple(json.loads(src.meta("unique_columns") or "[]"))
+        dst = open_store(dst_url, unique_columns)
+        try:
+            return _copy(src, dst, unique_columns, progress)
+        finally:
+            dst.close()
+    finally:
+        src.close()
+
+
+def _copy(src: Store, dst: Store, unique_columns: tuple[str, ...], progress: bool) -> dict[str, int]:
+    if tuple(json.loads(dst.meta("unique_columns") or "[]")) != unique_columns:
+        raise StoreError(
+            f"{dst.url} checks uniqueness on {dst.meta('unique_columns')}, {src.url} on "
+            f"{list(unique_columns)}: copy into a new table instead"
+        )
+    _refuse_conflicts(src, dst)
+    counts = {table: src._execute(f"SELECT count(*) FROM {table}")[0][0] for table, *_ in TABLES}
+    with progress_bar(sum(counts.values()), f"copying to {dst.url}", enabled=progress, unit="row") as bar:
+        for table, key, columns, chunk in TABLES:
+            upsert = _upsert_sql(table, key, columns)
+            for rows in _chunks(src, table, key, columns, chunk):
+                dst._atomic(lambda sql=upsert, rows=rows: dst._executemany(sql, rows))
+                bar.update(len(rows))
+    sync_ids = getattr(dst, "sync_id_sequences", None)  # PostgreSQL: new ids must start above copied ones
+    if sync_ids is not None:
+        sync_ids()
+    return counts
+
+
+def _refuse_conflicts(src: Store, dst: Store) -> None:
+    """Raise unless every run and tag id present on both sides names the same run or tag.
+
+    A run is the same when experiment and start time agree. The debug run (-1) is the exception: it
+    is overwritten by the next debug run anyway, so the source's replaces the destination's."""
+    runs = "SELECT run_id, experiment, start_time FROM runs"
+    theirs = {row[0]: row[1:] for row in dst._execute(runs)}
+    clashes = [row[0] for row in src._execute(runs) if row[0] in theirs and theirs[row[0]] != tuple(row[1:])]
+    debug_differs = -1 in clashes
+    if debug_differs:
+        clashes.remove(-1)
+    tag_names = dict(dst._execute("SELECT tag_id, name FROM tags"))
+    tag_ids = {name: tag_id for tag_id, name in tag_names.items()}
+    tags = [name for tag_id, name in src._execute("SELECT tag_id, name FROM tags")
+            if tag_names.get(tag_id, name) != name or tag_ids.get(name, tag_id) != tag_id]  # fmt: skip
+    if clashes or tags:
+        what = f"run ids {clashes}" if clashes else f"tags {tags}"
+        raise StoreError(
+            f"{dst.url} already holds other {what} than {src.url} under the same ids; "
+            "copy into a new (empty) table, or export and import to merge tables"
+        )
+    if debug_differs:
+        dst._atomic(lambda: dst._delete_run(-1))
+
+
+def _chunks(src: Store, table: str, key: tuple[str, ...], columns: tuple[str, ...], size: int):
+    """Rows of `table` (key columns first) in key order, `size` at a time."""
+    select = f"SELECT {', '.join(key + columns)} FROM {table}"
+    order = f" ORDER BY {', '.join(key)} LIMIT {int(size)}"
+    after = f" WHERE ({', '.join(key)}) > ({', '.join('?' * len(key))})"
+    rows = src._execute(select + order)
+    while rows:
+        yield rows
+        if len(rows) < size:
+            return
+        rows = src._execute(select + after + order, rows[-1][: len(key)])
+
+
+def _upsert_sql(table: str, key: tuple[str, ...], columns: tuple[str, ...]) -> str:
+    names = key + columns
+    updates = ", ".join(f"{name} = excluded.{name}" for name in columns)
+    return (
+        f"INSERT INTO {table} ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})"
+        f" ON CONFLICT ({', '.join(key)}) DO UPDATE SET {updates}"
+    )
