@@ -21,7 +21,7 @@
     document.title = `Run ${runId} · tallyboard`;
     main.replaceChildren(el("div", { class: "layout" }, sidebar(), el("section", {}, title(), tabs())));
     showTab(state.tab);
-    if (run.status === "running") pollLive();
+    if (run.status === "running") { live.className = "live"; live.textContent = "live"; setTimeout(pollLive, 2000); }
   }
 
   function title() {
@@ -125,7 +125,7 @@
     const query = new URLSearchParams({ runs: runId, metric: card.metric, width });
     if (range) { query.set("step_min", range[0]); query.set("step_max", range[1]); }
     const data = await TB.getJSON(`/api/series?${query}`);
-    card.series = data.series; card.range = range; card.lo = data.lo; card.bucket = data.bucket;
+    card.series = data.series; card.range = range; card.lo = data.lo; card.bucket = data.bucket; card.loaded = true;
     card.reset.hidden = !range;
     card.body.dataset.range = range ? range.join("-") : "";
     draw(card);
@@ -147,6 +147,11 @@
 
   // Live: ask only for points after the last one each series has; nothing is sent twice.
   async function pollLive() {
+    // Only the Scalars tab follows the run; wait while its first draw is pending.
+    if (state.tab === "scalars" && !cards.size) { // nothing logged yet: wait for the first series
+      try { run = await TB.getJSON(`/api/runs/${runId}`); if (run.series.length) showTab("scalars"); } catch (e) { /* next time */ }
+    }
+    if (!cards.size || [...cards.values()].some((card) => !card.loaded)) { setTimeout(pollLive, 2000); return; }
     live.className = "live"; live.textContent = "live";
     const after = [];
     for (const card of cards.values()) {
