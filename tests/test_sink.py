@@ -124,3 +124,17 @@ def test_one_sink_per_database_per_process_until_it_is_idle_without_runs(db_url,
     again = sink_module.sink_for(db_url)
     assert again is not first
     again.release(0)
+
+
+def test_a_file_deleted_and_created_again_gets_a_new_sink(tmp_path):
+    path = tmp_path / "again.db"
+    table = tb.ResultTable(str(path), nocommit_action=tb.NoCommitAction.NOP)
+    table.new_run("first", auto_log_plt=False).close()
+    table.close()
+    for suffix in ("", "-wal", "-shm"):
+        (tmp_path / f"again.db{suffix}").unlink(missing_ok=True)
+    table = tb.ResultTable(str(path), nocommit_action=tb.NoCommitAction.NOP)
+    run = table.new_run("second", auto_log_plt=False)
+    run.add_scalar("x", 1.0)
+    run.close()
+    assert [s.value for s in run.get_scalar("x")] == [1.0]

@@ -55,6 +55,7 @@ class Sink:
         self.idle_stop = idle_stop  # None: runs until stop(); else see `_idle_exit`
         self.users = 0  # runs using this sink (guarded by _sinks_lock)
         self.key: str | None = None  # its key in the registry of shared sinks
+        self.identity: tuple[int, int] | None = None  # the SQLite file it writes (see sink_for)
         self._idle_since = time.monotonic()
         self._series: list[tuple[int, str, list]] = []  # (run_id, tag, rows appended by writers)
         self._records: list[tuple[str, tuple]] = []  # (Batch field name, row), in logging order
@@ -182,15 +183,25 @@ _sinks: dict[str, Sink] = {}
 _sinks_lock = threading.RLock()
 
 
+def _file_identity(url: str) -> tuple[int, int] | None:
+    """(device, inode) of a SQLite file: a file deleted and created again is another database."""
+    if "://" in url:
+        return None
+    with contextlib.suppress(OSError):
+        stat = os.stat(url)
+        return stat.st_dev, stat.st_ino
+    return None
+
+
 def sink_for(url: str, commit_interval: float = DEFAULT_COMMIT_INTERVAL) -> Sink:
     """The process's sink for the database at `url`, with one more user (a run, which must call
     `release` when it ends). Started on first use; it stops once idle without users."""
     key = url if "://" in url else os.path.realpath(url)
     with _sinks_lock:
         sink = _sinks.get(key)
-        if sink is None or not sink._thread.is_alive():
+        if sink is None or not sink._thread.is_alive() or sink.identity != _file_identity(url):
             sink = _sinks[key] = Sink(open_store(url), commit_interval, idle_stop=IDLE_STOP)
-            sink.key = key
+            sink.key, sink.identity = key, _file_identity(url)
         sink.users += 1
         return sink
 
