@@ -63,7 +63,8 @@ class Sink:
         self._cond = threading.Condition(threading.RLock())
         self._requested = 0  # flush requests so far
         self._committed = 0  # the requests covered by finished commits
-        self._error: BaseException | None = None
+        self._error: BaseException | None = None  # the last failed commit's error
+        self._failures = 0  # failed commits so far
         self._stopping = False
         self._thread = threading.Thread(target=self._run, name="tallyboard-sink", daemon=True)
         self._thread.start()
@@ -72,7 +73,8 @@ class Sink:
     def series(self, run_id: int, tag: str) -> list:
         """A new list that rows of one series are appended to; the sink drains it from now on."""
         rows: list = []
-        self._series.append((run_id, tag, rows))
+        with self._cond:  # not racing `release`, which rebuilds the list of series
+            self._series.append((run_id, tag, rows))
         return rows
 
     def put(self, kind: str, row: tuple) -> None:
@@ -83,11 +85,11 @@ class Sink:
         """Return once everything queued before the call is committed; raise if the commit failed."""
         with self._cond:
             self._requested += 1
-            target = self._requested
+            target, failures = self._requested, self._failures
             self._cond.notify_all()
             while self._committed < target:
-                if self._error is not None:
-                    error, self._error = self._error, None
+                if self._failures > failures:  # a commit failed while we waited: say so
+                    error = self._error
                     raise RuntimeError(f"tallyboard could not write to {self.store.url}: {error}") from error
                 if not self._thread.is_alive():
                     raise RuntimeError("the tallyboard writer thread has stopped")
@@ -165,7 +167,9 @@ class Sink:
             with self._cond:
                 self._carry = batch
                 self._error = error
-                self._cond.wait(self.commit_interval)
+                self._failures += 1
+                self._cond.notify_all()
+                self._cond.wait(self.commit_interval)  # a flush() wakes it to try again at once
             return None
         return len(batch)
 
