@@ -250,20 +250,23 @@ def end_runs(status: str, thread_ident: int | None = None) -> None:
             log.exception("tallyboard: could not record the end of a run")
 
 
+# Each hook reads the hook it chains to first: ending the last open run uninstalls ours.
 def _excepthook(exc_type: type[BaseException], value: BaseException, tb: Any) -> None:
+    previous = _previous.get("excepthook", sys.__excepthook__)
     end_runs("failed", threading.main_thread().ident)
-    _previous["excepthook"](exc_type, value, tb)
+    previous(exc_type, value, tb)
 
 
 def _threading_excepthook(args: Any) -> None:
+    previous = _previous.get("threading_excepthook", threading.__excepthook__)
     if args.thread is not None:
         end_runs("failed", args.thread.ident)
-    _previous["threading_excepthook"](args)
+    previous(args)
 
 
 def _sigterm(signum: int, frame: Any) -> None:
-    end_runs("failed")
     previous = _previous.get("sigterm", signal.SIG_DFL)
+    end_runs("failed")
     if callable(previous):
         previous(signum, frame)
     else:  # default action: die of SIGTERM, as if we had not been here

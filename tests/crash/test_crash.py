@@ -56,6 +56,7 @@ def test_uncaught_exception_drains_and_fails_the_run(db_url):
         launch(db_url, 'run = table.new_run("boom")\nlog(run, 5000)\nraise ValueError("bad batch")')
     )
     assert code == 1 and "ValueError: bad batch" in err  # the user's traceback is still printed
+    assert "Error in sys.excepthook" not in err
     assert runs(db_url) == {1: ("boom", "failed", 5000)}
 
 
@@ -123,7 +124,7 @@ def test_a_crashing_thread_fails_its_run_only(db_url):
         main_run.write_result(acc=0.5)
     """
     code, _, err = finish(launch(db_url, body))
-    assert code == 0 and "RuntimeError: worker died" in err
+    assert code == 0 and "RuntimeError: worker died" in err and "Exception in threading.excepthook" not in err
     assert runs(db_url) == {1: ("main", "finished", 300), 2: ("worker", "failed", 700)}
 
 
@@ -160,3 +161,23 @@ def test_a_disabled_run_leaves_no_trace_whatever_happens(db_url, how):
     """ + ("raise SystemExit(0)" if how == "exit" else "raise KeyError('x')")
     finish(launch(db_url, body))
     assert runs(db_url) == {}
+
+
+def test_sigterm_with_the_users_own_handler_drains_then_calls_it(db_url):
+    body = """
+        import signal
+        def graceful(signum, frame):
+            print("user handler", flush=True)
+            sys.exit(0)
+        signal.signal(signal.SIGTERM, graceful)
+        run = table.new_run("graceful")
+        log(run, 2500)
+        print("ready", flush=True)
+        threading.Event().wait()
+    """
+    proc = launch(db_url, body)
+    assert proc.stdout.readline() == "ready\n"
+    proc.send_signal(signal.SIGTERM)
+    code, out, _ = finish(proc)
+    assert (code, out) == (0, "user handler\n")
+    assert runs(db_url) == {1: ("graceful", "failed", 2500)}
