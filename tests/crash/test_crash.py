@@ -74,18 +74,31 @@ def test_sys_exit_drains_and_fails_the_unclosed_run_but_not_a_finished_one(db_ur
     assert runs(db_url) == {1: ("done", "finished", 10), 2: ("open", "failed", 3000)}
 
 
-def test_sigterm_drains_fails_the_run_and_still_dies_of_sigterm(db_url):
-    body = """
-        run = table.new_run("term")
-        log(run, 4000)
-        print("ready", flush=True)
-        threading.Event().wait()
-    """
+USERS_SIGTERM_HANDLER = """
+import signal
+def graceful(signum, frame):
+    print("user handler", flush=True)
+    sys.exit(0)
+signal.signal(signal.SIGTERM, graceful)
+"""
+
+
+@pytest.mark.parametrize("users_handler", [False, True], ids=["default", "users-handler"])
+def test_sigterm_drains_and_fails_the_run_then_does_what_sigterm_did_before(db_url, users_handler):
+    body = (
+        (USERS_SIGTERM_HANDLER if users_handler else "")
+        + """
+run = table.new_run("term")
+log(run, 4000)
+print("ready", flush=True)
+threading.Event().wait()
+"""
+    )
     proc = launch(db_url, body)
     assert proc.stdout.readline() == "ready\n"
     proc.send_signal(signal.SIGTERM)
-    code, _, _ = finish(proc)
-    assert code == -signal.SIGTERM
+    code, out, _ = finish(proc)
+    assert (code, out) == ((0, "user handler\n") if users_handler else (-signal.SIGTERM, ""))
     assert runs(db_url) == {1: ("term", "failed", 4000)}
 
 
@@ -161,23 +174,3 @@ def test_a_disabled_run_leaves_no_trace_whatever_happens(db_url, how):
     """ + ("raise SystemExit(0)" if how == "exit" else "raise KeyError('x')")
     finish(launch(db_url, body))
     assert runs(db_url) == {}
-
-
-def test_sigterm_with_the_users_own_handler_drains_then_calls_it(db_url):
-    body = """
-        import signal
-        def graceful(signum, frame):
-            print("user handler", flush=True)
-            sys.exit(0)
-        signal.signal(signal.SIGTERM, graceful)
-        run = table.new_run("graceful")
-        log(run, 2500)
-        print("ready", flush=True)
-        threading.Event().wait()
-    """
-    proc = launch(db_url, body)
-    assert proc.stdout.readline() == "ready\n"
-    proc.send_signal(signal.SIGTERM)
-    code, out, _ = finish(proc)
-    assert (code, out) == (0, "user handler\n")
-    assert runs(db_url) == {1: ("graceful", "failed", 2500)}
