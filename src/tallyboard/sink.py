@@ -279,6 +279,18 @@ def _at_exit() -> None:
     end_runs("failed")
 
 
+def _forget_parent() -> None:
+    """In a forked child (e.g. a DataLoader worker) the parent's sinks have no thread and its runs
+    are not ours to end: start from nothing, with fresh locks in case one was held at the fork."""
+    global _sinks_lock, _hooks_lock
+    _sinks_lock, _hooks_lock = threading.RLock(), threading.RLock()
+    _sinks.clear()
+    _open_runs.clear()
+
+
+os.register_at_fork(after_in_child=_forget_parent)
+
+
 def _install_hooks() -> None:
     _previous["excepthook"] = sys.excepthook
     _previous["threading_excepthook"] = threading.excepthook

@@ -174,3 +174,25 @@ def test_a_disabled_run_leaves_no_trace_whatever_happens(db_url, how):
     """ + ("raise SystemExit(0)" if how == "exit" else "raise KeyError('x')")
     finish(launch(db_url, body))
     assert runs(db_url) == {}
+
+
+def test_a_forked_child_neither_ends_nor_writes_through_the_parents_run(db_url):
+    body = """
+        import multiprocessing
+        def child():
+            own = table.new_run("child")
+            log(own, 200)
+            own.close()
+        parent = table.new_run("parent")
+        log(parent, 100)
+        process = multiprocessing.get_context("fork").Process(target=child)
+        process.start()
+        process.join()
+        assert process.exitcode == 0
+        log(parent, 300, tag="after")
+        parent.write_result(acc=1.0)
+    """
+    code, _, err = finish(launch(db_url, body))
+    assert code == 0, err
+    assert "could not record" not in err
+    assert runs(db_url) == {1: ("parent", "finished", 400), 2: ("child", "finished", 200)}

@@ -45,13 +45,25 @@ class SqliteStore(Store):
         super().__init__()
         self.path = os.fspath(path)
         self.url = self.path
-        self._conn = sqlite3.connect(
-            self.path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
-        )
+        self._busy_timeout = busy_timeout
         self._in_transaction = False
+        self._connect()
         self._retry(lambda: self._conn.execute("PRAGMA journal_mode=WAL"))
-        self._conn.execute("PRAGMA synchronous=FULL")
         ensure_schema(self, DDL_TYPES, unique_columns)
+
+    def _connect(self) -> None:
+        """Open this process's connection. A forked child (a DataLoader worker, say) opens its own:
+        SQLite connections must not cross a fork."""
+        self._pid = os.getpid()
+        self._conn = sqlite3.connect(
+            self.path, timeout=self._busy_timeout, isolation_level=None, check_same_thread=False
+        )
+        self._conn.execute("PRAGMA synchronous=FULL")
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._pid != os.getpid():
+            self._connect()
+        return self._conn
 
     def _retry(self, attempt: Callable[[], T]) -> T:
         delay = 0.01
@@ -69,7 +81,7 @@ class SqliteStore(Store):
             return work()
 
         def attempt() -> T:
-            self._conn.execute("BEGIN IMMEDIATE")
+            self._connection().execute("BEGIN IMMEDIATE")
             self._in_transaction = True
             try:
                 result = work()
@@ -85,7 +97,7 @@ class SqliteStore(Store):
             return self._retry(attempt)
 
     def _execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
-        return self._conn.execute(sql, params).fetchall()
+        return self._connection().execute(sql, params).fetchall()
 
     def _executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
         self._conn.executemany(sql, rows)
