@@ -268,3 +268,18 @@ def test_a_series_outgrowing_the_queue_waits_for_a_commit_and_loses_nothing(run,
         run.add_scalar("x", float(step))
     assert len(run._series["x"].rows) < 10  # the writer thread committed along the way
     assert [step for _, step, _ in values(run, "x")] == list(range(95))
+
+
+def test_a_figure_shown_is_not_logged_again_by_detect_and_log_figures(table):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    with table.new_run("once") as writer:
+        plt.figure()
+        plt.plot([1, 2])
+        plt.show()
+        writer.detect_and_log_figures()
+        plt.close("all")
+    assert len(writer.get_figures()) == 1

@@ -122,7 +122,7 @@ class ResultTable:
                disable, system_metrics) -> LogWriter:  # fmt: skip
         """What new_run and new_debug_run share; a debug run skips git and uniqueness."""
         if disable:
-            return LogWriter(self._store, None, -1 if debug else DISABLED_RUN_ID, time.time(), disable=True)
+            return LogWriter(self._store, None, -1 if debug else DISABLED_RUN_ID, disable=True)
         if keep_each < 1 or flush_each < 1:
             raise ValueError("keep_each and flush_each must be 1 or more")
         fields = self._run_fields(name, configfile, cli, comment, tag, with_git=not debug)
@@ -130,7 +130,7 @@ class ResultTable:
             fields["unique_key"] = self._unique_key(fields)
         run_id = self._store.create_run(fields, debug=debug)
         sink = sink_for(self.db_path, self.commit_interval)
-        writer = LogWriter(self._store, sink, run_id, fields["start_time"], keep_each, auto_log_plt)
+        writer = LogWriter(self._store, sink, run_id, keep_each, auto_log_plt)
         if system_metrics:
             from tallyboard import system_metrics as metrics
 
@@ -175,8 +175,8 @@ class ResultTable:
 
     def load_run(self, run_id: int) -> LogWriter:
         """A read-only writer of an existing run, to read what it logged."""
-        row = self._require(run_id)
-        return LogWriter(self._store, None, run_id, row["start_time"], read_only=True)
+        self._require(run_id)
+        return LogWriter(self._store, None, run_id, read_only=True)
 
     # ---- reading the table ----------------------------------------------------------------------
     def _require(self, run_id: int) -> dict[str, Any]:

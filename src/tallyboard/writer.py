@@ -133,7 +133,6 @@ class LogWriter:
         store: Store,
         sink: Sink | None,
         run_id: int,
-        start_time: float,
         keep_each: int = 1,
         auto_log_plt: bool = False,
         disable: bool = False,
@@ -150,16 +149,15 @@ class LogWriter:
         self._series: dict[str, _Series] = {}
         self._rep = 0
         self._rep_start = _clock()
-        self._finished_result = False
         self.owner = threading.get_ident()
         self._stoppers: list[Callable[[], None]] = []
+        self._tracker: Any = None  # media.FigureTracker, shared by the plt.show hook and manual calls
         if not self._read_only:
             opened(self)
             if auto_log_plt:
                 from tallyboard import media
 
-                tracker = media.FigureTracker()
-                self._stoppers.append(media.install_show_hook(lambda: self._log_figures(tracker)))
+                self._stoppers.append(media.install_show_hook(self._log_figures))
 
     @property
     def run_id(self) -> int:
@@ -261,12 +259,7 @@ class LogWriter:
         """Log the open pyplot figures that are new or changed since they were last logged."""
         if self._read_only:
             return self._refuse()
-        from tallyboard import media
-
-        tracker = getattr(self, "_tracker", None) or media.FigureTracker()
-        self._tracker = tracker
-        for figure, png, width, height in tracker.changed_figures():
-            self._put_media("figure", png, width, height, step, tag, epoch, False)
+        for figure in self._log_figures(step, tag, epoch):
             if close_figs:
                 import matplotlib.pyplot as plt
 
@@ -275,11 +268,18 @@ class LogWriter:
             self.flush()
         return None
 
-    def _log_figures(self, tracker: Any) -> None:
-        """The auto_log_plt hook, called just before plt.show()."""
-        if not self._read_only:
-            for _figure, png, width, height in tracker.changed_figures():
-                self._put_media("figure", png, width, height, None, None, None, False)
+    def _log_figures(self, step: int | None = None, tag: str | None = None, epoch: int | None = None) -> list:
+        """Queue the changed figures (also the auto_log_plt hook, called just before plt.show())."""
+        if self._read_only:
+            return []
+        if self._tracker is None:
+            from tallyboard import media
+
+            self._tracker = media.FigureTracker()
+        changed = self._tracker.changed_figures()
+        for _figure, png, width, height in changed:
+            self._put_media("figure", png, width, height, step, tag, epoch, False)
+        return [figure for figure, _, _, _ in changed]
 
     def _put_text(self, kind: str, content: Any, step, tag, epoch, flush) -> None:
         if self._read_only:
