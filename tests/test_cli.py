@@ -85,7 +85,7 @@ def test_reading_commands_never_create_a_missing_table(tmp_path: Path) -> None:
 
 
 def test_copy_copies_every_run(sample_db: str, db_url: str) -> None:
-    run_cli("copy", sample_db, db_url, "--quiet")
+    assert "copied 4 runs" in run_cli("copy", sample_db, db_url, "--quiet").stdout
     run_cli("copy", sample_db, db_url, "--quiet")  # twice changes nothing
     source, copied = open_store(sample_db), open_store(db_url)
     try:

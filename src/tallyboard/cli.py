@@ -105,8 +105,8 @@ def cmd_copy(args: argparse.Namespace) -> None:
     source = require_existing(args.source)  # before anything is created at the destination
     from tallyboard.store.copy import copy_table
 
-    copy_table(source, args.destination, progress=not args.quiet)
-    print(f"copied {args.source} to {args.destination}")
+    counts = copy_table(source, args.destination, progress=not args.quiet)
+    print(f"copied {_describe(counts)} to {args.destination}")
 
 
 def _describe(counts: dict[str, int]) -> str:
