@@ -194,6 +194,33 @@ def test_leaving_the_with_block_by_an_exception_marks_the_run_failed(table):
     assert table.load_run(writer.run_id).get_scalar("x")[0].value == 1.0
 
 
+def test_a_status_set_explicitly_survives_close_and_the_with_block(table):
+    failed = table.new_run("gave up", auto_log_plt=False)
+    failed.set_status("failed")
+    failed.close()
+    assert table.load_run(failed.run_id).status == "failed"
+    with table.new_run("also gave up", auto_log_plt=False) as writer:
+        writer.set_status("failed")
+    assert writer.status == "failed"
+    resumed = table.new_run("changed its mind", auto_log_plt=False)
+    resumed.set_status("failed")
+    resumed.set_status("running")  # not an end state: close() still finishes the run
+    resumed.close()
+    assert resumed.status == "finished"
+
+
+def test_close_ends_the_run_with_the_status_given(table):
+    writer = table.new_run("stopped", auto_log_plt=False)
+    writer.add_scalar("x", 1.0)
+    with pytest.raises(ValueError, match="status"):
+        writer.close(status="running")
+    writer.close(status="failed")
+    assert writer.status == "failed"
+    assert table.load_run(writer.run_id).get_scalar("x")[0].value == 1.0
+    writer.close(status="finished")  # a second close is a no-op
+    assert writer.status == "failed"
+
+
 def test_run_fields_note_tag_color_status(run):
     run.set_note("a note")
     run.set_tag("baseline")

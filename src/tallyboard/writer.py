@@ -24,6 +24,7 @@ from tallyboard.store.base import RUN_FIELDS
 
 Status = Literal["running", "finished", "failed"]
 STATUSES = ("running", "finished", "failed")
+END_STATUSES = ("finished", "failed")
 _clock = time.perf_counter
 
 
@@ -152,6 +153,7 @@ class LogWriter:
         self.owner = threading.get_ident()
         self._stoppers: list[Callable[[], None]] = []
         self._tracker: Any = None  # media.FigureTracker, shared by the plt.show hook and manual calls
+        self._chosen_end: str | None = None  # an end status the user set; close() keeps it
         if not self._read_only:
             opened(self)
             if auto_log_plt:
@@ -361,8 +363,11 @@ class LogWriter:
             self._sink.put("run_updates", (self._run_id, values))
 
     def set_status(self, status: Status) -> None:
+        """Set the run's status now. 'finished' or 'failed' is also what `close()` ends the run with:
+        the user said how the run went, and closing it must not overrule them."""
         if status not in STATUSES:
             raise ValueError(f"status must be one of {STATUSES}, got {status!r}")
+        self._chosen_end = status if status in END_STATUSES else None
         self._set(status=status)
 
     def set_note(self, note: str) -> None:
@@ -400,15 +405,20 @@ class LogWriter:
             self._sink.release(self._run_id)
             closed(self)
 
-    def close(self) -> None:
-        """End the run as finished (unless results were written already) and make it durable."""
-        self._end("finished")
+    def close(self, status: Literal["finished", "failed"] | None = None) -> None:
+        """End the run and make it durable; a second close (or one after `write_result`) is a no-op.
+
+        It ends with `status` if given, else with the end status set by `set_status`, else finished.
+        """
+        if status is not None and status not in END_STATUSES:
+            raise ValueError(f"a run ends with a status of {END_STATUSES}, got {status!r}")
+        self._end(status or self._chosen_end or "finished")
 
     def __enter__(self) -> LogWriter:
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        self._end("failed" if exc_type is not None else "finished")
+        self.close("failed" if exc_type is not None else None)
 
     # ---- reading back ---------------------------------------------------------------------------
     def get_scalar(self, tag: str, repetition: int | None = None) -> list[Scalar]:

@@ -120,7 +120,7 @@ class FrameworkRun:
         """End the run as failed, durably, exactly as leaving its ``with`` block on an exception does."""
         if self.started and not self.finished:
             self.finished = True
-            self.writer.__exit__(RuntimeError, None, None)
+            self.writer.close(status="failed")
 
 
 def _clear_of_run_fields(values: dict[str, Any], kind: str) -> dict[str, Any]:
