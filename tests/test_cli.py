@@ -9,12 +9,13 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 import tallyboard
-from cli_runner import assert_one_line_error, run_cli
+from cli_runner import CLI_TIMEOUT_S, assert_one_line_error, run_cli
 from sample_tables import sample_table_in
 from tallyboard.store import open_store
 
@@ -75,6 +76,29 @@ def test_runs_json_and_filter(sample_db: str) -> None:
         run_cli("runs", sample_db, "--filter", "lr <", check=False), "tallyboard runs: error:"
     )
     assert_one_line_error(run_cli("runs", sample_db, "--filter", "nope == 1", check=False), "nope")
+
+
+# `tallyboard runs` where the dashboard extra is not installed: starlette cannot be imported.
+WITHOUT_STARLETTE = """
+import sys
+sys.modules["starlette"] = None  # `import starlette` now raises ImportError
+from tallyboard.cli import main
+status = main(sys.argv[1:])
+print("dashboard imported:", "tallyboard.dashboard" in sys.modules, file=sys.stderr)
+sys.exit(status)
+"""
+
+
+def test_runs_filter_needs_neither_starlette_nor_the_dashboard(sample_db: str) -> None:
+    result = subprocess.run(
+        [sys.executable, "-c", WITHOUT_STARLETTE, "runs", sample_db, "--json", "--filter", "lr < 0.5"],
+        capture_output=True,
+        text=True,
+        timeout=CLI_TIMEOUT_S,
+    )
+    assert result.returncode == 0, result.stderr
+    assert [run["run_id"] for run in json.loads(result.stdout)] == [1]
+    assert result.stderr.strip() == "dashboard imported: False"
 
 
 def test_reading_commands_never_create_a_missing_table(tmp_path: Path) -> None:

@@ -2,7 +2,7 @@
 
 The same rows the dashboard shows: every run with its built-in columns, hparams and results, in
 the table's column order and under its aliases, filtered with the dashboard's expression language
-(`lr < 0.05 and status == "finished"`; parsed, never evaluated). JSON output carries every column
+(`lr < 0.05 and status == "finished"`; see run_filter.py). JSON output carries every column
 (config content and git diff included), with hparams and results as nested objects.
 """
 
@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from tallyboard.exchange.target import open_target
+from tallyboard.run_filter import run_cell, run_filter
 
 MAX_CELL = 40
 # Shown in the terminal even when the table's layout hides them: a run's state matters there.
@@ -44,27 +45,10 @@ def load_runs(target: str, filter_text: str | None = None, show_hidden: bool = F
         row["results"] = results.get(run["run_id"], {})
         rows.append(row)
     if filter_text:
-        keep = _predicate(filter_text, columns)
-        rows = [row for row in rows if keep(lambda name, row=row: cell(row, name))]
+        matches = run_filter(filter_text, columns)
+        rows = [row for row in rows if matches(row)]
     shown = [(c.name, c.alias) for c in columns if c.position is not None or c.name in ALWAYS_SHOWN]
     return RunsView(rows=rows, columns=shown)
-
-
-def _predicate(filter_text: str, columns: list[Any]) -> Any:
-    """The dashboard's own parser and column lookup (names or aliases), so both filter alike."""
-    from tallyboard.dashboard.filter_expr import parse_filter
-    from tallyboard.dashboard.runs_table import _resolver as column_resolver
-
-    return parse_filter(filter_text, column_resolver(columns))
-
-
-def cell(row: dict[str, Any], name: str) -> Any:
-    """The value of column `name` in a row: a run field, else an hparam, else a result."""
-    if name in row and name not in ("hparams", "results"):
-        return row[name]
-    if name in row["hparams"]:
-        return row["hparams"][name]
-    return row["results"].get(name)
 
 
 def as_json(view: RunsView) -> list[dict[str, Any]]:
@@ -97,8 +81,8 @@ def format_runs(view: RunsView) -> str:
     if not rows:
         return "no runs"
     header = [alias for _, alias in shown]
-    body = [[_text(name, cell(row, name)) for name, _ in shown] for row in rows]
-    numeric = [all(isinstance(cell(row, name), (int, float)) for row in rows) for name, _ in shown]
+    body = [[_text(name, run_cell(row, name)) for name, _ in shown] for row in rows]
+    numeric = [all(isinstance(run_cell(row, name), (int, float)) for row in rows) for name, _ in shown]
     widths = [max(len(text) for text in column) for column in zip(header, *body, strict=True)]
     lines = []
     for texts in [header, *body]:

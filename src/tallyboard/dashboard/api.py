@@ -19,9 +19,9 @@ from starlette.responses import Response, StreamingResponse
 
 from tallyboard.dashboard import params
 from tallyboard.dashboard.downsample import DEFAULT_WIDTH, MAX_WIDTH, Downsampler, Series, raw_after
-from tallyboard.dashboard.filter_expr import FilterError
 from tallyboard.dashboard.params import BadRequest, Json
 from tallyboard.dashboard.runs_table import RunsTable
+from tallyboard.run_filter import FilterError
 from tallyboard.store import Store
 from tallyboard.store.queries import STATUSES, DashboardQueries, SeriesKey
 

@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tallyboard.dashboard.filter_expr import FilterError, parse_filter
+from tallyboard.run_filter import column_resolver, run_cell, run_filter
 from tallyboard.store.queries import DashboardQueries
 
 # Run fields that can be table columns; git_diff is far too long for a cell (the run page shows it).
@@ -86,8 +85,8 @@ class RunsTable:
             rows = list(self._rows.values())
         extra: dict[str, str] = {}
         for row in rows:
-            for kind in ("hparam", "result"):
-                for name in row[kind]:
+            for kind, values in (("hparam", row["hparams"]), ("result", row["results"])):
+                for name in values:
                     if name not in known:
                         extra.setdefault(name, kind)
         last = max((c.position for c in columns if c.position is not None), default=-1)
@@ -110,7 +109,6 @@ class RunsTable:
         """One page of rows after filtering and sorting. Raises FilterError on a bad filter."""
         version = self.refresh()
         columns = self.columns()
-        resolve = _resolver(columns)
         with self._lock:
             rows = list(self._rows.values())
         if run_ids is not None:
@@ -119,13 +117,13 @@ class RunsTable:
         elif not show_hidden:
             rows = [row for row in rows if not row["hidden"]]
         if filter_text.strip():
-            predicate = parse_filter(filter_text, resolve)
-            rows = [row for row in rows if predicate(_getter(row))]
+            matches = run_filter(filter_text, columns)
+            rows = [row for row in rows if matches(row)]
         if search.strip():
             needle = search.strip().lower()
             names = [c.name for c in columns if c.position is not None]
-            rows = [row for row in rows if any(needle in _text(_cell(row, n)) for n in names)]
-        key = resolve(sort) if sort else "run_id"
+            rows = [row for row in rows if any(needle in _text(run_cell(row, n)) for n in names)]
+        key = column_resolver(columns)(sort) if sort else "run_id"
         rows = _sorted(rows, key, descending)
         page_rows = [_public(row) for row in rows[offset : offset + limit]]
         return Page(total=len(rows), rows=page_rows, columns=columns, version=version)
@@ -134,38 +132,13 @@ class RunsTable:
 def _flatten(run: dict[str, Any]) -> dict[str, Any]:
     row = {field: run.get(field) for field in TABLE_RUN_FIELDS}
     row["hidden"] = bool(row["hidden"])
-    row["hparam"] = run["hparams"]
-    row["result"] = run["results"]
+    row["hparams"] = run["hparams"]
+    row["results"] = run["results"]
     return row
-
-
-def _cell(row: dict[str, Any], name: str) -> Any:
-    if name in row and name not in ("hparam", "result"):
-        return row[name]
-    if name in row["hparam"]:
-        return row["hparam"][name]
-    return row["result"].get(name)
-
-
-def _getter(row: dict[str, Any]) -> Callable[[str], Any]:
-    return lambda name: _cell(row, name)
 
 
 def _text(value: Any) -> str:
     return "" if value is None else str(value).lower()
-
-
-def _resolver(columns: list[Column]) -> Callable[[str], str]:
-    by_name = {c.name: c.name for c in columns}
-    by_alias = {c.alias.lower(): c.name for c in columns}
-
-    def resolve(name: str) -> str:
-        found = by_name.get(name) or by_alias.get(name.lower())
-        if found is None:
-            raise FilterError(f"unknown column {name!r}")
-        return found
-
-    return resolve
 
 
 def _sort_key(value: Any) -> tuple:
@@ -181,7 +154,7 @@ def _is_empty(value: Any) -> bool:
 
 
 def _sorted(rows: list[dict[str, Any]], name: str, descending: bool) -> list[dict[str, Any]]:
-    present = [(row, _cell(row, name)) for row in rows]
+    present = [(row, run_cell(row, name)) for row in rows]
     filled = [pair for pair in present if not _is_empty(pair[1])]
     empty = [row for row, value in present if _is_empty(value)]
     filled.sort(key=lambda pair: (_sort_key(pair[1]), pair[0]["run_id"]), reverse=descending)
@@ -190,6 +163,6 @@ def _sorted(rows: list[dict[str, Any]], name: str, descending: bool) -> list[dic
 
 def _public(row: dict[str, Any]) -> dict[str, Any]:
     """A row as JSON: run fields plus `cells` for hparams and results."""
-    out = {k: v for k, v in row.items() if k not in ("hparam", "result")}
-    out["cells"] = {**row["result"], **row["hparam"]}
+    out = {k: v for k, v in row.items() if k not in ("hparams", "results")}
+    out["cells"] = {**row["results"], **row["hparams"]}
     return out

@@ -1,10 +1,14 @@
-"""The runs table's filter language: a tiny parser, never `eval`.
+"""Filtering runs: the filter language (a tiny parser, never `eval`) and how it sees a run's columns.
+
+The dashboard's runs table and `tallyboard runs --filter` both filter with this module, so one
+expression selects the same runs in both, and the command line needs no web framework.
 
     lr < 1e-3 and status == "finished"
     not hidden and (tag ~ "base" or note == null)
     `train/acc` >= 0.9 and batch_size in [64, 128]
 
-Names are column names (or their aliases); names with spaces or operators go in backticks.
+Names are column names (or their aliases, case-insensitively); names with spaces or operators go in
+backticks. A run's cell under a name is its run field, else its hparam, else its result.
 `~` is a case-insensitive "contains". `null` matches empty cells. Comparing values of different
 types is simply false (a string is never < a number), so mixed columns never raise.
 The grammar is small enough to read in one go:
@@ -20,8 +24,8 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Protocol
 
 Row = Callable[[str], Any]  # column name -> cell value (None when empty)
 Predicate = Callable[[Row], Any]
@@ -217,3 +221,45 @@ def parse_filter(text: str, resolve: Callable[[str], str]) -> Predicate:
         raise FilterError(f"filters are limited to {MAX_LENGTH} characters")
     predicate = _Parser(text, resolve).parse()
     return lambda row: _truthy(predicate(row))
+
+
+class NamedColumn(Protocol):
+    """A column of the result table as far as filtering cares (store and dashboard columns both are)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def alias(self) -> str | None: ...
+
+
+def column_resolver(columns: Iterable[NamedColumn]) -> Callable[[str], str]:
+    """Map a typed name to a column name: an exact name first, else an alias in any case; raise
+    FilterError naming an unknown one."""
+    columns = list(columns)
+    by_name = {c.name: c.name for c in columns}
+    by_alias = {c.alias.lower(): c.name for c in columns if c.alias}
+
+    def resolve(name: str) -> str:
+        found = by_name.get(name) or by_alias.get(name.lower())
+        if found is None:
+            raise FilterError(f"unknown column {name!r}")
+        return found
+
+    return resolve
+
+
+def run_cell(run: Mapping[str, Any], name: str) -> Any:
+    """The cell of column `name` in a run (its fields plus `hparams` and `results` dicts): the run
+    field, else the hparam, else the result; None when the run has none of them."""
+    if name in run and name not in ("hparams", "results"):
+        return run[name]
+    if name in run["hparams"]:
+        return run["hparams"][name]
+    return run["results"].get(name)
+
+
+def run_filter(text: str, columns: Iterable[NamedColumn]) -> Callable[[Mapping[str, Any]], bool]:
+    """Compile filter text over `columns` to a test of one run; raises FilterError on bad text."""
+    predicate = parse_filter(text, column_resolver(columns))
+    return lambda run: predicate(lambda name: run_cell(run, name))

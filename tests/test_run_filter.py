@@ -1,10 +1,12 @@
-"""The filter language: what it accepts, what it refuses, and that it never evaluates Python."""
+"""The filter language: what it accepts, what it refuses, that it never evaluates Python, and how it
+finds a run's cells by column name or alias."""
 
 from __future__ import annotations
 
 import pytest
 
-from tallyboard.dashboard.filter_expr import MAX_DEPTH, FilterError, parse_filter
+from tallyboard.run_filter import MAX_DEPTH, FilterError, parse_filter, run_cell, run_filter
+from tallyboard.store.base import Column
 
 ROWS = {
     1: {"lr": 0.001, "status": "finished", "tag": "Base", "note": None, "train/acc": 0.91, "hidden": False},
@@ -86,3 +88,45 @@ def test_nesting_and_length_are_bounded():
     with pytest.raises(FilterError, match="limited"):
         parse_filter("lr > 1 or " * 500 + "lr > 1", resolve)
     assert parse_filter("(" * MAX_DEPTH + "lr" + ")" * MAX_DEPTH, resolve)(ROWS[1].get)
+
+
+RUN = {
+    "run_id": 7,
+    "status": "finished",
+    "hparams": {"lr": 0.01, "seed": 1},
+    "results": {"seed": 99, "val/acc": 0.93},
+}
+COLUMNS = [
+    Column("status", "run", "status", 0),
+    Column("lr", "hparam", "Learning rate", 1),
+    Column("seed", "hparam", "seed", None),
+    Column("val/acc", "result", "Accuracy (val)", 2),
+]
+
+
+def test_a_runs_cell_is_its_field_else_its_hparam_else_its_result():
+    assert [run_cell(RUN, name) for name in ("status", "lr", "seed", "val/acc", "absent")] == [
+        "finished",
+        0.01,
+        1,
+        0.93,
+        None,
+    ]
+
+
+@pytest.mark.parametrize(
+    ("text", "matches"),
+    [
+        ("`learning RATE` == 0.01", True),  # an alias, in any case
+        ("`Accuracy (val)` > 0.95", False),
+        ("seed == 1", True),  # a hidden column can be filtered on
+        ('status == "finished" and `val/acc` > 0.9', True),
+    ],
+)
+def test_run_filter_finds_columns_by_name_or_alias(text, matches):
+    assert run_filter(text, COLUMNS)(RUN) is matches
+
+
+def test_run_filter_names_an_unknown_column():
+    with pytest.raises(FilterError, match="'hparams'"):
+        run_filter("hparams == 1", COLUMNS)
