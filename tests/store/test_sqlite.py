@@ -77,6 +77,18 @@ def test_debug_run_replaces_the_previous_one_and_its_records(db_url):
     assert store.scalars(-1, "loss") == []
 
 
+def test_new_run_ids_start_above_ids_inserted_explicitly_once_id_sequences_are_synced(db_url):
+    store = open_store(db_url)
+    store._atomic(
+        lambda: store._execute(
+            "INSERT INTO runs (run_id, experiment, start_time, updated_at) VALUES (41, 'copied', 0, 0)"
+        )
+    )
+    store.sync_id_sequences()  # every engine has it, so a copy calls it without asking which
+    assert new_run(store) == 42
+    store.close()
+
+
 def test_batch_stores_nan_inf_and_the_last_value_of_a_repeated_step(db_url):
     store = open_store(db_url)
     run = new_run(store)

@@ -133,6 +133,12 @@ class Store(ABC):
     def close(self) -> None:
         """Close the connection; the store is unusable afterwards."""
 
+    def sync_id_sequences(self) -> None:  # noqa: B027 (a no-op by design, not a missing abstractmethod)
+        """After rows were inserted with explicit ids (a copy), make new ids start above them.
+
+        Nothing to do where new ids already follow the largest one (SQLite); engines whose id
+        sequences ignore explicit ids (PostgreSQL) override it."""
+
     # ---- table settings -------------------------------------------------------------------
     def meta(self, key: str) -> str | None:
         with self._lock:

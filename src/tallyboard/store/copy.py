@@ -68,9 +68,7 @@ def _copy(src: Store, dst: Store, unique_columns: tuple[str, ...], progress: boo
             for rows in _chunks(src, table, key, columns, chunk):
                 dst._atomic(lambda sql=upsert, rows=rows: dst._executemany(sql, rows))
                 bar.update(len(rows))
-    sync_ids = getattr(dst, "sync_id_sequences", None)  # PostgreSQL: new ids must start above copied ones
-    if sync_ids is not None:
-        sync_ids()
+    dst.sync_id_sequences()  # new ids must start above the copied ones
     return counts
 
 
