@@ -80,10 +80,18 @@ def test_nan_and_infinities_round_trip(run):
 
 
 def test_explicit_step_epoch_and_walltime_are_kept(run):
-    run.add_scalar("x", 1.0, step=10, epoch=2, walltime=12.3456)
+    run.add_scalar("x", 1.0, step=10, epoch=2, walltime=12.345)
     run.flush()
     (record,) = run.get_scalar("x")
     assert (record.step, record.epoch, record.wall_time) == (10, 2, 12.345)
+
+
+@pytest.mark.parametrize(("walltime", "kept"), [(1.003, 1.003), (12.3456, 12.346), (12.3454, 12.345)])
+def test_a_given_walltime_is_kept_to_the_nearest_millisecond(run, walltime, kept):
+    run.add_scalar("x", 1.0, walltime=walltime)
+    run.flush()
+    assert run.get_scalar("x")[0].wall_time == kept
+    assert run.get_scalar_arrays("x", columns=("walltime",))["walltime"].tolist() == [kept]
 
 
 def test_walltime_is_seconds_since_the_repetition_started(run, monkeypatch):

@@ -89,6 +89,27 @@ def test_new_run_ids_start_above_ids_inserted_explicitly_once_id_sequences_are_s
     store.close()
 
 
+def test_walltimes_are_stored_to_the_nearest_millisecond_on_every_path(db_url):
+    store = open_store(db_url)
+    run = new_run(store)
+    seconds = [1.003, 12.3456, 0.0015, -0.0015, -1.003, 3]  # x 1000 = 1002.99.., .., ties, an int
+    expected = [1003, 12346, 2, -2, -1003, 3000]
+    store.write_batch(
+        Batch(
+            scalars=[(run, "s", [(0, step, None, walltime, 0.0) for step, walltime in enumerate(seconds)])],
+            media=[
+                (run, "m", 0, step, None, walltime, "image", 1, 1, b"p")
+                for step, walltime in enumerate(seconds)
+            ],
+            texts=[(run, "t", 0, step, None, walltime, "text", "x") for step, walltime in enumerate(seconds)],
+        )
+    )
+    assert [row[3] for row in store.scalars(run, "s")] == expected
+    assert [row[5] for row in store.media(run, "image")] == expected
+    assert [row[5] for row in store.texts(run, "text")] == expected
+    store.close()
+
+
 def test_batch_stores_nan_inf_and_the_last_value_of_a_repeated_step(db_url):
     store = open_store(db_url)
     run = new_run(store)
@@ -100,7 +121,7 @@ def test_batch_stores_nan_inf_and_the_last_value_of_a_repeated_step(db_url):
     ]
     store.write_batch(Batch(scalars=[(run, "a/b/c", rows)]))
     assert store.scalars(run, "a/b/c") == [
-        (0, 0, None, 1, None),
+        (0, 0, None, 2, None),  # 1.5 ms: halves round away from zero
         (0, 1, 4, 3000, 7.0),
         (0, 2, 3, 2000, -math.inf),
     ]

@@ -47,12 +47,6 @@ def read_manifest(directory: Path) -> dict[str, Any]:
     return manifest
 
 
-def stored_walltime(seconds: float) -> float:
-    """Seconds as exported -> seconds that the store turns back into the same whole milliseconds,
-    whether it truncates or rounds (0.4 ms above the exact value)."""
-    return (round(seconds * 1000) + 0.4) / 1000
-
-
 class ExportReader:
     """The files of one export, read with their run ids mapped to the ids in the target table."""
 
@@ -97,7 +91,7 @@ def _scalar_batches(reader: ExportReader) -> Iterator[Batch]:
             if (run_id, tag) != key:
                 key, series = (run_id, tag), []
                 batch.scalars.append((run_id, tag, series))
-            series.append((rep, step, epoch, stored_walltime(walltime), value))
+            series.append((rep, step, epoch, walltime, value))
         yield batch
 
 
@@ -109,9 +103,7 @@ def _media_batches(reader: ExportReader) -> Iterator[Batch]:
                 start : start + MEDIA_PER_BATCH
             ]:
                 png = (reader.directory / file).read_bytes()
-                batch.media.append(
-                    (run_id, tag, rep, step, epoch, stored_walltime(walltime), kind, width, height, png)
-                )
+                batch.media.append((run_id, tag, rep, step, epoch, walltime, kind, width, height, png))
             yield batch
 
 
@@ -123,7 +115,7 @@ def _record_batches(reader: ExportReader) -> Iterator[Batch]:
         yield Batch(repetitions=chunk)
     yield from _scalar_batches(reader)
     for chunk in reader.rows(TEXTS):
-        yield Batch(texts=[(*row[:5], stored_walltime(row[5]), *row[6:]) for row in chunk])
+        yield Batch(texts=chunk)
     yield from _media_batches(reader)
 
 

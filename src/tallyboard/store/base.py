@@ -96,6 +96,15 @@ _SCALAR_COLUMNS["value_or_nan"] = "COALESCE(value, 'nan')"
 _SCALAR_COLUMNS["epoch_or_minus_one"] = "COALESCE(epoch, -1)"
 _MEDIA_COLUMNS = "m.media_id, m.step, m.epoch, m.rep, t.name, m.walltime_ms, m.width, m.height, m.png"
 _TEXT_COLUMNS = "x.text_id, x.step, x.epoch, x.rep, t.name, x.walltime_ms, x.content"
+# Seconds -> whole milliseconds, to the nearest (halves away from zero): SQLite's ROUND adds 0.5 to
+# the magnitude and truncates; `walltime_ms` does that same float arithmetic, for engines that COPY.
+WALLTIME_MS_SQL = "CAST(ROUND(? * 1000) AS BIGINT)"
+
+
+def walltime_ms(seconds: float) -> int:
+    """Exactly the milliseconds that WALLTIME_MS_SQL stores in SQLite for `seconds`."""
+    ms = seconds * 1000
+    return int(ms + 0.5) if ms >= 0 else -int(0.5 - ms)
 
 
 class Store(ABC):
@@ -288,7 +297,7 @@ class Store(ABC):
             # Ids are trusted ints, inlined so one prepared statement serves the whole series.
             self._executemany(
                 "INSERT INTO scalars (run_id, tag_id, rep, step, epoch, walltime_ms, value)"
-                f" VALUES ({int(run_id)}, {int(tag_id(tag))}, ?, ?, ?, CAST(? * 1000 AS BIGINT), ?)"
+                f" VALUES ({int(run_id)}, {int(tag_id(tag))}, ?, ?, ?, {WALLTIME_MS_SQL}, ?)"
                 " ON CONFLICT (run_id, tag_id, rep, step) DO UPDATE SET epoch = excluded.epoch,"
                 " walltime_ms = excluded.walltime_ms, value = excluded.value",
                 rows,
@@ -296,13 +305,13 @@ class Store(ABC):
         if batch.media:
             self._executemany(
                 "INSERT INTO media (run_id, tag_id, rep, step, epoch, walltime_ms, kind, width, height, png)"
-                " VALUES (?, ?, ?, ?, ?, CAST(? * 1000 AS BIGINT), ?, ?, ?, ?)",
+                f" VALUES (?, ?, ?, ?, ?, {WALLTIME_MS_SQL}, ?, ?, ?, ?)",
                 [(r[0], tag_id(r[1]), *r[2:]) for r in batch.media],
             )
         if batch.texts:
             self._executemany(
                 "INSERT INTO texts (run_id, tag_id, rep, step, epoch, walltime_ms, kind, content)"
-                " VALUES (?, ?, ?, ?, ?, CAST(? * 1000 AS BIGINT), ?, ?)",
+                f" VALUES (?, ?, ?, ?, ?, {WALLTIME_MS_SQL}, ?, ?)",
                 [(r[0], tag_id(r[1]), *r[2:]) for r in batch.texts],
             )
         for kind, rows in (("hparam", batch.hparams), ("result", batch.results)):

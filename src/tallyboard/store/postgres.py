@@ -32,7 +32,7 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg import errors
 
-from tallyboard.store.base import Batch, ScalarRow, Store
+from tallyboard.store.base import WALLTIME_MS_SQL, Batch, ScalarRow, Store, walltime_ms
 from tallyboard.store.migrations import ensure_schema
 
 T = TypeVar("T")
@@ -64,12 +64,18 @@ _PERMANENT = ("does not exist", "authentication failed", "pg_hba.conf", "permiss
 _ROLLED_BACK = (errors.DeadlockDetected, errors.SerializationFailure, errors.TransactionRollback)
 
 
+# PostgreSQL's ROUND of a float rounds halves to even; this is SQLite's arithmetic (see
+# `WALLTIME_MS_SQL`), so both engines store the same milliseconds.
+_WALLTIME_MS_PG = (
+    "(SELECT CAST(SIGN(ms) * TRUNC(ABS(ms) + 0.5) AS BIGINT)"
+    " FROM (SELECT CAST(? AS DOUBLE PRECISION) * 1000 AS ms) AS walltime)"
+)
+
+
 @functools.lru_cache(maxsize=512)
 def _psycopg_sql(sql: str) -> str:
-    """`Store` writes `?` placeholders; psycopg wants `%s` (and a literal % doubled). PostgreSQL's
-    CAST of a float to BIGINT rounds where SQLite's truncates; `Store`'s walltime conversion is
-    made to truncate here too, so both engines store the same milliseconds."""
-    sql = sql.replace("CAST(? * 1000 AS BIGINT)", "CAST(TRUNC(? * 1000) AS BIGINT)")
+    """`Store` writes `?` placeholders; psycopg wants `%s` (and a literal % doubled)."""
+    sql = sql.replace(WALLTIME_MS_SQL, _WALLTIME_MS_PG)
     return sql.replace("%", "%%").replace("?", "%s")
 
 
@@ -269,8 +275,7 @@ class PostgresStore(Store):
             for run_id, tag, rows in series:
                 tag_id = tag_ids[tag]
                 for rep, step, epoch, walltime, value in rows:
-                    # int() truncates like SQLite's CAST(... AS INTEGER) in Store's SQL path.
-                    write_row((run_id, tag_id, rep, step, epoch, int(walltime * 1000), value))
+                    write_row((run_id, tag_id, rep, step, epoch, walltime_ms(walltime), value))
 
     def _upsert_scalars(self, series, tag_ids: dict[str, int]) -> None:
         """COPY into a temporary table, then merge keeping the last row logged for each key."""

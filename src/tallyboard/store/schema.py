@@ -8,8 +8,8 @@ Conventions every reader relies on:
   `repetitions.start_time`);
 - `walltime_ms` of a logged record (scalar, media, text) is an INTEGER number of milliseconds since
   its repetition started, unless the user gave a walltime (then it is that value in seconds x 1000,
-  truncated). Integers because SQLite stores small integers in 1-4 bytes where a REAL takes 8: this
-  is what keeps a scalar row under 32 bytes on disk;
+  rounded to the nearest, halves away from zero). Integers because SQLite stores small integers in
+  1-4 bytes where a REAL takes 8: this is what keeps a scalar row under 32 bytes on disk;
 - run id -1 is the debug run (overwritten by the next one); ids of real runs start at 1;
 - tags (`split/name`, further slashes kept whole) are interned once in `tags`; the empty tag ''
   stands for "no tag" (an image logged with tag=None);
