@@ -13,7 +13,7 @@ All data is logged through the public API (ResultTable / LogWriter) into SQLite 
 folder; requests go through the real ASGI app in-process (starlette's TestClient), so "server time"
 includes routing, JSON encoding and the security middleware. Times are medians of --repeats.
 
-    python bench/dashboard.py [--points 1000000] [--runs 10000] [--repeats 7]
+    python bench/dashboard.py [--points 1000000] [--runs 10000] [--repeats 7] [--only-chart]
 """
 
 from __future__ import annotations
@@ -73,12 +73,23 @@ def log_long_series(path: Path, points: int) -> int:
     return run.run_id
 
 
+def cold_chart_ms(path: Path, run_id: int, repeats: int) -> tuple[float, float]:
+    """Median wall and CPU time of the first chart request of a fresh server (nothing cached)."""
+    wall, cpu = [], []
+    for _ in range(repeats):
+        with TestClient(create_app(str(path)), base_url=BASE) as client:
+            start, start_cpu = time.perf_counter(), time.process_time()
+            client.get(f"/api/series?runs={run_id}&metric=loss&width={WIDTH}").raise_for_status()
+            wall.append((time.perf_counter() - start) * 1000)
+            cpu.append((time.process_time() - start_cpu) * 1000)
+    return statistics.median(wall), statistics.median(cpu)
+
+
 def bench_chart(path: Path, points: int, repeats: int) -> None:
     run_id = log_long_series(path, points)
+    cold_ms, cold_cpu_ms = cold_chart_ms(path, run_id, repeats)
     client = TestClient(create_app(str(path)), base_url=BASE)
-    start = time.perf_counter()  # the first request reads the series once into its summary
     client.get(f"/api/series?runs={run_id}&metric=loss&width={WIDTH}")
-    first_ms = (time.perf_counter() - start) * 1000
     queries = client.app.state.dashboard.queries
     key_rows = queries.tags_of_runs([run_id])
 
@@ -89,7 +100,7 @@ def bench_chart(path: Path, points: int, repeats: int) -> None:
     reference_ms = median_ms(every_point, max(3, repeats // 2))
     reference_bytes = len(every_point(0))
     key = _series_key(key_rows[0])
-    scan_sql = "SELECT MAX(value) FROM scalars WHERE run_id = ? AND tag_id = ? AND rep = ?"
+    scan_sql = "SELECT MIN(value), MAX(value) FROM scalars WHERE run_id = ? AND tag_id = ? AND rep = ?"
     scan_ms = median_ms(lambda _: queries._all(scan_sql, [key.run_id, key.tag_id, key.rep]), 3)
     sizes = []
 
@@ -101,9 +112,12 @@ def bench_chart(path: Path, points: int, repeats: int) -> None:
     ours_ms = median_ms(chart, repeats)
     series = chart.last["series"][0]
     print(f"1. chart of one {points:,}-point series at {WIDTH} px ({len(series['step'])} buckets returned)")
-    line("server time, first request (one full read)", first_ms, reference_ms, "ms", "target < 100 ms")
-    print(f"  (the floor on this machine: one SQL scan of the series, MAX(value), takes {scan_ms:.1f} ms)")
-    line("server time, any later width/range/growth", ours_ms, reference_ms, "ms", "target < 100 ms")
+    line("server time, COLD: first request, fresh server", cold_ms, reference_ms, "ms", "target < 100 ms")
+    print(
+        f"  (cold: {cold_cpu_ms:.1f} ms of CPU, median of {repeats} fresh servers; the floor on this"
+        f" machine: one SQL scan of the series for MIN and MAX, no buckets, takes {scan_ms:.1f} ms)"
+    )
+    line("server time, WARM: any later width/range/growth", ours_ms, reference_ms, "ms", "target < 100 ms")
     line("payload", statistics.median(sizes) / 1000, reference_bytes / 1000, "kB", "target < 100 kB")
     highest = max(v for v in series["max"] if v is not None)
     print(f"  spike kept: max of bucket maxima = {highest:.1f} (logged 50 + sin)")
@@ -262,11 +276,14 @@ def main() -> None:
     parser.add_argument("--points", type=int, default=1_000_000)
     parser.add_argument("--runs", type=int, default=10_000)
     parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--only-chart", action="store_true", help="just section 1 (the long series)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
         os.chdir(folder)  # no git checkout here: runs start without capturing a diff
         start = time.perf_counter()
         bench_chart(Path(folder) / "long.db", args.points, args.repeats)
+        if args.only_chart:
+            return
         bench_memory(Path(folder) / "long.db")
         bench_table(Path(folder) / "many.db", args.runs, args.repeats)
         bench_live(Path(folder) / "live.db", args.repeats)

@@ -1,4 +1,5 @@
-"""Downsampling keeps spikes, bounds the payload, and returns raw points when they fit."""
+"""Downsampling keeps spikes, bounds the payload, and returns raw points when they fit, on both
+engines (`db_url` runs each test on SQLite and on PostgreSQL)."""
 
 from __future__ import annotations
 
@@ -15,17 +16,16 @@ SPIKE_AT = 12_345
 
 
 @pytest.fixture
-def long_series(tmp_path):
+def long_series(db_url):
     """One run with a 20,000-point series holding a single spike, plus NaN and infinities."""
-    path = tmp_path / "long.db"
-    table = tb.ResultTable(path, nocommit_action=tb.NoCommitAction.NOP)
+    table = tb.ResultTable(db_url, nocommit_action=tb.NoCommitAction.NOP)
     with table.new_run("long", auto_log_plt=False) as run:
         for step in range(POINTS):
             run.add_scalar("train/loss", 100.0 if step == SPIKE_AT else 1.0 + (step % 7) * 1e-3, step=step)
         for step, value in enumerate([1.0, math.nan, math.inf, -math.inf, 2.0]):
             run.add_scalar("train/odd", value, step=step)
     table.close()
-    queries = DashboardQueries(str(path))
+    queries = DashboardQueries(db_url)
     yield queries
     queries.close()
 
@@ -52,13 +52,13 @@ def test_a_spike_survives_downsampling(long_series, width):
     assert series.value[-1] == 1.0 + ((POINTS - 1) % 7) * 1e-3
 
 
-def test_the_summary_follows_a_growing_series(tmp_path):
-    table = tb.ResultTable(tmp_path / "grow.db", nocommit_action=tb.NoCommitAction.NOP)
+def test_the_summary_follows_a_growing_series(db_url):
+    table = tb.ResultTable(db_url, nocommit_action=tb.NoCommitAction.NOP)
     run = table.new_run("grow", auto_log_plt=False)
     for step in range(10_000):
         run.add_scalar("loss", 1.0, step=step)
     run.flush()
-    queries = DashboardQueries(str(tmp_path / "grow.db"))
+    queries = DashboardQueries(db_url)
     downsampler = Downsampler(queries)
     key = key_of(queries, "loss")
     assert max(downsampler.series(key, 0, 9_999, 100, 0, 9_999).high) == 1.0
@@ -69,6 +69,27 @@ def test_the_summary_follows_a_growing_series(tmp_path):
     grown = downsampler.series(key, 0, 10_499, 100, 0, 10_499)
     assert max(grown.high) == 7.0 and grown.step[-1] == 10_499
     queries.close()
+
+
+def test_buckets_hold_the_min_max_and_last_point_of_their_steps(db_url):
+    """Buckets without points are left out; a bucket of NaN only has no min or max."""
+    values = {**{step: float(step % 4) for step in range(0, 10)}, 10: math.nan, 11: math.nan}
+    values |= {step: -float(step) for step in range(30, 37)}  # steps 12-29 have no points
+    table = tb.ResultTable(db_url, nocommit_action=tb.NoCommitAction.NOP)
+    with table.new_run("gaps", auto_log_plt=False) as run:
+        for step, value in values.items():
+            run.add_scalar("loss", value, step=step, epoch=step // 10)
+    table.close()
+    queries = DashboardQueries(db_url)
+    rows = queries.buckets(key_of(queries, "loss"), 0, 5, 8)  # buckets of 5 steps from step 0
+    queries.close()
+    assert [(step, epoch, value, low, high) for step, epoch, _, value, low, high in rows] == [
+        (4, 0, 0.0, 0.0, 3.0),
+        (9, 0, 1.0, 0.0, 3.0),
+        (11, 1, None, None, None),  # steps 10-14: NaN only (NaN is stored as NULL)
+        (34, 3, -34.0, -34.0, -30.0),
+        (36, 3, -36.0, -36.0, -35.0),
+    ]
 
 
 def test_zoomed_range_is_full_resolution(long_series):

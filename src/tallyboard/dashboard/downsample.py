@@ -6,10 +6,11 @@ minimum, maximum and last point, so a spike survives as the band around the line
 sampling (TensorBoard's reservoir) would drop it. Zooming asks again for a narrower step range,
 which comes back at full resolution once it holds no more than two points per pixel.
 
-A long series is read once into a summary of ~4,096 blocks (min, max and last point per block,
-in compact arrays); later requests at any width, and live growth, are answered from the summary
-(and the few new blocks), not by scanning the million rows again. Requests finer than the
-summary (deep zooms) read the range itself, which is then small.
+A long series is read once, in one pass over its points (`DashboardQueries.buckets`), into a
+summary of ~2,048 blocks (min, max and last point per block, in compact arrays); later requests
+at any width, and live growth, are answered from the summary (and the few new blocks), not by
+scanning the million rows again. Requests finer than the summary (deep zooms) read the range
+itself, which is then small.
 """
 
 from __future__ import annotations
@@ -26,9 +27,9 @@ from tallyboard.store.queries import DashboardQueries, SeriesKey
 
 MAX_WIDTH = 4000  # buckets; a 4K screen
 DEFAULT_WIDTH = 800
-SUMMARY_BLOCKS = 4096  # blocks per summary; a request uses it when a bucket spans >= 4 blocks
-MIN_BLOCKS_PER_BUCKET = 4
-SUMMARIES_KEPT = 64  # series; about 200 kB each, so the cache stays near 13 MB
+SUMMARY_BLOCKS = 2048  # blocks per summary; a request uses it when a bucket spans >= 2 blocks
+MIN_BLOCKS_PER_BUCKET = 2
+SUMMARIES_KEPT = 64  # series; about 115 kB each, so the cache stays near 7 MB
 PARALLEL_READS = 4  # parts of a long first read; as many as the store's connection pool holds
 NO_EPOCH = -1.0  # epochs are never negative; stands for "no epoch" in the float array
 

@@ -16,6 +16,7 @@ import queue
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,19 +72,39 @@ class DashboardQueries:
         conn.isolation_level = None  # autocommit: no read transaction outlives its statement
         return conn
 
-    def _run(self, sql: str, params: Sequence[Any], fetch: str) -> Any:
-        if self.postgres:
-            sql = sql.replace("?", "%s")
+    @contextmanager
+    def _connection(self) -> Iterator[Any]:
+        """A pooled connection, returned to the pool afterwards."""
         with self._slots:
             try:
                 conn = self._idle.get_nowait()
             except queue.Empty:
                 conn = self._connect()
             try:
-                cursor = conn.execute(sql, tuple(params))
-                return cursor.fetchall() if fetch == "all" else cursor.fetchone()
+                yield conn
             finally:
                 self._idle.put(conn)
+
+    def _sql(self, sql: str) -> str:
+        return sql.replace("?", "%s") if self.postgres else sql
+
+    def _run(self, sql: str, params: Sequence[Any], fetch: str) -> Any:
+        with self._connection() as conn:
+            cursor = conn.execute(self._sql(sql), tuple(params))
+            return cursor.fetchall() if fetch == "all" else cursor.fetchone()
+
+    def _each(self, sql: str, param_rows: Sequence[Sequence[Any]]) -> list[tuple]:
+        """The first row of `sql` for each parameter row, on one connection: SQLite reruns its
+        cached statement; PostgreSQL sends them all in one pipeline (one round trip, not one each)."""
+        with self._connection() as conn:
+            if not self.postgres:
+                return [conn.execute(sql, tuple(params)).fetchone() for params in param_rows]
+            cursor = conn.cursor()
+            cursor.executemany(self._sql(sql), param_rows, returning=True)
+            rows = [cursor.fetchone()]
+            while cursor.nextset():
+                rows.append(cursor.fetchone())
+            return rows
 
     def _all(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
         return self._run(sql, params, "all")
@@ -191,28 +212,29 @@ class DashboardQueries:
         return self._all(sql, params)
 
     def buckets(self, key: SeriesKey, lo: int, width: int, count: int) -> list[tuple]:
-        """Per bucket of `width` steps from `lo`: (min, max, then the bucket's last row).
+        """Per bucket of `width` steps from `lo` that holds points: its last row (step, epoch,
+        walltime_ms, value), then its min and max value.
 
-        Each bucket is answered by index range scans (a correlated subquery per statistic), which
-        on SQLite is several times faster than a GROUP BY that sorts every point."""
-        series = "s.run_id = ? AND s.tag_id = ? AND s.rep = ?"
-        in_bucket = f"{series} AND s.step >= b.lo AND s.step < b.lo + ?"
-        sql = f"""
-            WITH RECURSIVE b(lo) AS (
-                SELECT CAST(? AS BIGINT) UNION ALL SELECT lo + ? FROM b WHERE lo + ? < ?),
-            g AS (
-                SELECT b.lo AS lo,
-                    (SELECT MIN(s.value) FROM scalars s WHERE {in_bucket}) AS lowest,
-                    (SELECT MAX(s.value) FROM scalars s WHERE {in_bucket}) AS highest,
-                    (SELECT s.step FROM scalars s WHERE {in_bucket} ORDER BY s.step DESC LIMIT 1) AS last
-                FROM b)
-            SELECT t.step, t.epoch, t.walltime_ms, t.value, g.lowest, g.highest
-            FROM g JOIN scalars t ON t.run_id = ? AND t.tag_id = ? AND t.rep = ? AND t.step = g.last
-            ORDER BY t.step"""
+        One pass over the points: a statement per bucket computes MIN and MAX in one range scan of
+        the primary key, and the last rows come from one more statement, an index seek per bucket.
+        A single GROUP BY on a computed bucket is slower on both engines (SQLite sorts every point
+        for it, PostgreSQL hashes them), and a subquery per statistic scans every point twice."""
         ids = [key.run_id, key.tag_id, key.rep]
-        end = lo + width * count
-        params = [lo, width, width, end, *([*ids, width] * 3), *ids]
-        return self._all(sql, params)
+        series = "run_id = ? AND tag_id = ? AND rep = ?"
+        extremes = self._each(
+            f"SELECT MIN(value), MAX(value) FROM scalars WHERE {series} AND step >= ? AND step < ?",
+            [(*ids, start, start + width) for start in range(lo, lo + width * count, width)],
+        )
+        last_rows = """
+            WITH RECURSIVE b(lo) AS (
+                SELECT CAST(? AS BIGINT) UNION ALL SELECT lo + ? FROM b WHERE lo + ? < ?)
+            SELECT t.step, t.epoch, t.walltime_ms, t.value
+            FROM b JOIN scalars t ON t.run_id = ? AND t.tag_id = ? AND t.rep = ? AND t.step = (
+                SELECT s.step FROM scalars s WHERE s.run_id = ? AND s.tag_id = ? AND s.rep = ?
+                    AND s.step >= b.lo AND s.step < b.lo + ? ORDER BY s.step DESC LIMIT 1)
+            ORDER BY t.step"""
+        rows = self._all(last_rows, [lo, width, width, lo + width * count, *ids, *ids, width])
+        return [(*row, *extremes[(row[0] - lo) // width]) for row in rows]
 
     def stream_points(self, key: SeriesKey, batch: int = 5000) -> Iterator[tuple]:
         """Every (step, epoch, walltime_ms, value) of a series, fetched in bounded batches."""
