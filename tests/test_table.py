@@ -44,6 +44,14 @@ def test_config_may_be_an_open_file(table):
     assert table.get_config(writer.run_id) == "a: 1"
 
 
+def test_a_duplicate_run_raises_the_public_duplicate_run_error(table):
+    first = start(table)
+    with pytest.raises(tb.DuplicateRunError, match=str(first.run_id)) as raised:
+        start(table)
+    assert raised.type is DuplicateRunError  # the store's own class, importable as tb.DuplicateRunError
+    assert "DuplicateRunError" in tb.__all__
+
+
 def test_same_unique_columns_are_refused_even_when_some_are_null(table):
     first = start(table, comment=None)
     with pytest.raises(DuplicateRunError, match=str(first.run_id)):

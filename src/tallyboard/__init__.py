@@ -14,16 +14,19 @@ __version__ = "0.1.0"
 _LAZY = {
     "ResultTable": "tallyboard.table",
     "NoCommitAction": "tallyboard.table",
+    "DuplicateRunError": "tallyboard.store",
     "LogWriter": "tallyboard.writer",
     "ResultTableEventHandler": "tallyboard.handlers",
 }
 
 __all__ = ["__version__", "monitor", *_LAZY]
 
-if TYPE_CHECKING:  # pragma: no cover
-    from tallyboard.handlers import ResultTableEventHandler
-    from tallyboard.table import NoCommitAction, ResultTable
-    from tallyboard.writer import LogWriter
+if TYPE_CHECKING:  # pragma: no cover; `X as X` marks a re-export for type checkers and linters
+    from tallyboard.handlers import ResultTableEventHandler as ResultTableEventHandler
+    from tallyboard.store import DuplicateRunError as DuplicateRunError
+    from tallyboard.table import NoCommitAction as NoCommitAction
+    from tallyboard.table import ResultTable as ResultTable
+    from tallyboard.writer import LogWriter as LogWriter
 
 
 def __getattr__(name: str) -> Any:
