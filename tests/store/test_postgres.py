@@ -88,6 +88,27 @@ def test_processes_opening_a_new_database_at_once_create_it_once(pg_url):
     assert open_store(pg_url).meta("schema_version") == str(schema.SCHEMA_VERSION)
 
 
+def test_opening_a_ready_table_writes_nothing(pg_url):
+    """So that a role with read access only can open it (e.g. to load runs)."""
+    open_store(pg_url).close()
+    with connect(pg_url) as conn:
+        writes = conn.execute("SELECT count(*) FROM tallyboard_commits").fetchone()
+        open_store(pg_url).close()
+        assert conn.execute("SELECT count(*) FROM tallyboard_commits").fetchone() == writes
+
+
+def test_a_step_logged_again_in_a_later_batch_overwrites_it(pg_url):
+    store = open_store(pg_url)
+    run = store.create_run({"experiment": "e", "start_time": 0.0})
+    store.write_batch(Batch(scalars=[(run, "x", [(0, step, None, 0.0, 1.0) for step in range(10)])]))
+    store.write_batch(Batch(scalars=[(run, "x", [(0, step, 7, 1.0, 2.0) for step in range(5, 15)])]))
+    rows = store.scalars(run, "x")
+    assert [row[1] for row in rows] == list(range(15))
+    assert [row[4] for row in rows] == [1.0] * 5 + [2.0] * 10
+    assert {row[2] for row in rows[5:]} == {7}
+    store.close()
+
+
 def test_a_wrong_url_fails_at_once_with_the_servers_reason(pg_url):
     with pytest.raises(Exception, match="does not exist"):
         PostgresStore(pg_url.replace("/tallyboard_test_", "/no_such_db_"))

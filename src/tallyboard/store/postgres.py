@@ -32,8 +32,8 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg import errors
 
+from tallyboard.store import migrations
 from tallyboard.store.base import WALLTIME_MS_SQL, Batch, ScalarRow, Store, walltime_ms
-from tallyboard.store.migrations import ensure_schema
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -99,13 +99,20 @@ class PostgresStore(Store):
         self._in_transaction = False
         self._commits = 0
         self._connection()  # a wrong URL or a server that is down fails here, at once
-        self._atomic(lambda: self._prepare(unique_columns))
+        if not self._ready():
+            self._atomic(lambda: self._prepare(unique_columns))
+
+    def _ready(self) -> bool:
+        """Whether the tables exist at the current version (then opening needs no write access)."""
+        return self._table_exists("tallyboard_commits") and (
+            migrations.stored_version(self) == migrations.SCHEMA_VERSION
+        )
 
     def _prepare(self, unique_columns: tuple[str, ...]) -> None:
+        """Create or migrate the schema, once however many processes open a new table at once."""
         self._advisory_lock(SCHEMA_LOCK)
         self._execute(COMMITS_DDL)
-        self._prune_commits()
-        ensure_schema(self, DDL_TYPES, unique_columns)  # its _atomic joins this transaction
+        migrations.ensure_schema(self, DDL_TYPES, unique_columns)  # its _atomic joins this transaction
 
     # ---- connection and transactions ----------------------------------------------------------
     def _connection(self) -> psycopg.Connection:
@@ -184,9 +191,9 @@ class PostgresStore(Store):
 
         with self._lock:
             result = self._retry(attempt)
-            self._commits += 1
-            if self._commits % PRUNE_EVERY == 0:
+            if self._commits % PRUNE_EVERY == 0:  # the first write of this store, then every 1000th
                 self._prune_commits()
+            self._commits += 1
             return result
 
     def _commit(self, conn: psycopg.Connection) -> None:
