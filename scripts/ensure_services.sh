@@ -21,6 +21,20 @@ if ! pg_up; then
   for _ in $(seq 1 30); do pg_up && break; sleep 1; done
   pg_up || echo "warning: PostgreSQL did not come up on 127.0.0.1:5432"
 fi
+# The tests log in as postgres without a password (tests/pg_support.py). A freshly installed
+# cluster asks for one on TCP: trust loopback connections (this script is for test machines only)
+# and create the database `test`.
+pg_test_login() { psql -h 127.0.0.1 -U postgres -d test -Atqc 'SELECT 1' >/dev/null 2>&1; }
+if pg_up && ! pg_test_login; then
+  echo "== configuring PostgreSQL for the tests (trust on 127.0.0.1, database test) =="
+  for hba in /etc/postgresql/*/main/pg_hba.conf; do
+    as_root grep -q '^host all postgres 127.0.0.1/32 trust' "$hba" ||
+      as_root sed -i '1i host all postgres 127.0.0.1/32 trust' "$hba"
+  done
+  for v in $(ls /etc/postgresql 2>/dev/null); do as_root pg_ctlcluster "$v" main reload || true; done
+  psql -h 127.0.0.1 -U postgres -d postgres -qc 'CREATE DATABASE test' 2>/dev/null || true
+  pg_test_login || echo "warning: cannot log in to PostgreSQL as postgres on 127.0.0.1 (tests/pg_support.py)"
+fi
 
 if ! command -v chromium >/dev/null; then
   echo "== installing Debian's chromium =="
