@@ -8,6 +8,8 @@ a figure, a renamed column and a hidden one.
 
 from __future__ import annotations
 
+import os
+import subprocess
 from pathlib import Path
 
 import tallyboard as tb
@@ -70,7 +72,26 @@ def log_sample_table(url: str, config_dir: Path) -> None:
 
 
 def sample_table_in(folder: Path) -> str:
-    """The path of a new SQLite file in `folder` holding `log_sample_table`."""
+    """The path of a new SQLite file in `folder` holding `log_sample_table`, logged from a git
+    repository of its own with an uncommitted change: the runs' git commit and diff must not depend
+    on the state of the checkout running the tests (a clean one records an empty diff, which a CSV
+    export cannot tell from none)."""
+    repository = folder / "project"
+    _repository_with_a_change(repository)
     url = str(folder / "results.db")
-    log_sample_table(url, folder)
+    previous = Path.cwd()
+    os.chdir(repository)
+    try:
+        log_sample_table(url, folder)
+    finally:
+        os.chdir(previous)
     return url
+
+
+def _repository_with_a_change(path: Path) -> None:
+    path.mkdir()
+    (path / "train.py").write_text("lr = 0.1\n", encoding="utf-8")
+    author = ["-c", "user.name=tallyboard tests", "-c", "user.email=tests@tallyboard.invalid"]
+    for args in (["init", "-q"], ["add", "train.py"], [*author, "commit", "-q", "-m", "first"]):
+        subprocess.run(["git", *args], cwd=path, check=True, capture_output=True)
+    (path / "train.py").write_text('lr = 0.2  # "tuned", with commas\n', encoding="utf-8")
