@@ -96,6 +96,8 @@ class DashboardQueries:
     def _each(self, sql: str, param_rows: Sequence[Sequence[Any]]) -> list[tuple]:
         """The first row of `sql` for each parameter row, on one connection: SQLite reruns its
         cached statement; PostgreSQL sends them all in one pipeline (one round trip, not one each)."""
+        if not param_rows:
+            return []
         with self._connection() as conn:
             if not self.postgres:
                 return [conn.execute(sql, tuple(params)).fetchone() for params in param_rows]
@@ -220,9 +222,9 @@ class DashboardQueries:
         A single GROUP BY on a computed bucket is slower on both engines (SQLite sorts every point
         for it, PostgreSQL hashes them), and a subquery per statistic scans every point twice."""
         ids = [key.run_id, key.tag_id, key.rep]
-        series = "run_id = ? AND tag_id = ? AND rep = ?"
         extremes = self._each(
-            f"SELECT MIN(value), MAX(value) FROM scalars WHERE {series} AND step >= ? AND step < ?",
+            "SELECT MIN(value), MAX(value) FROM scalars"
+            " WHERE run_id = ? AND tag_id = ? AND rep = ? AND step >= ? AND step < ?",
             [(*ids, start, start + width) for start in range(lo, lo + width * count, width)],
         )
         last_rows = """
