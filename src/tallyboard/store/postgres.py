@@ -134,7 +134,10 @@ class PostgresStore(Store):
         conn = self._conn
         if conn is None:  # reconnecting failed
             return not any(reason in str(error) for reason in _PERMANENT)
-        return isinstance(error, _LOST) or conn.closed or conn.broken
+        # No SQLSTATE: the client gave up on the connection mid-protocol (e.g. "cannot exit pipeline
+        # mode while busy" after the server vanished during executemany): it cannot be trusted again.
+        state = error.sqlstate
+        return isinstance(error, _LOST) or conn.closed or conn.broken or state is None or state[:2] == "08"
 
     def _retry(self, attempt: Callable[[], T]) -> T:
         """Run `attempt` until it succeeds; reconnect when the connection was lost (for up to
