@@ -11,7 +11,7 @@ import pytest
 
 import tallyboard as tb
 from tallyboard.sink import end_runs
-from tallyboard.store import DuplicateRunError, StoreError
+from tallyboard.store import DuplicateRunError, StoreError, open_store
 
 
 @pytest.fixture
@@ -84,6 +84,20 @@ def test_unique_columns_are_fixed_at_creation(db_url):
         tb.ResultTable(db_url, unique_columns=("experiment",))
     with pytest.raises(ValueError, match="invalid unique column"):
         tb.ResultTable(db_url + "2", unique_columns=("colour",))
+
+
+@pytest.mark.parametrize("created_by", ["open_store", "unique_columns=()"])
+def test_a_table_created_without_unique_columns_checks_no_uniqueness(db_url, created_by):
+    if created_by == "open_store":
+        open_store(db_url).close()  # records an empty list of unique columns
+        table = tb.ResultTable(db_url, nocommit_action=tb.NoCommitAction.NOP)
+    else:
+        table = tb.ResultTable(db_url, nocommit_action=tb.NoCommitAction.NOP, unique_columns=())
+    assert table.unique_columns == ()
+    first, second = start(table), start(table)
+    assert second.run_id > first.run_id
+    first.close()
+    second.close()
 
 
 def test_debug_runs_replace_each_other_and_skip_git(table):

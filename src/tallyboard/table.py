@@ -72,7 +72,7 @@ class ResultTable:
         self.db_path = db_path if isinstance(db_path, str) and "://" in db_path else os.fspath(db_path)
         self.nocommit_action = NoCommitAction(nocommit_action)
         self.commit_interval = commit_interval
-        self._store = open_store(self.db_path, wanted or DEFAULT_UNIQUE_COLUMNS)
+        self._store = open_store(self.db_path, DEFAULT_UNIQUE_COLUMNS if wanted is None else wanted)
         stored = tuple(json.loads(self._store.meta("unique_columns") or "[]"))
         if wanted is not None and set(wanted) != set(stored):
             self._store.close()
@@ -110,7 +110,11 @@ class ResultTable:
             fields["git_commit"], fields["git_diff"] = git.commit, git.diff
         return fields
 
-    def _unique_key(self, fields: dict[str, Any]) -> str:
+    def _unique_key(self, fields: dict[str, Any]) -> str | None:
+        """The run's values of the unique columns; None (no check) for a table without any."""
+        if not self.unique_columns:
+            return None
+
         def canonical(name: str) -> Any:
             if name == "cli" and fields["cli"] is not None:  # key order must not make runs distinct
                 return json.dumps(json.loads(fields["cli"]), sort_keys=True)
