@@ -94,6 +94,29 @@ def test_a_given_walltime_is_kept_to_the_nearest_millisecond(run, walltime, kept
     assert run.get_scalar_arrays("x", columns=("walltime",))["walltime"].tolist() == [kept]
 
 
+@pytest.mark.parametrize(
+    ("walltime", "error"),
+    [
+        (math.inf, ValueError),
+        (-math.inf, ValueError),
+        (math.nan, ValueError),
+        (1e300, ValueError),  # finite, but its milliseconds overflow the database's 64-bit integer
+        ("12.5", TypeError),
+        ([1.0], TypeError),
+        (object(), TypeError),
+        (torch.ones(2), TypeError),
+    ],
+)
+def test_a_bad_walltime_is_refused_at_the_call_and_the_run_keeps_working(run, walltime, error):
+    run.add_scalar("good", 1.0)
+    with pytest.raises(error, match=r"'bad/tag'.*walltime"):
+        run.add_scalar("bad/tag", 1.0, walltime=walltime)
+    run.add_scalar("good", 2.0)
+    run.add_scalar("bad/tag", 3.0)
+    assert values(run, "good") == [(0, 0, 1.0), (0, 1, 2.0)]  # the commit went through
+    assert values(run, "bad/tag") == [(0, 0, 3.0)]  # the refused call took no step
+
+
 def test_walltime_is_seconds_since_the_repetition_started(run, monkeypatch):
     now = [run._rep_start + 2.5]
     monkeypatch.setattr(writer_module, "_clock", lambda: now[0])

@@ -26,6 +26,8 @@ Status = Literal["running", "finished", "failed"]
 STATUSES = ("running", "finished", "failed")
 END_STATUSES = ("finished", "failed")
 _clock = time.perf_counter
+# Seconds whose milliseconds still fit the databases' 64-bit `walltime_ms` (about 290 million years).
+MAX_WALLTIME = 9.2e15
 
 
 @dataclass(slots=True)
@@ -77,6 +79,24 @@ def _to_float(tag: str, value: Any) -> float:
         raise TypeError(
             f"add_scalar({tag!r}): cannot log {type(value).__name__} as a scalar: {error}"
         ) from None
+
+
+def _to_walltime(tag: str, value: Any) -> float:
+    """A walltime the user gave, checked here: a value the database cannot store would otherwise
+    fail every commit of its batch in the writer thread, far from the call that caused it."""
+    try:
+        if isinstance(value, (str, bytes, bytearray)):
+            raise TypeError("text is not a number")
+        seconds = float(value)
+    except (TypeError, ValueError, RuntimeError):  # e.g. a tensor of several values
+        raise TypeError(
+            f"add_scalar({tag!r}): walltime must be seconds as a number, got {type(value).__name__}"
+        ) from None
+    if not abs(seconds) <= MAX_WALLTIME:  # NaN fails this too
+        raise ValueError(
+            f"add_scalar({tag!r}): walltime must be finite seconds up to {MAX_WALLTIME:g}, got {seconds!r}"
+        )
+    return seconds
 
 
 def _to_int(what: str, value: Any) -> int:
@@ -190,7 +210,7 @@ class LogWriter:
             step = _to_int(f"add_scalar({tag!r}) step", step)
         if epoch is not None and type(epoch) is not int:
             epoch = _to_int(f"add_scalar({tag!r}) epoch", epoch)
-        walltime = _clock() - self._rep_start if walltime is None else float(walltime)
+        walltime = _clock() - self._rep_start if walltime is None else _to_walltime(tag, walltime)
         calls = series.calls
         series.calls = calls + 1
         if self._keep_each != 1 and calls % self._keep_each:
