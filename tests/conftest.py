@@ -21,8 +21,6 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "db_url" in metafunc.fixturenames:
         module = metafunc.module.__name__.rpartition(".")[2]
         engines = ["sqlite"] if module in SQLITE_ONLY else ["sqlite", "postgres"]
-        if module.startswith("test_postgres"):  # SQLite's store tests, run again on PostgreSQL
-            engines = ["postgres"]
         metafunc.parametrize("db_url", engines, indirect=True)
 
 
