@@ -81,7 +81,7 @@ def test_buckets_hold_the_min_max_and_last_point_of_their_steps(db_url):
             run.add_scalar("loss", value, step=step, epoch=step // 10)
     table.close()
     queries = DashboardQueries(db_url)
-    rows = queries.buckets(key_of(queries, "loss"), 0, 5, 8)  # buckets of 5 steps from step 0
+    rows = queries.buckets(key_of(queries, "loss"), 0, 39, 5)  # buckets of 5 steps from step 0
     queries.close()
     assert [(step, epoch, value, low, high) for step, epoch, _, value, low, high in rows] == [
         (4, 0, 0.0, 0.0, 3.0),

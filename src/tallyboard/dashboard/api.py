@@ -18,7 +18,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from tallyboard.dashboard import params
-from tallyboard.dashboard.downsample import DEFAULT_WIDTH, MAX_WIDTH, Downsampler, Series, raw_after
+from tallyboard.dashboard.downsample import DEFAULT_WIDTH, MAX_WIDTH, Downsampler, Series, grid, raw_after
 from tallyboard.dashboard.params import BadRequest, Json
 from tallyboard.dashboard.runs_table import RunsTable
 from tallyboard.run_filter import FilterError
@@ -221,7 +221,8 @@ def series(request: Request) -> Response:
             data = dash.downsampler.series(key, lo, hi, width, first, last)
         out.append(_series_json(key, name, start, last, data.to_json()))
     bucket = max(s["bucket"] for s in out)
-    return Json({"lo": lo, "hi": hi, "bucket": bucket, "series": out})
+    origin = grid(lo, hi, width)[0] if bucket > 1 else lo  # where bucket 0 starts
+    return Json({"lo": origin, "hi": hi, "bucket": bucket, "series": out})
 
 
 def _series_json(key: SeriesKey, name: str, start: float, last: int, data: dict) -> dict[str, Any]:

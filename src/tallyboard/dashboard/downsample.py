@@ -6,32 +6,26 @@ minimum, maximum and last point, so a spike survives as the band around the line
 sampling (TensorBoard's reservoir) would drop it. Zooming asks again for a narrower step range,
 which comes back at full resolution once it holds no more than two points per pixel.
 
-A long series is read once, in one pass over its points (`DashboardQueries.buckets`), into a
-summary of ~2,048 blocks (min, max and last point per block, in compact arrays); later requests
-at any width, and live growth, are answered from the summary (and the few new blocks), not by
-scanning the million rows again. Requests finer than the summary (deep zooms) read the range
-itself, which is then small.
+Buckets are exact (the MIN, MAX and last row of their steps) and cheap however long the series:
+once a bucket would span half a `scalar_blocks` block or more, its width is rounded up to whole
+blocks and the buckets are laid on block boundaries (`grid`), so `DashboardQueries.buckets` reads
+one summary row per 1,024 steps and only the two blocks cut by the ends of the range from the
+points themselves. The price is at most half the asked resolution (a bucket of 600 steps becomes
+one of 1,024). Narrower buckets read their range directly, which is then at most 512 steps a
+bucket. Nothing is cached: the store's block summaries are kept up to date by the writer.
 """
 
 from __future__ import annotations
 
 import math
-import threading
-from array import array
-from collections import OrderedDict
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 from tallyboard.store.queries import DashboardQueries, SeriesKey
+from tallyboard.store.schema import BLOCK_BITS, BLOCK_STEPS
 
 MAX_WIDTH = 4000  # buckets; a 4K screen
 DEFAULT_WIDTH = 800
-SUMMARY_BLOCKS = 2048  # blocks per summary; a request uses it when a bucket spans >= 2 blocks
-MIN_BLOCKS_PER_BUCKET = 2
-SUMMARIES_KEPT = 64  # series; about 115 kB each, so the cache stays near 7 MB
-PARALLEL_READS = 4  # parts of a long first read; as many as the store's connection pool holds
-NO_EPOCH = -1.0  # epochs are never negative; stands for "no epoch" in the float array
 
 
 @dataclass
@@ -80,126 +74,36 @@ def bucket_width(lo: int, hi: int, width: int) -> int:
     return max(1, math.ceil((hi - lo + 1) / width))
 
 
-class _Summary:
-    """Min, max and last point per block of `block` steps (blocks at multiples of `block`)."""
-
-    def __init__(self, block: int) -> None:
-        self.block = block
-        self.index = array("q")  # block number = step // block
-        self.step = array("q")  # last step in the block
-        self.epoch = array("d")
-        self.wall = array("d")  # ms
-        self.value = array("d")
-        self.low = array("d")
-        self.high = array("d")
-        self.covered = -(2**62)  # last step read
-
-    def extend(
-        self,
-        queries: DashboardQueries,
-        key: SeriesKey,
-        first_step: int,
-        last_step: int,
-        pool: ThreadPoolExecutor,
-    ) -> None:
-        """Read the blocks from the one holding `covered` (it may have grown) up to `last_step`.
-
-        A long read is split into parts read in parallel on the store's pooled connections (the
-        database drivers release the GIL while a query runs), so a first view scales with cores."""
-        start = max(self.covered, first_step) // self.block
-        while self.index and self.index[-1] >= start:
-            for column in (self.index, self.step, self.epoch, self.wall, self.value, self.low, self.high):
-                column.pop()
-        count = last_step // self.block - start + 1
-        parts = PARALLEL_READS if count >= SUMMARY_BLOCKS // 4 else 1
-        size = math.ceil(count / parts)
-        firsts = range(start, start + count, size)
-        reads = pool.map(
-            lambda first: queries.buckets(
-                key, first * self.block, self.block, min(size, start + count - first)
-            ),
-            firsts,
-        )
-        nan = math.nan
-        for step, epoch, wall_ms, value, low, high in (row for rows in reads for row in rows):
-            self.index.append(step // self.block)
-            self.step.append(step)
-            self.epoch.append(NO_EPOCH if epoch is None else epoch)
-            self.wall.append(wall_ms)
-            self.value.append(nan if value is None else value)
-            self.low.append(nan if low is None else low)
-            self.high.append(nan if high is None else high)
-        self.covered = last_step
-
-    def answer(self, lo: int, hi: int, span: int) -> Series:
-        """Merge blocks into buckets of `span` steps from `lo` (a block goes where it starts)."""
-        out = Series(bucket=span)
-        current = None
-        for i, block in enumerate(self.index):
-            start = block * self.block
-            if self.step[i] < lo or start > hi:
-                continue
-            bucket = (max(start, lo) - lo) // span
-            low, high = _none(self.low[i]), _none(self.high[i])
-            if bucket != current:
-                current = bucket
-                out.add((self.step[i], self._epoch(i), self.wall[i], _none(self.value[i]), low, high))
-                continue
-            out.step[-1], out.epoch[-1], out.wall[-1] = self.step[i], self._epoch(i), self.wall[i] / 1000.0
-            out.value[-1] = _none(self.value[i])
-            out.low[-1] = _pick(min, out.low[-1], low)
-            out.high[-1] = _pick(max, out.high[-1], high)
-        return out
-
-    def _epoch(self, i: int) -> int | None:
-        return None if self.epoch[i] == NO_EPOCH else int(self.epoch[i])
-
-
-def _none(value: float) -> float | None:
-    return None if math.isnan(value) else value
-
-
-def _pick(choose, a: float | None, b: float | None) -> float | None:
-    if a is None or b is None:
-        return b if a is None else a
-    return choose(a, b)
+def grid(lo: int, hi: int, width: int) -> tuple[int, int]:
+    """(origin, span): the buckets [origin + k * span, origin + (k + 1) * span) that cover [lo, hi]
+    in at most `width` buckets. Spans of half a block or more are whole blocks from a block
+    boundary, so that every bucket but the first and last is made of whole blocks."""
+    width = max(1, min(width, MAX_WIDTH))
+    if bucket_width(lo, hi, width) < BLOCK_STEPS // 2:
+        return lo, bucket_width(lo, hi, width)
+    origin = lo >> BLOCK_BITS << BLOCK_BITS
+    return origin, -(-bucket_width(origin, hi, width) >> BLOCK_BITS) << BLOCK_BITS
 
 
 class Downsampler:
-    """Reads series through the store at pixel resolution, keeping summaries of long series."""
+    """Reads series through the store at pixel resolution."""
 
     def __init__(self, queries: DashboardQueries) -> None:
         self.queries = queries
-        self._summaries: OrderedDict[SeriesKey, _Summary] = OrderedDict()
-        self._lock = threading.Lock()
-        self._readers = ThreadPoolExecutor(PARALLEL_READS, thread_name_prefix="tallyboard-summary")
 
     def series(self, key: SeriesKey, lo: int, hi: int, width: int, first_step: int, last_step: int) -> Series:
-        """The points of `key` with lo <= step <= hi at `width` buckets (raw when they fit).
-        `first_step`/`last_step` are the series' own bounds (they tell growth and length)."""
-        width = max(1, min(width, MAX_WIDTH))
-        span = bucket_width(lo, hi, width)
+        """The points of `key` with lo <= step <= hi in buckets of `grid(lo, hi, width)` (raw
+        points when a bucket would hold at most two steps). `first_step`/`last_step` are the
+        series' own bounds: series of one chart share the grid of its whole range, and each reads
+        only its own part of it."""
+        origin, span = grid(lo, hi, width)
+        lo, hi = max(lo, first_step), min(hi, last_step)
         if span <= 2:  # at most two steps per pixel: every point fits
             return _raw(self.queries.points(key, lo, hi))
-        block = max(1, math.ceil((last_step - first_step + 1) / SUMMARY_BLOCKS))
-        if span < MIN_BLOCKS_PER_BUCKET * block or last_step - first_step < SUMMARY_BLOCKS:
-            out = Series(bucket=span)
-            for row in self.queries.buckets(key, lo, span, math.ceil((hi - lo + 1) / span)):
-                out.add(row)
-            return out
-        return self._summary(key, block, first_step, last_step).answer(lo, hi, span)
-
-    def _summary(self, key: SeriesKey, block: int, first_step: int, last_step: int) -> _Summary:
-        with self._lock:
-            summary = self._summaries.get(key)
-            if summary is None or block > 2 * summary.block:  # new, or the series outgrew it
-                summary = self._summaries[key] = _Summary(block)
-            self._summaries.move_to_end(key)
-            while len(self._summaries) > SUMMARIES_KEPT:
-                self._summaries.popitem(last=False)
-            if summary.covered < last_step:
-                summary.extend(self.queries, key, first_step, last_step, self._readers)
-            return summary
+        out = Series(bucket=span)
+        for row in self.queries.buckets(key, lo, hi, span, origin):
+            out.add(row)
+        return out
 
 
 def raw_after(queries: DashboardQueries, key: SeriesKey, after: int, limit: int) -> tuple[Series, bool]:

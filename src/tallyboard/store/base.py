@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from tallyboard.store.schema import RUN_COLUMNS
+from tallyboard.store.schema import BLOCK_BITS, REBUILD_BLOCKS, RUN_COLUMNS
 
 T = TypeVar("T")
 
@@ -91,6 +91,8 @@ class Column:
 # Columns of `runs` a caller may edit through `update_run`, so no other name ever reaches the SQL.
 EDITABLE_RUN_FIELDS = frozenset({"note", "tag", "color", "status", "hidden", "end_time"})
 RUN_FIELDS = (*(name for name, _, _ in RUN_COLUMNS), "config_content", "unique_key", "updated_at")
+# Tables that hold a run's rows, children first: what deleting a run clears.
+RUN_TABLES = ("scalars", "scalar_blocks", "media", "texts", "hparams", "results", "repetitions", "runs")
 _SCALAR_COLUMNS = {name: name for name in ("rep", "step", "epoch", "walltime_ms", "value")}
 _SCALAR_COLUMNS["value_or_nan"] = "COALESCE(value, 'nan')"
 _SCALAR_COLUMNS["epoch_or_minus_one"] = "COALESCE(epoch, -1)"
@@ -99,6 +101,19 @@ _TEXT_COLUMNS = "x.text_id, x.step, x.epoch, x.rep, t.name, x.walltime_ms, x.con
 # Seconds -> whole milliseconds, to the nearest (halves away from zero): SQLite's ROUND adds 0.5 to
 # the magnitude and truncates; `walltime_ms` does that same float arithmetic, for engines that COPY.
 WALLTIME_MS_SQL = "CAST(ROUND(? * 1000) AS BIGINT)"
+
+
+def touched_blocks(rows: Iterable[ScalarRow]) -> list[tuple[int, int, int]]:
+    """(rep, first step, end step) of each run of consecutive `scalar_blocks` blocks that `rows`
+    fall in, whole blocks: what a write must recompute (one range scan each, usually one)."""
+    spans: list[list[int]] = []
+    for rep, block in sorted({(row[0], row[1] >> BLOCK_BITS) for row in rows}):
+        start = block << BLOCK_BITS
+        if spans and spans[-1][0] == rep and spans[-1][2] == start:
+            spans[-1][2] = start + (1 << BLOCK_BITS)
+        else:
+            spans.append([rep, start, start + (1 << BLOCK_BITS)])
+    return [(rep, first, end) for rep, first, end in spans]
 
 
 def walltime_ms(seconds: float) -> int:
@@ -194,7 +209,7 @@ class Store(ABC):
             return self._atomic(insert)
 
     def _delete_run(self, run_id: int) -> None:
-        for table in ("scalars", "media", "texts", "hparams", "results", "repetitions", "runs"):
+        for table in RUN_TABLES:
             self._execute(f"DELETE FROM {table} WHERE run_id = ?", (run_id,))
 
     def update_run(self, run_id: int, **values: Any) -> None:
@@ -302,6 +317,8 @@ class Store(ABC):
                 " walltime_ms = excluded.walltime_ms, value = excluded.value",
                 rows,
             )
+        if batch.scalars:
+            self._rebuild_blocks([(run_id, tag_id(tag), rows) for run_id, tag, rows in batch.scalars])
         if batch.media:
             self._executemany(
                 "INSERT INTO media (run_id, tag_id, rep, step, epoch, walltime_ms, kind, width, height, png)"
@@ -339,6 +356,18 @@ class Store(ABC):
             )
         for run_id, values in batch.run_updates:
             self._update_run(run_id, values)
+
+    def _rebuild_blocks(self, series: list[tuple[int, int, list[ScalarRow]]]) -> None:
+        """Recompute, from `scalars`, the `scalar_blocks` rows of the blocks that the rows of
+        `series` ((run_id, tag_id, rows) each) were written to: one statement for the batch.
+
+        Recomputed rather than merged with the new values: a step logged again with another value
+        must not leave its old value as a block's extreme, and MIN/MAX skip NaN (NULL) alike on
+        both engines. It re-reads at most the rest of the first and last block a series touched."""
+        self._executemany(
+            REBUILD_BLOCKS.format(where="run_id = ? AND tag_id = ? AND rep = ? AND step >= ? AND step < ?"),
+            [(run_id, tag_id, *span) for run_id, tag_id, rows in series for span in touched_blocks(rows)],
+        )
 
     # ---- reads of logged records --------------------------------------------------------------
     def tag_names(self, run_id: int, table: str = "scalars") -> list[str]:

@@ -31,6 +31,10 @@ TABLES: tuple[tuple[str, tuple[str, ...], tuple[str, ...], int], ...] = (
     ("results", ("run_id", "name"), ("value",), 10_000),
     ("columns", ("name",), ("kind", "alias", "position"), 10_000),
     ("scalars", ("run_id", "tag_id", "rep", "step"), ("epoch", "walltime_ms", "value"), 50_000),
+    # Block summaries are copied like any row: the source's are consistent with its scalars, and
+    # every block of a copied series comes along (a destination block whose scalars the source no
+    # longer has can only belong to a debug run, which `_refuse_conflicts` deletes whole).
+    ("scalar_blocks", ("run_id", "tag_id", "rep", "block"), ("lowest", "highest"), 50_000),
     ("media", ("media_id",), (*_RECORD, "width", "height", "png"), 200),
     ("texts", ("text_id",), (*_RECORD, "content"), 2_000),
 )

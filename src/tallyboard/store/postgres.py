@@ -246,9 +246,9 @@ class PostgresStore(Store):
     def _write(self, batch: Batch, new_tags: dict[str, int]) -> None:
         super()._write(replace(batch, scalars=[]), new_tags)
         if batch.scalars:
-            self._write_scalars(
-                batch.scalars, self._intern_tags([tag for _, tag, _ in batch.scalars], new_tags)
-            )
+            tag_ids = self._intern_tags([tag for _, tag, _ in batch.scalars], new_tags)
+            self._write_scalars(batch.scalars, tag_ids)
+            self._rebuild_blocks([(run_id, tag_ids[tag], rows) for run_id, tag, rows in batch.scalars])
 
     def _intern_tags(self, names: list[str], new_tags: dict[str, int]) -> dict[str, int]:
         """{name: tag_id} for `names`, inserting the missing ones (sorted, so that two writers

@@ -20,6 +20,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from tallyboard.store.schema import BLOCK_BITS
+
 RUN_FIELDS = (
     "run_id", "experiment", "config_path", "config_hash", "comment", "note", "tag", "color", "status",
     "start_time", "end_time", "hidden", "updated_at",
@@ -213,30 +215,67 @@ class DashboardQueries:
             params.append(limit)
         return self._all(sql, params)
 
-    def buckets(self, key: SeriesKey, lo: int, width: int, count: int) -> list[tuple]:
-        """Per bucket of `width` steps from `lo` that holds points: its last row (step, epoch,
-        walltime_ms, value), then its min and max value.
+    def buckets(self, key: SeriesKey, lo: int, hi: int, span: int, origin: int | None = None) -> list[tuple]:
+        """Per bucket that holds points, its last row (step, epoch, walltime_ms, value), then its
+        min and max value. Bucket k holds the steps of [origin + k * span, origin + (k + 1) * span)
+        that lie in [lo, hi]; `origin` defaults to `lo`. Exactly what MIN, MAX and ORDER BY step
+        over the bucket's rows give (NaN, stored as NULL, is skipped; a NaN-only bucket has None).
 
-        One pass over the points: a statement per bucket computes MIN and MAX in one range scan of
-        the primary key, and the last rows come from one more statement, an index seek per bucket.
-        A single GROUP BY on a computed bucket is slower on both engines (SQLite sorts every point
-        for it, PostgreSQL hashes them), and a subquery per statistic scans every point twice."""
+        Whole `scalar_blocks` blocks inside a bucket are read from their summary row (one range
+        scan for all of them); only the parts of a bucket that cover a block partly are read from
+        `scalars` (one MIN/MAX range scan each). With `origin` and `span` multiples of
+        `BLOCK_STEPS` that is at most the two blocks at the ends of [lo, hi]: a million points
+        cost ~1,000 summary rows plus an index seek per bucket for its last row."""
+        origin = lo if origin is None else origin
+        first, last = (lo - origin) // span, (hi - origin) // span
+        partial: list[tuple[int, int, int]] = []  # (bucket, start, stop) read from `scalars`
+        whole: dict[int, tuple[int, int]] = {}  # bucket -> its whole blocks [first, stop)
+        for k in range(first, last + 1):
+            start, stop = max(origin + k * span, lo), min(origin + (k + 1) * span, hi + 1)
+            block_start, block_stop = -(-start >> BLOCK_BITS), stop >> BLOCK_BITS
+            if block_stop <= block_start:
+                partial.append((k, start, stop))
+                continue
+            whole[k] = (block_start, block_stop)
+            partial += [(k, start, block_start << BLOCK_BITS), (k, block_stop << BLOCK_BITS, stop)]
         ids = [key.run_id, key.tag_id, key.rep]
+        partial = [piece for piece in partial if piece[1] < piece[2]]
         extremes = self._each(
             "SELECT MIN(value), MAX(value) FROM scalars"
             " WHERE run_id = ? AND tag_id = ? AND rep = ? AND step >= ? AND step < ?",
-            [(*ids, start, start + width) for start in range(lo, lo + width * count, width)],
+            [(*ids, start, stop) for _, start, stop in partial],
         )
+        low: dict[int, float | None] = {}
+        high: dict[int, float | None] = {}
+
+        def merge(k: int, lowest: float | None, highest: float | None) -> None:
+            low[k], high[k] = _extreme(min, low.get(k), lowest), _extreme(max, high.get(k), highest)
+
+        for (k, _, _), (lowest, highest) in zip(partial, extremes, strict=True):
+            merge(k, lowest, highest)
+        if whole:
+            for block, lowest, highest in self._all(
+                "SELECT block, lowest, highest FROM scalar_blocks"
+                " WHERE run_id = ? AND tag_id = ? AND rep = ? AND block >= ? AND block < ? ORDER BY block",
+                [*ids, min(b for b, _ in whole.values()), max(b for _, b in whole.values())],
+            ):
+                k = ((block << BLOCK_BITS) - origin) // span
+                inside = whole.get(k)  # a block cut by a bucket edge was read from `scalars`
+                if inside is not None and inside[0] <= block < inside[1]:
+                    merge(k, lowest, highest)
         last_rows = """
             WITH RECURSIVE b(lo) AS (
-                SELECT CAST(? AS BIGINT) UNION ALL SELECT lo + ? FROM b WHERE lo + ? < ?)
+                SELECT CAST(? AS BIGINT) UNION ALL SELECT lo + ? FROM b WHERE lo + ? <= ?)
             SELECT t.step, t.epoch, t.walltime_ms, t.value
             FROM b JOIN scalars t ON t.run_id = ? AND t.tag_id = ? AND t.rep = ? AND t.step = (
                 SELECT s.step FROM scalars s WHERE s.run_id = ? AND s.tag_id = ? AND s.rep = ?
-                    AND s.step >= b.lo AND s.step < b.lo + ? ORDER BY s.step DESC LIMIT 1)
+                    AND s.step >= b.lo AND s.step >= ? AND s.step < b.lo + ? AND s.step <= ?
+                ORDER BY s.step DESC LIMIT 1)
             ORDER BY t.step"""
-        rows = self._all(last_rows, [lo, width, width, lo + width * count, *ids, *ids, width])
-        return [(*row, *extremes[(row[0] - lo) // width]) for row in rows]
+        first_start = origin + first * span
+        rows = self._all(last_rows, [first_start, span, span, hi, *ids, *ids, lo, span, hi])
+        buckets = [(row[0] - origin) // span for row in rows]
+        return [(*row, low[k], high[k]) for row, k in zip(rows, buckets, strict=True)]
 
     def stream_points(self, key: SeriesKey, batch: int = 5000) -> Iterator[tuple]:
         """Every (step, epoch, walltime_ms, value) of a series, fetched in bounded batches."""
@@ -286,6 +325,13 @@ class DashboardQueries:
     def fragment(self, text_id: int) -> str | None:
         row = self._one("SELECT content FROM texts WHERE text_id = ? AND kind = 'fragment'", [text_id])
         return None if row is None else row[0]
+
+
+def _extreme(choose, a: float | None, b: float | None) -> float | None:
+    """min or max of two extremes where None (no finite-or-infinite value: NaN only) loses."""
+    if a is None or b is None:
+        return b if a is None else a
+    return choose(a, b)
 
 
 def _json_value(text: str) -> Any:
