@@ -1,5 +1,6 @@
 """The background sink: nothing appended is lost or doubled, flush means committed, errors are loud."""
 
+import os
 import signal
 import sys
 import threading
@@ -107,6 +108,20 @@ def test_a_thread_dying_fails_only_the_runs_it_started(db_url):
     assert (started[0].status, main_run.status, finished.status) == ("failed", "running", "finished")
     assert [s.value for s in started[0].get_scalar("x")] == [1.0]
     main_run.close()
+
+
+def test_exit_paths_leave_alone_a_run_that_another_process_opened(db_url):
+    """What a forked child holds: copies of its parent's runs (tests/crash has the real fork)."""
+    table = tb.ResultTable(db_url, nocommit_action=tb.NoCommitAction.NOP)
+    parents = table.new_run("parent", auto_log_plt=False)
+    parents.pid = os.getpid() + 1  # opened by another process
+    sink_module.end_runs("failed")  # what atexit and SIGTERM do
+    assert parents.status == "running"
+    parents.close()  # what leaving a with block does: the copy only becomes read-only
+    assert parents.status == "running"
+    with pytest.raises(RuntimeError, match="read-only"):
+        parents.add_scalar("x", 1.0)
+    sink_module.closed(parents)
 
 
 def test_one_sink_per_database_per_process_until_it_is_idle_without_runs(db_url, tmp_path, monkeypatch):

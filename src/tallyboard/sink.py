@@ -16,6 +16,10 @@ Why it is built this way:
 - Exit paths: `atexit`, SIGTERM and uncaught exceptions (main thread or any thread) end the open
   runs they concern (see `end_runs`) and drain the queue; the hooks are installed while at least
   one run is open and restored when the last one closes.
+- A forked child (a DataLoader worker, `os.fork()`) inherits copies of the parent's runs, sinks and
+  hooks. The parent's runs are the parent's to end: the exit paths compare `os.getpid()` with the
+  process that opened the run, so a child leaving a `with` block or running its atexit hooks
+  neither marks them failed nor drains the parent's sink (whose thread the child does not have).
 """
 
 from __future__ import annotations
@@ -215,6 +219,7 @@ class OpenRun(Protocol):
     """What the exit hooks need of a LogWriter."""
 
     owner: int  # ident of the thread that created the run
+    pid: int  # the process that created it
 
     def _end(self, status: str) -> None: ...
 
@@ -240,9 +245,14 @@ def closed(run: OpenRun) -> None:
 
 
 def end_runs(status: str, thread_ident: int | None = None) -> None:
-    """End the open runs (those created by `thread_ident`, or all) with `status`, durably."""
+    """End this process's open runs (those created by `thread_ident`, or all) with `status`, durably."""
+    pid = os.getpid()
     with _hooks_lock:
-        runs = [r for r in _open_runs.values() if thread_ident is None or r.owner == thread_ident]
+        runs = [
+            r
+            for r in _open_runs.values()
+            if r.pid == pid and (thread_ident is None or r.owner == thread_ident)
+        ]
     for run in runs:
         try:
             run._end(status)
@@ -281,11 +291,14 @@ def _at_exit() -> None:
 
 def _forget_parent() -> None:
     """In a forked child (e.g. a DataLoader worker) the parent's sinks have no thread and its runs
-    are not ours to end: start from nothing, with fresh locks in case one was held at the fork."""
+    are not ours to end: start from nothing, with fresh locks in case one was held at the fork, and
+    the hooks that were there before ours, so the child's first run installs them afresh."""
     global _sinks_lock, _hooks_lock
     _sinks_lock, _hooks_lock = threading.RLock(), threading.RLock()
     _sinks.clear()
-    _open_runs.clear()
+    if _open_runs:  # our hooks are installed while runs are open
+        _open_runs.clear()
+        _uninstall_hooks()
 
 
 os.register_at_fork(after_in_child=_forget_parent)

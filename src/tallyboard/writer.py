@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import operator
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -171,6 +172,7 @@ class LogWriter:
         self._rep = 0
         self._rep_start = _clock()
         self.owner = threading.get_ident()
+        self.pid = os.getpid()
         self._stoppers: list[Callable[[], None]] = []
         self._tracker: Any = None  # media.FigureTracker, shared by the plt.show hook and manual calls
         self._chosen_end: str | None = None  # an end status the user set; close() keeps it
@@ -412,8 +414,12 @@ class LogWriter:
             self._sink.flush()
 
     def _end(self, status: str) -> None:
-        """Final status + end time, drain, become read-only; a second end is a no-op."""
+        """Final status + end time, drain, become read-only; a second end is a no-op. In a forked
+        child the run is the parent's to end: the child's copy only becomes read-only."""
         if self._read_only:
+            return
+        if self.pid != os.getpid():
+            self._read_only = True
             return
         for stop in self._stoppers:  # e.g. the system-metrics thread, which may still be logging
             stop()

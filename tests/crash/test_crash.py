@@ -196,3 +196,31 @@ def test_a_forked_child_neither_ends_nor_writes_through_the_parents_run(db_url):
     assert code == 0, err
     assert "could not record" not in err
     assert runs(db_url) == {1: ("parent", "finished", 400), 2: ("child", "finished", 200)}
+
+
+def test_a_forked_child_leaving_a_with_block_and_exiting_ends_only_its_own_run(db_url):
+    body = """
+        parent = table.new_run("parent")
+        log(parent, 100)
+        with table.new_run("block") as block:
+            log(block, 50)
+            pid = os.fork()
+            if pid == 0:  # the child: a run of its own, then out through the with block and atexit
+                own = table.new_run("child")
+                log(own, 20)
+                own.flush()
+                sys.exit(0)
+            _, status = os.waitpid(pid, 0)
+            print("child exit code", os.waitstatus_to_exitcode(status), flush=True)
+            log(block, 50, tag="after")
+        log(parent, 300, tag="after")
+        parent.write_result(acc=1.0)
+    """
+    code, out, err = finish(launch(db_url, body))
+    assert (code, out) == (0, "child exit code 0\n"), err
+    assert "Traceback" not in err
+    assert runs(db_url) == {
+        1: ("parent", "finished", 400),
+        2: ("block", "finished", 100),
+        3: ("child", "failed", 20),  # left open by the child: its atexit ended it, and only it
+    }
