@@ -101,7 +101,7 @@ def test_blocks_equal_min_and_max_of_their_scalars(logged):
         (-1500, 20_039, BLOCK_STEPS, -2048),  # whole blocks, the first one cut by lo
         (-1500, 20_039, 3 * BLOCK_STEPS, -2048),
         (100, 8_999, 2 * BLOCK_STEPS, 0),  # a zoomed range: both ends cut a block
-        (1_000, 1_030, BLOCK_STEPS, 1_024),  # inside one block: read from the points alone
+        (1_030, 1_060, BLOCK_STEPS, 1_024),  # inside one block: read from the points alone
         (-1500, 20_039, 700, -1500),  # buckets that do not align with blocks
         (-3, 9_000, 5_000, -3),
         (4_096, 4_099, 4, 4_096),  # NaN only

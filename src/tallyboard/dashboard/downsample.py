@@ -9,10 +9,10 @@ which comes back at full resolution once it holds no more than two points per pi
 Buckets are exact (the MIN, MAX and last row of their steps) and cheap however long the series:
 once a bucket would span half a `scalar_blocks` block or more, its width is rounded up to whole
 blocks and the buckets are laid on block boundaries (`grid`), so `DashboardQueries.buckets` reads
-one summary row per 1,024 steps and only the two blocks cut by the ends of the range from the
-points themselves. The price is at most half the asked resolution (a bucket of 600 steps becomes
-one of 1,024). Narrower buckets read their range directly, which is then at most 512 steps a
-bucket. Nothing is cached: the store's block summaries are kept up to date by the writer.
+one summary row per 256 steps and only the two blocks cut by the ends of the range from the
+points themselves. The price is at most half the asked resolution (a bucket of 300 steps becomes
+one of 512). Narrower buckets read their range directly, which is then under 128 steps a bucket.
+Nothing is cached: the writer keeps the block summaries up to date in the store.
 """
 
 from __future__ import annotations

@@ -30,6 +30,18 @@ DETAIL_FIELDS = (*RUN_FIELDS, "config_content", "cli", "command", "git_commit", 
 STATUSES = ("running", "finished", "failed")
 
 
+# The last row of each bucket (see `DashboardQueries.buckets`): an index seek per bucket.
+LAST_ROWS = """
+    WITH RECURSIVE b(lo) AS (
+        SELECT CAST(? AS BIGINT) UNION ALL SELECT lo + ? FROM b WHERE lo + ? <= ?)
+    SELECT t.step, t.epoch, t.walltime_ms, t.value
+    FROM b JOIN scalars t ON t.run_id = ? AND t.tag_id = ? AND t.rep = ? AND t.step = (
+        SELECT s.step FROM scalars s WHERE s.run_id = ? AND s.tag_id = ? AND s.rep = ?
+            AND s.step >= b.lo AND s.step >= ? AND s.step < b.lo + ? AND s.step <= ?
+        ORDER BY s.step DESC LIMIT 1)
+    ORDER BY t.step"""
+
+
 @dataclass(frozen=True)
 class SeriesKey:
     """One logged series: a tag of a repetition of a run."""
@@ -218,64 +230,38 @@ class DashboardQueries:
     def buckets(self, key: SeriesKey, lo: int, hi: int, span: int, origin: int | None = None) -> list[tuple]:
         """Per bucket that holds points, its last row (step, epoch, walltime_ms, value), then its
         min and max value. Bucket k holds the steps of [origin + k * span, origin + (k + 1) * span)
-        that lie in [lo, hi]; `origin` defaults to `lo`. Exactly what MIN, MAX and ORDER BY step
+        that lie in [lo, hi]; `origin` (<= lo) defaults to `lo`. Exactly what MIN, MAX and ORDER BY step
         over the bucket's rows give (NaN, stored as NULL, is skipped; a NaN-only bucket has None).
 
-        Whole `scalar_blocks` blocks inside a bucket are read from their summary row (one range
-        scan for all of them); only the parts of a bucket that cover a block partly are read from
-        `scalars` (one MIN/MAX range scan each). With `origin` and `span` multiples of
-        `BLOCK_STEPS` that is at most the two blocks at the ends of [lo, hi]: a million points
-        cost ~1,000 summary rows plus an index seek per bucket for its last row."""
+        Whole `scalar_blocks` blocks inside a bucket are read from their summary rows (one
+        statement, grouped by bucket); only the parts of a bucket that cover a block partly are
+        read from `scalars` (one MIN/MAX range scan each). With `origin` and `span` multiples of
+        `BLOCK_STEPS` those are at most the two blocks cut by the ends of [lo, hi]: a million
+        points cost ~4,000 summary rows plus an index seek per bucket for its last row."""
         origin = lo if origin is None else origin
-        first, last = (lo - origin) // span, (hi - origin) // span
-        partial: list[tuple[int, int, int]] = []  # (bucket, start, stop) read from `scalars`
-        whole: dict[int, tuple[int, int]] = {}  # bucket -> its whole blocks [first, stop)
-        for k in range(first, last + 1):
-            start, stop = max(origin + k * span, lo), min(origin + (k + 1) * span, hi + 1)
-            block_start, block_stop = -(-start >> BLOCK_BITS), stop >> BLOCK_BITS
-            if block_stop <= block_start:
-                partial.append((k, start, stop))
-                continue
-            whole[k] = (block_start, block_stop)
-            partial += [(k, start, block_start << BLOCK_BITS), (k, block_stop << BLOCK_BITS, stop)]
         ids = [key.run_id, key.tag_id, key.rep]
-        partial = [piece for piece in partial if piece[1] < piece[2]]
+        pieces = _cut_pieces(lo, hi, span, origin)
         extremes = self._each(
             "SELECT MIN(value), MAX(value) FROM scalars"
             " WHERE run_id = ? AND tag_id = ? AND rep = ? AND step >= ? AND step < ?",
-            [(*ids, start, stop) for _, start, stop in partial],
+            [(*ids, start, stop) for _, start, stop in pieces],
+        )
+        bucket_of = f"(((block << {BLOCK_BITS}) - ?) / ?)"  # never negative: origin <= lo
+        extremes = [(k, *row) for (k, _, _), row in zip(pieces, extremes, strict=True)] + self._all(
+            f"SELECT {bucket_of}, MIN(lowest), MAX(highest) FROM scalar_blocks"
+            " WHERE run_id = ? AND tag_id = ? AND rep = ? AND block >= ? AND block < ?"
+            f" AND {bucket_of} = ((((block + 1) << {BLOCK_BITS}) - 1 - ?) / ?)"  # not cut by an edge
+            " GROUP BY 1",
+            [origin, span, *ids, -(-lo >> BLOCK_BITS), (hi + 1) >> BLOCK_BITS, origin, span, origin, span],
         )
         low: dict[int, float | None] = {}
         high: dict[int, float | None] = {}
-
-        def merge(k: int, lowest: float | None, highest: float | None) -> None:
+        for k, lowest, highest in extremes:
             low[k], high[k] = _extreme(min, low.get(k), lowest), _extreme(max, high.get(k), highest)
-
-        for (k, _, _), (lowest, highest) in zip(partial, extremes, strict=True):
-            merge(k, lowest, highest)
-        if whole:
-            for block, lowest, highest in self._all(
-                "SELECT block, lowest, highest FROM scalar_blocks"
-                " WHERE run_id = ? AND tag_id = ? AND rep = ? AND block >= ? AND block < ? ORDER BY block",
-                [*ids, min(b for b, _ in whole.values()), max(b for _, b in whole.values())],
-            ):
-                k = ((block << BLOCK_BITS) - origin) // span
-                inside = whole.get(k)  # a block cut by a bucket edge was read from `scalars`
-                if inside is not None and inside[0] <= block < inside[1]:
-                    merge(k, lowest, highest)
-        last_rows = """
-            WITH RECURSIVE b(lo) AS (
-                SELECT CAST(? AS BIGINT) UNION ALL SELECT lo + ? FROM b WHERE lo + ? <= ?)
-            SELECT t.step, t.epoch, t.walltime_ms, t.value
-            FROM b JOIN scalars t ON t.run_id = ? AND t.tag_id = ? AND t.rep = ? AND t.step = (
-                SELECT s.step FROM scalars s WHERE s.run_id = ? AND s.tag_id = ? AND s.rep = ?
-                    AND s.step >= b.lo AND s.step >= ? AND s.step < b.lo + ? AND s.step <= ?
-                ORDER BY s.step DESC LIMIT 1)
-            ORDER BY t.step"""
-        first_start = origin + first * span
-        rows = self._all(last_rows, [first_start, span, span, hi, *ids, *ids, lo, span, hi])
-        buckets = [(row[0] - origin) // span for row in rows]
-        return [(*row, low[k], high[k]) for row, k in zip(rows, buckets, strict=True)]
+        rows = self._all(
+            LAST_ROWS, [origin + (lo - origin) // span * span, span, span, hi, *ids, *ids, lo, span, hi]
+        )
+        return [(*row, low[k], high[k]) for row, k in ((row, (row[0] - origin) // span) for row in rows)]
 
     def stream_points(self, key: SeriesKey, batch: int = 5000) -> Iterator[tuple]:
         """Every (step, epoch, walltime_ms, value) of a series, fetched in bounded batches."""
@@ -325,6 +311,20 @@ class DashboardQueries:
     def fragment(self, text_id: int) -> str | None:
         row = self._one("SELECT content FROM texts WHERE text_id = ? AND kind = 'fragment'", [text_id])
         return None if row is None else row[0]
+
+
+def _cut_pieces(lo: int, hi: int, span: int, origin: int) -> list[tuple[int, int, int]]:
+    """(bucket, start, stop) of the step ranges of buckets (see `DashboardQueries.buckets`) that
+    only partly cover a block: what is read from `scalars` rather than from `scalar_blocks`."""
+    pieces = []
+    for k in range((lo - origin) // span, (hi - origin) // span + 1):
+        start, stop = max(origin + k * span, lo), min(origin + (k + 1) * span, hi + 1)
+        whole_start, whole_stop = -(-start >> BLOCK_BITS) << BLOCK_BITS, stop >> BLOCK_BITS << BLOCK_BITS
+        if whole_stop <= whole_start:  # no whole block inside
+            pieces.append((k, start, stop))
+        else:
+            pieces += [(k, start, whole_start), (k, whole_stop, stop)]
+    return [(k, start, stop) for k, start, stop in pieces if start < stop]
 
 
 def _extreme(choose, a: float | None, b: float | None) -> float | None:
