@@ -71,6 +71,34 @@ def test_a_failed_commit_raises_in_flush_and_keeps_the_rows_for_the_next(db_url,
     sink.stop()
 
 
+def test_a_failed_batch_is_sent_again_alone_and_unchanged_then_what_was_logged_meanwhile(
+    db_url, store, monkeypatch
+):
+    """A store that could not tell whether a batch landed recognises it when it comes again."""
+    failing = open_store(db_url)
+    real_write = failing.write_batch
+    sent = []
+
+    def write_batch(batch):
+        sent.append((batch, [row[-1] for row in batch.texts]))
+        if len(sent) == 1:
+            raise OSError("network down")
+        real_write(batch)
+
+    monkeypatch.setattr(failing, "write_batch", write_batch)
+    monkeypatch.setattr(sink_module.log, "exception", lambda *args: None)
+    sink = Sink(failing, commit_interval=3600)  # only flush() triggers a commit
+    sink.put("texts", (store.run_id, "log", 0, 0, None, 0.0, "text", "first"))
+    with pytest.raises(RuntimeError, match="network down"):
+        sink.flush()
+    sink.put("texts", (store.run_id, "log", 0, 1, None, 0.0, "text", "meanwhile"))
+    sink.flush()  # returns only when both are in
+    assert [texts for _, texts in sent] == [["first"], ["first"], ["meanwhile"]]
+    assert sent[1][0] is sent[0][0]
+    assert [row[-1] for row in store.texts(store.run_id)] == ["first", "meanwhile"]
+    sink.stop()
+
+
 def test_hooks_are_installed_while_a_run_is_open_and_restored_after(db_url):
     before = (sys.excepthook, threading.excepthook, signal.getsignal(signal.SIGTERM))
     table = tb.ResultTable(db_url, nocommit_action=tb.NoCommitAction.NOP)

@@ -13,6 +13,8 @@ Why it is built this way:
 - `flush()` counts: it asks for a commit and waits until a commit that started after the request
   is done. A commit that fails for another reason than a busy database keeps its rows for the
   next attempt and makes `flush()` raise, so an error is loud and nothing logged is dropped.
+  The failed batch is sent again alone and unchanged, before what was logged meanwhile: a store
+  that could not tell whether it landed (PostgreSQL, see store/postgres.py) knows it by identity.
 - Exit paths: `atexit`, SIGTERM and uncaught exceptions (main thread or any thread) end the open
   runs they concern (see `end_runs`) and drain the queue; the hooks are installed while at least
   one run is open and restored when the last one closes.
@@ -113,8 +115,9 @@ class Sink:
 
     # ---- the writer thread ----------------------------------------------------------------------
     def _take(self) -> Batch:
-        batch = self._carry or Batch()
-        self._carry = None
+        if self._carry is not None:  # a failed batch goes again as it was (see the module's notes)
+            return self._carry
+        batch = Batch()
         for run_id, tag, rows in self._series[:]:
             count = len(rows)
             if count:
@@ -164,6 +167,7 @@ class Sink:
         batch = self._take()
         if not len(batch):
             return 0
+        again = batch is self._carry
         try:
             self.store.write_batch(batch)
         except Exception as error:  # keep the rows, report through flush(), try again later
@@ -175,6 +179,9 @@ class Sink:
                 self._cond.notify_all()
                 self._cond.wait(self.commit_interval)  # a flush() wakes it to try again at once
             return None
+        if again:  # then what was logged meanwhile, which a waiting flush() asked for too
+            self._carry = None
+            return self._commit()
         return len(batch)
 
     def stop(self) -> None:

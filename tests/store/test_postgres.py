@@ -14,6 +14,8 @@ import pytest
 
 import tallyboard as tb
 from pg_support import connect
+from tallyboard import sink as sink_module
+from tallyboard.sink import Sink
 from tallyboard.store import Batch, StoreError, open_store, schema
 from tallyboard.store.postgres import RUNS_LOCK, PostgresStore
 
@@ -77,7 +79,7 @@ def test_a_newer_database_is_refused_naming_both_versions(pg_url):
     open_store(pg_url).close()
     with connect(pg_url, autocommit=True) as conn:
         conn.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
-    with pytest.raises(StoreError, match=r"schema version 99.*up to 1"):
+    with pytest.raises(StoreError, match=rf"schema version 99.*up to {schema.SCHEMA_VERSION}\b"):
         open_store(pg_url)
 
 
@@ -185,6 +187,26 @@ def test_a_commit_whose_acknowledgement_is_lost_is_not_applied_twice(pg_url):
     assert [row[-1] for row in store.media(run_id)] == [b"png"]
     assert store.scalars(run_id, "loss") == [(0, 0, None, 0, 1.0)]
     store.close()
+
+
+def test_a_batch_sent_again_after_its_commit_outcome_stayed_unknown_is_applied_once(pg_url, monkeypatch):
+    """The server is gone for longer than `retry_for` right while a COMMIT is in flight: the store
+    gives up not knowing whether it landed, the sink keeps the batch and sends it again later."""
+    store = CommitAckLost(pg_url, retry_for=0)  # gives up at the first lost connection
+    run_id = store.create_run({"experiment": "e", "start_time": 1.0})
+    monkeypatch.setattr(sink_module.log, "exception", lambda *args: None)
+    sink = Sink(store, commit_interval=3600)  # only flush() triggers a commit
+    sink.put("media", (run_id, "img", 0, 0, None, 0.0, "image", 1, 1, b"png"))
+    sink.put("texts", (run_id, "log", 0, 0, None, 0.0, "text", "once"))
+    store.armed = True
+    with pytest.raises(RuntimeError, match="could not write"):
+        sink.flush()  # it did land, unseen
+    assert store.armed is False
+    sink.put("texts", (run_id, "log", 0, 1, None, 0.0, "text", "logged meanwhile"))
+    sink.flush()
+    assert [row[-1] for row in store.texts(run_id)] == ["once", "logged meanwhile"]
+    assert [row[-1] for row in store.media(run_id)] == [b"png"]
+    sink.stop()
 
 
 def test_two_hosts_racing_to_start_the_same_run_create_one(pg_url):

@@ -15,7 +15,9 @@ Why it is built this way:
   transaction also inserts a client-generated id into `tallyboard_commits`; when the connection
   dies during COMMIT (outcome unknown), the retry first asks whether that id is there, and if it is,
   the transaction is not repeated. So nothing is lost (the transaction is retried) and nothing is
-  doubled (media and texts, which have no natural key, are inserted once).
+  doubled (media and texts, which have no natural key, are inserted once). When the server stays
+  away longer than `retry_for` with the outcome still unknown, the write raises and the sink sends
+  the same batch again later: it goes under the same id (see `write_batch`), so the rule holds.
 """
 
 from __future__ import annotations
@@ -98,6 +100,11 @@ class PostgresStore(Store):
         self._conn: psycopg.Connection | None = None
         self._in_transaction = False
         self._commits = 0
+        # A batch whose write raised with its COMMIT's outcome unknown, and that transaction's id;
+        # the id `_atomic` checks and reuses for it when it is sent again; see `write_batch`.
+        self._unsure: tuple[Batch, uuid.UUID] | None = None
+        self._resend_id: uuid.UUID | None = None
+        self._gave_up_on: uuid.UUID | None = None  # the id of an _atomic that raised, outcome unknown
         self._connection()  # a wrong URL or a server that is down fails here, at once
         if not self._ready():
             self._atomic(lambda: self._prepare(unique_columns))
@@ -162,8 +169,9 @@ class PostgresStore(Store):
     def _atomic(self, work: Callable[[], T]) -> T:
         if self._in_transaction:  # nested: part of the enclosing transaction
             return work()
-        txn_id = uuid.uuid4()
-        outcome_unknown = False
+        txn_id = self._resend_id or uuid.uuid4()
+        outcome_unknown = self._resend_id is not None  # sent again: did it land the last time?
+        self._resend_id = None
 
         def attempt() -> T:
             nonlocal outcome_unknown
@@ -193,7 +201,11 @@ class PostgresStore(Store):
             return result
 
         with self._lock:
-            result = self._retry(attempt)
+            try:
+                result = self._retry(attempt)
+            except BaseException:
+                self._gave_up_on = txn_id if outcome_unknown else None
+                raise
             if self._commits % PRUNE_EVERY == 0:  # the first write of this store, then every 1000th
                 self._prune_commits()
             self._commits += 1
@@ -241,6 +253,24 @@ class PostgresStore(Store):
     def close(self) -> None:
         with self._lock:
             self._disconnect()
+
+    def write_batch(self, batch: Batch) -> None:
+        """`Store.write_batch`, exactly once also across the sink's re-sends: when the server stayed
+        away longer than `retry_for` while a COMMIT was in flight, this raises without knowing
+        whether the batch landed, and the sink sends that same batch object again later. It then
+        goes under the same transaction id, so a batch that did land is not applied twice."""
+        with self._lock:
+            unsure, self._unsure = self._unsure, None
+            self._resend_id = unsure[1] if unsure is not None and unsure[0] is batch else None
+            self._gave_up_on = None
+            try:
+                super().write_batch(batch)
+            except BaseException:
+                if self._gave_up_on is not None:
+                    self._unsure = (batch, self._gave_up_on)
+                raise
+            finally:
+                self._resend_id = None
 
     # ---- the bulk path ------------------------------------------------------------------------------
     def _write(self, batch: Batch, new_tags: dict[str, int]) -> None:
