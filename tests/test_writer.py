@@ -136,6 +136,21 @@ def test_bad_step_or_epoch_is_a_type_error(run):
     assert values(run, "x") == []
 
 
+@pytest.mark.parametrize("number", [2**63, -(2**63) - 1, np.uint64(2**63)])
+def test_a_step_or_epoch_beyond_64_bits_is_refused_at_the_call_and_the_run_keeps_working(run, number):
+    for call in (
+        lambda: run.add_scalar("x", 1.0, step=number),
+        lambda: run.add_scalar("x", 1.0, epoch=number),
+        lambda: run.add_text("t", step=number),
+        lambda: run.add_fragment("<b>f</b>", epoch=number),
+    ):
+        with pytest.raises(ValueError, match="64-bit"):
+            call()
+    run.add_scalar("x", 1.0, step=2**62, epoch=-(2**63))  # within 64 bits: fine
+    assert values(run, "x") == [(0, 2**62, 1.0)]
+    assert run.get_text() == []
+
+
 def test_keep_each_keeps_every_nth_call_with_its_real_step(table):
     with table.new_run("keep", keep_each=3, auto_log_plt=False) as writer:
         for i in range(7):

@@ -29,6 +29,8 @@ END_STATUSES = ("finished", "failed")
 _clock = time.perf_counter
 # Seconds whose milliseconds still fit the databases' 64-bit `walltime_ms` (about 290 million years).
 MAX_WALLTIME = 9.2e15
+# Steps and epochs are the databases' BIGINT: a larger one would fail its batch in the writer thread.
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
 @dataclass(slots=True)
@@ -102,9 +104,12 @@ def _to_walltime(tag: str, value: Any) -> float:
 
 def _to_int(what: str, value: Any) -> int:
     try:
-        return operator.index(value)
+        number = operator.index(value)
     except TypeError:
         raise TypeError(f"{what} must be an integer, got {type(value).__name__}") from None
+    if not INT64_MIN <= number <= INT64_MAX:
+        raise ValueError(f"{what} must be a 64-bit integer, got {number}")
+    return number
 
 
 def open_png(png: bytes) -> Any:
@@ -208,9 +213,9 @@ class LogWriter:
             scalar_value = _to_float(tag, scalar_value)
         if step is None:
             step = series.calls
-        elif type(step) is not int:
+        elif type(step) is not int or not INT64_MIN <= step <= INT64_MAX:
             step = _to_int(f"add_scalar({tag!r}) step", step)
-        if epoch is not None and type(epoch) is not int:
+        if epoch is not None and (type(epoch) is not int or not INT64_MIN <= epoch <= INT64_MAX):
             epoch = _to_int(f"add_scalar({tag!r}) epoch", epoch)
         walltime = _clock() - self._rep_start if walltime is None else _to_walltime(tag, walltime)
         calls = series.calls
