@@ -21,6 +21,7 @@ import pytest
 import tallyboard as tb
 from cli_runner import assert_one_line_error, run_cli
 from tallyboard.store import open_store
+from tallyboard.store.base import walltime_ms as stored_walltime_ms
 
 WRITER = Path(__file__).with_name("deepboard_writer.py")
 
@@ -94,7 +95,7 @@ def test_every_row_arrives(deepboard_db: Path, db_url: str) -> None:
                 tag = f"{row['split']}/{row['label']}" if row["split"] else row["label"]
                 epoch, walltime_ms, value = imported[(tag, row["run_rep"], row["step"])]
                 assert epoch == row["epoch"]
-                assert walltime_ms == int(row["wall_time"] * 1000)
+                assert walltime_ms == stored_walltime_ms(row["wall_time"])
                 assert value == row["value"] or (value is None and row["value"] is None)
         assert store.repetitions(1) == [0, 1]
 
