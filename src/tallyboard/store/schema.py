@@ -158,14 +158,12 @@ RUN_COLUMNS: tuple[tuple[str, str, int | None], ...] = (
     ("hidden", "Hidden", None),
 )
 
-# Every block of the touched series, recomputed from `scalars` (the writer, copy and the v1 -> v2
-# backfill share it). {where} selects the scalars; `?` placeholders in it are the caller's.
-REBUILD_BLOCKS = f"""
+# The v1 -> v2 backfill: every block of every series, from `scalars` (the writer recomputes one
+# block at a time: `Store._rebuild_blocks`).
+BACKFILL_BLOCKS = f"""
 INSERT INTO scalar_blocks (run_id, tag_id, rep, block, lowest, highest)
 SELECT run_id, tag_id, rep, step >> {BLOCK_BITS}, MIN(value), MAX(value) FROM scalars
-WHERE {{where}} GROUP BY run_id, tag_id, rep, step >> {BLOCK_BITS}
-ON CONFLICT (run_id, tag_id, rep, block) DO UPDATE
-SET lowest = excluded.lowest, highest = excluded.highest"""
+GROUP BY run_id, tag_id, rep, step >> {BLOCK_BITS}"""
 
 SCALAR_BLOCKS = """
 CREATE TABLE scalar_blocks (
@@ -180,5 +178,5 @@ CREATE TABLE scalar_blocks (
 
 # MIGRATIONS[n] upgrades a store at version n to n + 1. Version 1 is the first released schema.
 MIGRATIONS: dict[int, str] = {
-    1: SCALAR_BLOCKS + ";" + REBUILD_BLOCKS.replace("{where}", "true"),  # v2: block summaries, backfilled
+    1: SCALAR_BLOCKS + ";" + BACKFILL_BLOCKS,  # v2: block summaries, backfilled
 }
