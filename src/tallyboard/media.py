@@ -275,3 +275,8 @@ class _PatchingLoader(Loader):
 
 
 _WATCHER = _PyplotImportWatcher()
+
+
+def open_png(png: bytes) -> Any:
+    """A stored PNG as a PIL image (PIL is imported only by readers that ask for images)."""
+    return _pil().open(io.BytesIO(png))

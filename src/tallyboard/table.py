@@ -17,9 +17,10 @@ from enum import Enum
 from typing import IO, Any, NamedTuple
 
 from tallyboard import capture
+from tallyboard.media import open_png
 from tallyboard.sink import DEFAULT_COMMIT_INTERVAL, sink_for
 from tallyboard.store import Column, StoreError, open_store
-from tallyboard.writer import LogWriter, open_png
+from tallyboard.writer import LogWriter
 
 DEFAULT_UNIQUE_COLUMNS = ("experiment", "config_path", "config_hash", "cli", "comment", "tag")
 UNIQUE_CANDIDATES = (

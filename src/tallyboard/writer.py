@@ -9,9 +9,7 @@ anything is appended, so a failed call leaves no half-written record.
 
 from __future__ import annotations
 
-import json
 import math
-import operator
 import os
 import threading
 import time
@@ -19,18 +17,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from tallyboard.media import open_png
 from tallyboard.sink import MAX_PENDING_ROWS, Sink, closed, opened
 from tallyboard.store import Store
 from tallyboard.store.base import RUN_FIELDS
+from tallyboard.values import INT64_MAX, INT64_MIN, json_value, to_float, to_int, to_walltime
 
 Status = Literal["running", "finished", "failed"]
 STATUSES = ("running", "finished", "failed")
 END_STATUSES = ("finished", "failed")
 _clock = time.perf_counter
-# Seconds whose milliseconds still fit the databases' 64-bit `walltime_ms` (about 290 million years).
-MAX_WALLTIME = 9.2e15
-# Steps and epochs are the databases' BIGINT: a larger one would fail its batch in the writer thread.
-INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
 @dataclass(slots=True)
@@ -66,71 +62,6 @@ class _Series:
     def __init__(self, rows: list) -> None:
         self.calls = 0
         self.rows = rows
-
-
-def _to_float(tag: str, value: Any) -> float:
-    """Python numbers, numpy scalars, 1-element arrays and tensors; anything else is a TypeError."""
-    if isinstance(value, (str, bytes, bytearray)) or not (
-        hasattr(value, "__float__") or hasattr(value, "item")
-    ):
-        raise TypeError(f"add_scalar({tag!r}): expected a number, got {type(value).__name__}")
-    try:
-        if hasattr(value, "item") and not isinstance(value, (int, float)):
-            value = value.item()  # numpy/torch: 0-d or 1-element only, else ValueError/RuntimeError
-        return float(value)
-    except (TypeError, ValueError, RuntimeError) as error:
-        raise TypeError(
-            f"add_scalar({tag!r}): cannot log {type(value).__name__} as a scalar: {error}"
-        ) from None
-
-
-def _to_walltime(tag: str, value: Any) -> float:
-    """A walltime the user gave, checked here: a value the database cannot store would otherwise
-    fail every commit of its batch in the writer thread, far from the call that caused it."""
-    try:
-        if isinstance(value, (str, bytes, bytearray)):
-            raise TypeError("text is not a number")
-        seconds = float(value)
-    except (TypeError, ValueError, RuntimeError):  # e.g. a tensor of several values
-        raise TypeError(
-            f"add_scalar({tag!r}): walltime must be seconds as a number, got {type(value).__name__}"
-        ) from None
-    if not abs(seconds) <= MAX_WALLTIME:  # NaN fails this too
-        raise ValueError(
-            f"add_scalar({tag!r}): walltime must be finite seconds up to {MAX_WALLTIME:g}, got {seconds!r}"
-        )
-    return seconds
-
-
-def _to_int(what: str, value: Any) -> int:
-    try:
-        number = operator.index(value)
-    except TypeError:
-        raise TypeError(f"{what} must be an integer, got {type(value).__name__}") from None
-    if not INT64_MIN <= number <= INT64_MAX:
-        raise ValueError(f"{what} must be a 64-bit integer, got {number}")
-    return number
-
-
-def open_png(png: bytes) -> Any:
-    """A stored PNG as a PIL image (PIL is imported only by readers that ask for images)."""
-    import io
-
-    from PIL import Image
-
-    return Image.open(io.BytesIO(png))
-
-
-def json_value(name: str, value: Any) -> str:
-    """An hparam/result value as JSON: JSON scalars as they are, numpy scalars as Python numbers."""
-    if hasattr(value, "item") and not isinstance(value, (int, float, str, bool)):
-        value = value.item() if getattr(value, "ndim", 0) == 0 else value
-    if value is not None and not isinstance(value, (bool, int, float, str)):
-        raise TypeError(
-            f"{name!r}: values must be numbers, strings, bools or None, got {type(value).__name__}"
-            " (serialise lists/dicts with json.dumps yourself to store them as text)"
-        )
-    return json.dumps(value)
 
 
 def _record_reader(table: str, kind: str, doc: str) -> Callable[..., list[dict[str, Any]]]:
@@ -210,14 +141,14 @@ class LogWriter:
         if series is None:
             series = self._new_series(tag)
         if type(scalar_value) is not float:
-            scalar_value = _to_float(tag, scalar_value)
+            scalar_value = to_float(tag, scalar_value)
         if step is None:
             step = series.calls
         elif type(step) is not int or not INT64_MIN <= step <= INT64_MAX:
-            step = _to_int(f"add_scalar({tag!r}) step", step)
+            step = to_int(f"add_scalar({tag!r}) step", step)
         if epoch is not None and (type(epoch) is not int or not INT64_MIN <= epoch <= INT64_MAX):
-            epoch = _to_int(f"add_scalar({tag!r}) epoch", epoch)
-        walltime = _clock() - self._rep_start if walltime is None else _to_walltime(tag, walltime)
+            epoch = to_int(f"add_scalar({tag!r}) epoch", epoch)
+        walltime = _clock() - self._rep_start if walltime is None else to_walltime(tag, walltime)
         calls = series.calls
         series.calls = calls + 1
         if self._keep_each != 1 and calls % self._keep_each:
@@ -250,8 +181,8 @@ class LogWriter:
         """Step (default: the furthest scalar step of this repetition), epoch and walltime of a record."""
         if step is None:
             step = max((s.calls for s in self._series.values()), default=0)
-        step = _to_int("step", step)
-        return step, None if epoch is None else _to_int("epoch", epoch), _clock() - self._rep_start
+        step = to_int("step", step)
+        return step, None if epoch is None else to_int("epoch", epoch), _clock() - self._rep_start
 
     def _put_media(self, kind: str, png: bytes, width: int, height: int, step, tag, epoch, flush) -> None:
         step, epoch, walltime = self._position(step, epoch)
