@@ -161,3 +161,30 @@ def test_a_replaced_debug_run_leaves_no_blocks(db_url):
         ]
     finally:
         store.close()
+
+
+# The first and last steps a 64-bit integer holds, with a neighbour each: their blocks end at the
+# edge of the range, where `(block + 1) << BLOCK_BITS` would not fit in a BIGINT.
+EDGE_STEPS = {-(2**63): 1.0, -(2**63) + 1: -2.0, 2**63 - 2: 3.0, 2**63 - 1: math.nan}
+
+
+def test_steps_at_the_ends_of_the_64_bit_range_are_logged_and_summarised(db_url):
+    table = tb.ResultTable(db_url, nocommit_action=tb.NoCommitAction.NOP)
+    run = table.new_run("edges", auto_log_plt=False)
+    for step, value in EDGE_STEPS.items():
+        run.add_scalar("train/loss", value, step=step)
+    run.close()
+    table.close()
+    queries = DashboardQueries(db_url)
+    try:
+        key = SeriesKey(run.run_id, queries.tag_id("train/loss"), 0)
+        points = queries.points(key, -(2**63), 2**63 - 1)
+        assert [(step, value) for step, _, _, value in points] == [
+            (step, None if math.isnan(value) else value) for step, value in EDGE_STEPS.items()
+        ]
+        blocks = queries._all("SELECT block, lowest, highest FROM scalar_blocks ORDER BY block")
+        assert blocks == [(-(2**63) >> BLOCK_BITS, -2.0, 1.0), ((2**63 - 1) >> BLOCK_BITS, 3.0, 3.0)]
+        first_block = range(-(2**63), -(2**63) + BLOCK_STEPS)
+        assert queries.buckets(key, first_block[0], first_block[-1], BLOCK_STEPS) == [(*points[1], -2.0, 1.0)]
+    finally:
+        queries.close()

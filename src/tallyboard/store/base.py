@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from tallyboard.store.schema import BLOCK_BITS, RUN_COLUMNS
+from tallyboard.store.schema import BLOCK_BITS, BLOCK_STEPS, RUN_COLUMNS
 
 T = TypeVar("T")
 
@@ -105,10 +105,11 @@ WALLTIME_MS_SQL = "CAST(ROUND(? * 1000) AS BIGINT)"
 
 # One block of one series recomputed from its scalars. An aggregate without GROUP BY is one pass
 # over the block's primary-key range: a third of the cost of grouping a batch's rows by block.
+# The range is closed, [first step, last step]: the last block's end, 2**63, is no 64-bit integer.
 REBUILD_BLOCK = (
     "INSERT INTO scalar_blocks (run_id, tag_id, rep, block, lowest, highest)"
     " SELECT ?, ?, ?, ?, MIN(value), MAX(value) FROM scalars"
-    " WHERE run_id = ? AND tag_id = ? AND rep = ? AND step >= ? AND step < ?"
+    " WHERE run_id = ? AND tag_id = ? AND rep = ? AND step >= ? AND step <= ?"
     " ON CONFLICT (run_id, tag_id, rep, block)"
     " DO UPDATE SET lowest = excluded.lowest, highest = excluded.highest"
 )
@@ -117,8 +118,9 @@ REBUILD_BLOCK = (
 def touched_blocks(run_id: int, tag_id: int, rows: Iterable[ScalarRow]) -> list[tuple[int, ...]]:
     """`REBUILD_BLOCK`'s parameters for every block of a series that `rows` were written to."""
     return [
-        (run_id, tag_id, rep, block, run_id, tag_id, rep, block << BLOCK_BITS, (block + 1) << BLOCK_BITS)
+        (run_id, tag_id, rep, block, run_id, tag_id, rep, first, first + BLOCK_STEPS - 1)
         for rep, block in sorted({(row[0], row[1] >> BLOCK_BITS) for row in rows})
+        for first in (block << BLOCK_BITS,)
     ]
 
 
