@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from live_runs import scratch_table
 from pg_support import pg_database, pg_url, scratch_schema
 
-__all__ = ["db_url", "pg_database", "pg_url"]  # pg_*: the session database and a schema of one's own
+__all__ = ["db_url", "pg_database", "pg_url", "table"]  # pg_*: the session database and a schema of one's own
 
 SQLITE_ONLY = ("test_sqlite", "test_crash")  # module names whose tests open the file with sqlite3
 
@@ -33,3 +34,11 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path):
         return
     with scratch_schema(request.getfixturevalue("pg_database")) as url:
         yield url
+
+
+@pytest.fixture
+def table(tmp_path: Path):
+    """A scratch SQLite result table in the test's folder. Modules that test both engines define
+    their own `table` on `db_url`."""
+    with scratch_table(tmp_path) as table:
+        yield table

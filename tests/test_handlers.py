@@ -7,14 +7,8 @@ from datetime import datetime
 import pytest
 
 import tallyboard as tb
-from live_runs import FakeClock, scratch_table, series
+from live_runs import FakeClock, series
 from tallyboard import handlers, monitor
-
-
-@pytest.fixture
-def table(tmp_path):
-    with scratch_table(tmp_path) as table:
-        yield table
 
 
 @pytest.fixture

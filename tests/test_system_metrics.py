@@ -7,14 +7,8 @@ import psutil
 import pytest
 
 import tallyboard as tb
-from live_runs import FakeClock, scratch_table, series
+from live_runs import FakeClock, series
 from tallyboard import monitor, system_metrics
-
-
-@pytest.fixture
-def table(tmp_path):
-    with scratch_table(tmp_path) as table:
-        yield table
 
 
 @pytest.fixture

@@ -4,16 +4,8 @@ import os
 
 import pytest
 
-from live_runs import scratch_table
-
 # The Transformers test builds its model from a config: nothing may be fetched from the Hub.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-
-
-@pytest.fixture
-def table(tmp_path):
-    with scratch_table(tmp_path) as table:
-        yield table
 
 
 @pytest.fixture
