@@ -5,6 +5,7 @@ real `python` subprocesses that reach the same schema through the URL.
 """
 
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -109,6 +110,48 @@ def test_a_step_logged_again_in_a_later_batch_overwrites_it(pg_url):
     assert [row[4] for row in rows] == [1.0] * 5 + [2.0] * 10
     assert {row[2] for row in rows[5:]} == {7}
     store.close()
+
+
+def test_a_forked_child_opens_its_own_session_and_leaves_the_parents_alone(pg_url):
+    """A DataLoader-style worker that uses the parent's table, then closes it: the parent keeps its
+    session (the child never talks through, nor ends, the connection it inherited)."""
+    table = tb.ResultTable(pg_url, nocommit_action=tb.NoCommitAction.NOP)
+    parent = table.new_run("parent", auto_log_plt=False)
+    for step in range(100):
+        parent.add_scalar("train/loss", step * 0.5, step=step)
+    parent.flush()
+    session = table._store._execute("SELECT pg_backend_pid()")
+    pid = os.fork()
+    if pid == 0:  # the child: a run of its own through the parent's table, then close it all
+        code = 1
+        try:
+            child = table.new_run("child", auto_log_plt=False)
+            for step in range(200):
+                child.add_scalar("train/loss", 1.0, step=step)
+            child.write_result(acc=0.5)
+            table.close()
+            code = 0
+        finally:
+            os._exit(code)
+    for step in range(100, 300):  # meanwhile the parent keeps logging
+        parent.add_scalar("train/loss", step * 0.5, step=step)
+        if step % 50 == 0:
+            parent.flush()
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert table._store._execute("SELECT pg_backend_pid()") == session
+    parent.add_scalar("train/loss", 150.0, step=300)
+    parent.write_result(acc=1.0)
+    table.close()
+    with connect(pg_url) as conn:
+        logged = conn.execute(
+            "SELECT r.experiment, r.status, count(*), sum(s.value) FROM runs r"
+            " JOIN scalars s ON s.run_id = r.run_id GROUP BY r.run_id ORDER BY r.run_id"
+        ).fetchall()
+    assert logged == [
+        ("parent", "finished", 301, sum(step * 0.5 for step in range(301))),
+        ("child", "finished", 200, 200.0),
+    ]
 
 
 def test_a_wrong_url_fails_at_once_with_the_servers_reason(pg_url):

@@ -18,6 +18,8 @@ Why it is built this way:
   doubled (media and texts, which have no natural key, are inserted once). When the server stays
   away longer than `retry_for` with the outcome still unknown, the write raises and the sink sends
   the same batch again later: it goes under the same id (see `write_batch`), so the rule holds.
+- A forked child (a DataLoader worker) that uses its parent's table connects on its own and never
+  talks through, nor closes, the parent's connection: that would end the parent's session.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import os
 import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
@@ -98,6 +101,8 @@ class PostgresStore(Store):
         self.retry_for = retry_for
         self._sleep = sleep
         self._conn: psycopg.Connection | None = None
+        self._pid = os.getpid()  # the process that opened `_conn`
+        self._parents_conn: psycopg.Connection | None = None  # see `_connection`
         self._in_transaction = False
         self._commits = 0
         # A batch whose write raised with its COMMIT's outcome unknown, and that transaction's id;
@@ -123,6 +128,12 @@ class PostgresStore(Store):
 
     # ---- connection and transactions ----------------------------------------------------------
     def _connection(self) -> psycopg.Connection:
+        """This process's connection. A forked child (a DataLoader worker, say) opens its own: the
+        one it inherited is the parent's session, and a word sent through it would interleave with
+        the parent's. That one is kept, never used nor closed (closing it would end the parent's
+        session; letting it be collected would only warn that an open connection was deleted)."""
+        if self._pid != os.getpid():
+            self._parents_conn, self._conn, self._pid = self._conn, None, os.getpid()
         if self._conn is None:
             self._conn = psycopg.connect(
                 self.url, autocommit=True, connect_timeout=10, application_name="tallyboard",
@@ -131,8 +142,9 @@ class PostgresStore(Store):
         return self._conn
 
     def _disconnect(self) -> None:
+        """Close this process's connection; never the parent's (closing ends its session)."""
         conn, self._conn = self._conn, None
-        if conn is not None:
+        if conn is not None and self._pid == os.getpid():
             conn.close()
 
     def _is_lost(self, error: psycopg.OperationalError) -> bool:
