@@ -188,3 +188,30 @@ def test_steps_at_the_ends_of_the_64_bit_range_are_logged_and_summarised(db_url)
         assert queries.buckets(key, first_block[0], first_block[-1], BLOCK_STEPS) == [(*points[1], -2.0, 1.0)]
     finally:
         queries.close()
+
+
+def test_batches_adding_to_a_block_merge_with_its_extremes_and_nan_changes_none(db_url):
+    """Each batch adds new steps to the blocks of the one before (PostgreSQL merges the batch's
+    extremes then): NaN-only additions keep the extremes, values after NaN-only ones set them."""
+    batches = [
+        {0: 1.0, 1: -1.0, 256: math.nan},  # block 1 is NaN only
+        {2: math.nan, 3: math.nan, 257: math.nan},  # NaN only, into both blocks
+        {4: 0.5, 258: 2.0, 259: math.inf},  # inside block 0's extremes; block 1's first values
+        {5: -3.0, 260: -math.inf},
+    ]
+    table = tb.ResultTable(db_url, nocommit_action=tb.NoCommitAction.NOP)
+    run = table.new_run("merges", auto_log_plt=False)
+    expected = [[(0, 1.0, -1.0), (1, None, None)], [(0, 1.0, -1.0), (1, None, None)]]
+    expected += [[(0, 1.0, -1.0), (1, math.inf, 2.0)], [(0, 1.0, -3.0), (1, math.inf, -math.inf)]]
+    for batch, blocks in zip(batches, expected, strict=True):
+        for step, value in batch.items():
+            run.add_scalar("loss", value, step=step)
+        run.flush()
+        store = open_store(db_url)
+        try:
+            stored = store._execute("SELECT block, highest, lowest FROM scalar_blocks ORDER BY block")
+        finally:
+            store.close()
+        assert stored == blocks
+    run.close()
+    table.close()

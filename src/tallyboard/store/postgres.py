@@ -9,7 +9,9 @@ Why it is built this way:
   Creating or migrating the schema takes the same kind of lock, so racing processes create it once.
 - Bulk path: the sink's scalars arrive as long series; they go in with one binary COPY per batch.
   A batch that repeats a (run, tag, rep, step) -- the user logged a step twice, last one wins --
-  falls back to COPY into a temporary table and one `INSERT ... ON CONFLICT DO UPDATE`.
+  falls back to COPY into a temporary table and one `INSERT ... ON CONFLICT DO UPDATE`. A COPY that
+  went through proves every row new, so the batch's own per-block extremes are merged into
+  `scalar_blocks` instead of recomputing its blocks from `scalars` (see `Store._rebuild_blocks`).
 - A lost connection (server restart, failover, `pg_terminate_backend`, a network blip) is
   reconnected with back-off and the whole transaction is run again. Exactly once: every write
   transaction also inserts a client-generated id into `tallyboard_commits`; when the connection
@@ -39,6 +41,7 @@ from psycopg import errors
 
 from tallyboard.store import migrations
 from tallyboard.store.base import WALLTIME_MS_SQL, Batch, ScalarRow, Store, walltime_ms
+from tallyboard.store.schema import BLOCK_BITS
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -75,6 +78,29 @@ _WALLTIME_MS_PG = (
     "(SELECT CAST(SIGN(ms) * TRUNC(ABS(ms) + 0.5) AS BIGINT)"
     " FROM (SELECT CAST(? AS DOUBLE PRECISION) * 1000 AS ms) AS walltime)"
 )
+
+
+# A block's summary merged with the extremes of rows added to it (never replacing one: see
+# `Store._rebuild_blocks`). LEAST and GREATEST skip NULL, so a block of NaN only changes nothing.
+MERGE_BLOCK = (
+    "INSERT INTO scalar_blocks (run_id, tag_id, rep, block, lowest, highest) VALUES (?, ?, ?, ?, ?, ?)"
+    " ON CONFLICT (run_id, tag_id, rep, block) DO UPDATE SET"
+    " lowest = LEAST(scalar_blocks.lowest, excluded.lowest),"
+    " highest = GREATEST(scalar_blocks.highest, excluded.highest)"
+)
+
+
+def block_extremes(run_id: int, tag_id: int, rows: Iterable[ScalarRow]) -> list[tuple]:
+    """`MERGE_BLOCK`'s parameters: the min and max value of `rows` in each block (None: NaN only)."""
+    blocks: dict[tuple[int, int], list[float]] = {}
+    for rep, step, _, _, value in rows:
+        values = blocks.setdefault((rep, step >> BLOCK_BITS), [])
+        if value is not None:
+            values.append(value)
+    return [
+        (run_id, tag_id, rep, block, min(values, default=None), max(values, default=None))
+        for (rep, block), values in blocks.items()
+    ]
 
 
 @functools.lru_cache(maxsize=512)
@@ -289,8 +315,11 @@ class PostgresStore(Store):
         super()._write(replace(batch, scalars=[]), new_tags)
         if batch.scalars:
             tag_ids = self._intern_tags([tag for _, tag, _ in batch.scalars], new_tags)
-            self._write_scalars(batch.scalars, tag_ids)
-            self._rebuild_blocks([(run_id, tag_ids[tag], rows) for run_id, tag, rows in batch.scalars])
+            series = [(run_id, tag_ids[tag], rows) for run_id, tag, rows in batch.scalars]
+            if self._write_scalars(batch.scalars, tag_ids):
+                self._executemany(MERGE_BLOCK, sorted(row for s in series for row in block_extremes(*s)))
+            else:
+                self._rebuild_blocks(series)
 
     def _intern_tags(self, names: list[str], new_tags: dict[str, int]) -> dict[str, int]:
         """{name: tag_id} for `names`, inserting the missing ones (sorted, so that two writers
@@ -307,15 +336,18 @@ class PostgresStore(Store):
             ids.update(found)
         return ids
 
-    def _write_scalars(self, series: list[tuple[int, str, list[ScalarRow]]], tag_ids: dict[str, int]) -> None:
+    def _write_scalars(self, series: list[tuple[int, str, list[ScalarRow]]], tag_ids: dict[str, int]) -> bool:
+        """Insert the rows; True when every one was new (no step was logged again), so that the
+        blocks they touch may be merged with the batch's extremes instead of recomputed."""
         self._execute("SAVEPOINT scalars_copy")
         try:
             self._copy_scalars("scalars", series, tag_ids)
         except errors.UniqueViolation:  # a step logged twice: the last value wins, as in SQLite
             self._execute("ROLLBACK TO SAVEPOINT scalars_copy")
             self._upsert_scalars(series, tag_ids)
-        else:
-            self._execute("RELEASE SAVEPOINT scalars_copy")
+            return False
+        self._execute("RELEASE SAVEPOINT scalars_copy")
+        return True
 
     def _copy_scalars(self, table: str, series, tag_ids: dict[str, int]) -> None:
         with (
