@@ -144,3 +144,24 @@ def test_a_finished_run_makes_the_handler_raise_to_the_caller(table, registered)
 
 def test_exported_from_tallyboard():
     assert tb.ResultTableEventHandler is handlers.ResultTableEventHandler
+
+
+@pytest.mark.parametrize("end", ["write_result", "close", "with"])
+def test_the_open_window_of_a_stat_lands_before_the_run_ends(table, registered, end):
+    clock = FakeClock()
+    stat = monitor.Stat("step_time", [monitor.MEAN], 10.0, clock=clock)
+    run = table.new_run(f"last-window-{end}", auto_log_plt=False)
+    registered(tb.ResultTableEventHandler(run))
+    for second, value in [(1.0, 1.0), (12.0, 2.0), (13.0, 4.0)]:  # the window 10 s - 20 s stays open
+        clock.at(second)
+        stat.add(value)
+    if end == "write_result":
+        run.write_result(acc=1.0)
+    elif end == "close":
+        run.close()
+    else:
+        with run:
+            pass
+    assert series(table.load_run(run.run_id), "step_time.mean") == [(0, 1.0), (1, 3.0)]
+    assert stat.count == 0  # logged; the Stat itself stays open
+    stat.close()  # nothing left to log, so the ended run is not asked to take anything

@@ -31,11 +31,15 @@ class ResultTableEventHandler:
     - Any other event gives a text record tagged with the event's name, holding its timestamp and
       data as JSON; its step counts the events of that name (or is ``step()``).
 
-    Like any monitor handler, an error it raises (e.g. the run was finished with ``write_result``)
-    reaches the caller of ``Stat.add``/``log_event``: unregister the handler before finishing the run.
+    When the run ends (``write_result``, ``close``, leaving its ``with`` block, the process ending),
+    the open windows of the Stats are logged first (``monitor.log_open_windows``), so the last
+    window of each lands in the run instead of reaching a run that no longer takes records. A Stat
+    used after that still reaches the handler: like any monitor handler, an error it raises (the
+    run is read-only) reaches the caller of ``Stat.add``/``log_event``; unregister the handler.
     """
 
     def __init__(self, writer: LogWriter, step: Callable[[], int] | None = None) -> None:
+        writer.before_end(monitor.log_open_windows)
         self._writer = writer
         self._step = step
         self._counts: dict[tuple[bool, str], int] = {}

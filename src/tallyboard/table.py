@@ -144,7 +144,7 @@ class ResultTable:
         if system_metrics:
             from tallyboard import system_metrics as metrics
 
-            writer._stoppers.append(metrics.start(writer).stop)
+            writer.before_end(metrics.start(writer).stop)
         return writer
 
     def new_run(

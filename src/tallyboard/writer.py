@@ -374,6 +374,13 @@ class LogWriter:
         self._set(color=color)
 
     # ---- durability and lifecycle --------------------------------------------------------------
+    def before_end(self, callback: Callable[[], None]) -> None:
+        """Call `callback` when the run ends (close, write_result, an exit path), before it stops
+        taking records: what still has something to log (a sampler thread, the open windows of
+        Stats feeding a `ResultTableEventHandler`) logs it into the run. Once per callback."""
+        if not self._read_only and callback not in self._stoppers:
+            self._stoppers.append(callback)
+
     def flush(self) -> None:
         """Return once everything logged so far is committed to the database."""
         if self._sink is not None and not self._disabled:
@@ -388,7 +395,7 @@ class LogWriter:
         if self.pid != os.getpid():
             self._read_only = True
             return
-        for stop in self._stoppers:  # e.g. the system-metrics thread, which may still be logging
+        for stop in self._stoppers:  # see before_end
             stop()
         self._read_only = True
         if status is not None:

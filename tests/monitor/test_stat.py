@@ -322,3 +322,24 @@ def test_default_clock_is_monotonic_with_aligned_windows(monkeypatch, recorder):
 
 def test_repr_names_the_stat():
     assert repr(Stat("s", [Aggregation.MIN, Aggregation.MEAN], SECOND)) == "Stat('s', [MEAN, MIN])"
+
+
+def test_log_open_windows_logs_what_each_stat_holds_and_keeps_it_open():
+    events = []
+    handle = monitor.register_event_handler(events.append)
+    now = [0]
+    stat = Stat("s", [Aggregation.SUM], timedelta(seconds=10), clock=lambda: now[0])
+    empty = Stat("empty", [Aggregation.SUM], timedelta(seconds=10), clock=lambda: now[0])
+    try:
+        stat.add(1.0)
+        stat.add(2.0)
+        monitor.log_open_windows()
+        assert [event.data for event in events] == [{"s.sum": 3.0}]  # nothing for the empty Stat
+        stat.add(4.0)  # the same 10 s window, still open: logged as another event when it ends
+        now[0] = 10_000_000_000
+        stat.add(8.0)
+        assert [event.data for event in events] == [{"s.sum": 3.0}, {"s.sum": 4.0}]
+    finally:
+        stat.close()
+        empty.close()
+        monitor.unregister_event_handler(handle)

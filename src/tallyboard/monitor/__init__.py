@@ -1,8 +1,8 @@
 """A dependency-free port of ``torch.monitor``: windowed Stats that log Events to handlers.
 
 Same names and signatures as torch's, with its binding's bugs fixed (VALUE is reported, a double
-unregister is harmless, a handler may log without deadlocking), plus ``Stat(..., clock=)`` and
-``Stat.close()``. Importing it imports only the standard library.
+unregister is harmless, a handler may log without deadlocking), plus ``Stat(..., clock=)``,
+``Stat.close()`` and ``log_open_windows()``. Importing it imports only the standard library.
 """
 
 from tallyboard.monitor.aggregation import COUNT, MAX, MEAN, MIN, SUM, VALUE, Aggregation
@@ -16,6 +16,7 @@ from tallyboard.monitor.events import (
 )
 from tallyboard.monitor.stat import STAT_EVENT, Stat
 from tallyboard.monitor.tensorboard import TensorboardEventHandler
+from tallyboard.monitor.window import log_open_windows
 
 __all__ = [
     "COUNT",
@@ -32,6 +33,7 @@ __all__ = [
     "TensorboardEventHandler",
     "data_value_t",
     "log_event",
+    "log_open_windows",
     "register_event_handler",
     "unregister_event_handler",
 ]

@@ -12,6 +12,7 @@ handler may use the Stat.
 import math
 import threading
 import warnings
+import weakref
 from datetime import datetime
 
 from tallyboard.monitor.aggregation import Aggregation
@@ -41,6 +42,7 @@ class StatWindow:
     the Stat and its ``add``, and then logs what it still holds."""
 
     __slots__ = (
+        "__weakref__",
         "_aggregations",
         "_closed",
         "_count",
@@ -85,6 +87,7 @@ class StatWindow:
         self.deadline: float = -math.inf  # the fast path defers to add() from this clock reading on
         self.drop_until: float = -math.inf  # the end of a window that is full (max_samples)
         self._reset()
+        _live_windows.add(self)
 
     def _reset(self) -> None:
         self._count = 0  # samples folded out of the buffer
@@ -133,6 +136,16 @@ class StatWindow:
             self.deadline = -math.inf  # no fast path until the window ends
         if full is not None:
             log_event(full)
+
+    def log_early(self) -> None:
+        """Logs the open window now if it has samples, as if it had ended; the Stat stays open, and
+        later adds of the same window are logged when it ends, as another event."""
+        with self._lock:
+            if self._closed:
+                return
+            early = self._close_window(discard_buffer=self.drop_until != -math.inf)
+        if early is not None:
+            log_event(early)
 
     def close(self) -> None:
         """Logs the open window if it has samples; later adds raise ValueError. Runs during cleanup,
@@ -208,3 +221,17 @@ class StatWindow:
         self._logged = {agg: values[agg] for agg in self._aggregations}
         self._reset()
         return _trusted_event(STAT_EVENT, datetime.now(), {key: values[agg] for agg, key in self._keys})
+
+
+# Every StatWindow alive, so that `log_open_windows` can reach them (weakly: a Stat still dies, and
+# logs its last window, when its last reference goes).
+_live_windows: "weakref.WeakSet[StatWindow]" = weakref.WeakSet()
+
+
+def log_open_windows() -> None:
+    """Log the open window of every live Stat that has samples, now (see `StatWindow.log_early`).
+
+    For whoever is about to stop listening: a result-table run that ends calls it so that the
+    last windows of the Stats logging into it arrive while it can still write them."""
+    for window in list(_live_windows):
+        window.log_early()

@@ -13,9 +13,13 @@ writer thread and a `ResultTable` each open their own.
 
 from __future__ import annotations
 
+import atexit
 import json
+import logging
+import os
 import threading
 import time
+import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -150,6 +154,8 @@ class Store(ABC):
     def __init__(self) -> None:
         self._lock = threading.RLock()
         self._tag_ids: dict[str, int] = {}
+        self._opened_by = os.getpid()
+        _live_stores.add(self)
 
     # ---- engine primitives --------------------------------------------------------------
     @abstractmethod
@@ -545,3 +551,25 @@ class Store(ABC):
             sql += " WHERE " + " AND ".join(where)
         with self._lock:
             return self._execute(f"{sql} ORDER BY {alias}.{id_column}", params)
+
+
+# Every store alive in this process, closed when the interpreter exits (see `_close_live_stores`).
+_live_stores: weakref.WeakSet[Store] = weakref.WeakSet()
+
+
+def _close_live_stores() -> None:
+    """Close this process's open stores at exit, after the runs were ended (atexit runs hooks last
+    registered first, and the sink registers its own when a run opens, after this module loaded).
+    Otherwise a table held in a global is collected during shutdown with its connection open,
+    which psycopg reports as a ResourceWarning -- noise at the end of every script. A forked
+    child leaves its parent's stores alone (closing a SQLite connection copied across a fork
+    could checkpoint the parent's WAL under it)."""
+    for store in list(_live_stores):
+        if store._opened_by == os.getpid():
+            try:
+                store.close()
+            except Exception:  # the process is ending: a failed close must not hide anything
+                logging.getLogger(__name__).debug("tallyboard: could not close %s", store.url, exc_info=True)
+
+
+atexit.register(_close_live_stores)
