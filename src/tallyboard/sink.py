@@ -291,9 +291,15 @@ def _sigterm(signum: int, frame: Any) -> None:
         os.kill(os.getpid(), signal.SIGTERM)
 
 
+# The status `_at_exit` ends runs with: the end status the run's user chose (`set_status`), else
+# 'failed' (see `LogWriter._end`).
+AT_EXIT = "at-exit"
+
+
 def _at_exit() -> None:
-    """Runs still open when the interpreter exits never said they finished: they failed."""
-    end_runs("failed")
+    """Runs still open when the interpreter exits never closed: they end with the end status
+    their user set (an adapter that saw training succeed), else as failed."""
+    end_runs(AT_EXIT)
 
 
 def _forget_parent() -> None:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from tallyboard.media import open_png
-from tallyboard.sink import MAX_PENDING_ROWS, Sink, closed, opened
+from tallyboard.sink import AT_EXIT, MAX_PENDING_ROWS, Sink, closed, opened
 from tallyboard.store import Store
 from tallyboard.store.base import RUN_FIELDS, ResumePoint
 from tallyboard.values import INT64_MAX, INT64_MIN, json_value, to_float, to_int, to_walltime
@@ -395,6 +395,8 @@ class LogWriter:
         if self.pid != os.getpid():
             self._read_only = True
             return
+        if status == AT_EXIT:
+            status = self._chosen_end or "failed"
         for stop in self._stoppers:  # see before_end
             stop()
         self._read_only = True
