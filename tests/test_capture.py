@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from tallyboard import left_out
 from tallyboard.capture import command_line, file_hash, git_state, read_config
 
 
@@ -184,3 +185,58 @@ def test_command_line_is_the_quoted_command_of_the_process():
 
 def test_command_line_in_this_process_starts_with_the_interpreter_command():
     assert shlex.split(command_line()) == sys.orig_argv
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def test_untracked_files_enter_the_diff_only_when_small_text_and_the_others_are_listed(repo, tmp_path):
+    big = b"x,y\n" * (left_out.MAX_FILE_BYTES // 4 + 1)  # a CSV just over the cap
+    binary = b"\x89PNG\r\n\x1a\n\0\0" + os.urandom(100)
+    (repo / "data.csv").write_bytes(big)
+    (repo / "weird name é.bin").write_bytes(binary)
+    (repo / "notes.txt").write_text("small text\n")
+    state = git_state(repo)
+    assert "+small text" in state.diff
+    assert "x,y" not in state.diff and "PNG" not in state.diff
+    assert len(state.diff) < 2_000  # the diff lists, it does not carry
+    listed = {(e.path, e.size, e.sha256, e.reason) for e in left_out.parse(state.diff)}
+    assert listed == {
+        ("data.csv", len(big), sha256(big), left_out.TOO_LARGE),
+        ("weird name é.bin", len(binary), sha256(binary), left_out.BINARY),
+    }
+    assert set(left_out.parse(state.diff)) == set(state.left_out)
+    clone = tmp_path / "clone"  # the listed lines do not stop the diff from applying
+    git(tmp_path, "clone", "-q", str(repo), str(clone))
+    subprocess.run(["git", "apply"], cwd=clone, input=state.diff, text=True, check=True)
+    assert (clone / "notes.txt").read_text() == "small text\n" and not (clone / "data.csv").exists()
+
+
+def test_untracked_text_stops_entering_the_diff_at_the_total_cap(repo):
+    size = left_out.MAX_FILE_BYTES - 10
+    fit = left_out.MAX_TOTAL_BYTES // size
+    for index in range(fit + 2):
+        (repo / f"part{index:02d}.txt").write_text("a\n" * (size // 2))
+    state = git_state(repo)
+    assert [e.path for e in state.left_out] == [f"part{index:02d}.txt" for index in (fit, fit + 1)]
+    assert {e.reason for e in state.left_out} == {left_out.OVER_TOTAL}
+    assert state.diff.count("diff --git") == fit
+
+
+def test_a_binary_or_large_config_is_hashed_whole_and_listed_instead_of_stored(tmp_path):
+    binary = tmp_path / "model.pt"
+    binary.write_bytes(b"\0\1\2" * 1000)
+    config = read_config(binary)
+    assert config.sha256 == file_hash(binary)
+    assert config.left_out == left_out.LeftOut(str(binary), 3000, config.sha256, left_out.BINARY)
+    assert left_out.listed_config(config.content) == config.left_out
+    large = "lr: 0.1\n" * (left_out.MAX_FILE_BYTES // 8 + 1)
+    with io.StringIO(large) as handle:  # an open text file: same rule, and rewound
+        config = read_config(handle)
+        assert handle.read() == large
+    assert config.sha256 == sha256(large.encode())
+    assert (config.left_out.size, config.left_out.reason) == (len(large), left_out.TOO_LARGE)
+    small = read_config(io.StringIO("lr: 0.1\n"))
+    assert (small.content, small.left_out) == ("lr: 0.1\n", None)
+    assert left_out.listed_config(small.content) is None

@@ -1,5 +1,6 @@
 """ResultTable on a real SQLite file: run rows, uniqueness, the table view and its columns."""
 
+import hashlib
 import io
 import json
 import subprocess
@@ -232,6 +233,35 @@ def test_uncommitted_changes_warn_raise_or_pass(db_url, tmp_path, monkeypatch):
     row = tb.ResultTable(db_url).get_experiment_raw(writer.run_id)
     assert len(row["git_commit"]) == 40 and "new.py" in row["git_diff"]
     writer.close()
+
+
+def test_a_run_lists_the_large_and_binary_files_it_did_not_store(db_url, tmp_path, monkeypatch):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "init")
+    dataset = b"1,2,3\n" * 1_000_000  # 6 MB of CSV lying untracked in the repository
+    (repo / "train.csv").write_bytes(dataset)
+    (repo / "config.bin").write_bytes(b"\0config")
+    monkeypatch.chdir(repo)
+    table = tb.ResultTable(db_url, nocommit_action=tb.NoCommitAction.NOP)
+    run = table.new_run("e", configfile="config.bin", auto_log_plt=False)
+    row = table.get_experiment_raw(run.run_id)
+    assert len(row["git_diff"]) + len(row["config_content"]) < 2_000
+    assert row["config_hash"] == tb.ResultTable.get_file_hash(repo / "config.bin")
+    assert table.get_left_out(run.run_id) == [
+        {"source": "config", "path": "config.bin", "size": 7, "sha256": row["config_hash"], "reason": "binary"},
+        {
+            "source": "git", "path": "config.bin", "size": 7, "sha256": row["config_hash"], "reason": "binary",
+        },
+        {
+            "source": "git", "path": "train.csv", "size": len(dataset),
+            "sha256": hashlib.sha256(dataset).hexdigest(), "reason": "larger than 256 kB",
+        },
+    ]  # fmt: skip
+    with pytest.raises(KeyError, match=r"config file of run 1 \(config.bin, 7 bytes.*not stored: binary"):
+        table.get_config(run.run_id)
+    run.close()
 
 
 def test_two_processes_racing_create_one_run(db_url):

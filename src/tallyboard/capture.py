@@ -1,6 +1,7 @@
 """What it takes to reproduce a run: the git commit and diff, the config file, the command line.
 
-Capture runs once, when a run starts, and must never be the reason a run fails to start: a missing
+Untracked files and the config file are stored only when they are small text; the others are
+listed by path, size and sha256 (see left_out.py). Capture runs once, when a run starts, and must never be the reason a run fails to start: a missing
 git binary, a directory that is not a repository or a git that hangs (a network filesystem, a lock)
 all give ``None`` fields, within a bounded time.
 """
@@ -8,15 +9,20 @@ all give ``None`` fields, within a bounded time.
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 import shlex
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
+
+from tallyboard import left_out
+from tallyboard.left_out import LeftOut
 
 GIT_TIMEOUT_S = 10.0
 _CHUNK = 1 << 16
@@ -25,26 +31,31 @@ _CHUNK = 1 << 16
 @dataclass(frozen=True)
 class GitState:
     """``commit`` is HEAD's full hash (None before the first commit); ``diff`` is the working tree
-    against HEAD, untracked files included (None outside a repository)."""
+    against HEAD, untracked files included when small text (None outside a repository), preceded
+    by a line for each untracked file left out; ``left_out`` lists those files."""
 
     commit: str | None
     diff: str | None
+    left_out: tuple[LeftOut, ...] = ()
 
 
 @dataclass(frozen=True)
 class ConfigFile:
-    """A config file as it was when the run started: where it was, its sha256 and its text."""
+    """A config file as it was when the run started: where it was, its sha256 and its text (or,
+    for a binary or large file, the line that says so, and ``left_out`` set)."""
 
     path: str | None
     sha256: str
     content: str
+    left_out: LeftOut | None = None
 
 
 def git_state(cwd: str | os.PathLike[str] | None = None, timeout_s: float = GIT_TIMEOUT_S) -> GitState:
     """Return the commit and the diff of the repository containing ``cwd``; never raises.
 
-    Untracked files are included with their contents, ignored files (``.gitignore``) are not. They
-    are marked intent-to-add in a temporary copy of the index, so the user's own index is left alone.
+    Untracked files are included with their contents when they are small text (see left_out.py),
+    ignored files (``.gitignore``) are not. They are marked intent-to-add in a temporary copy of the
+    index, so the user's own index is left alone.
     """
     try:
         return _git_state(Path.cwd() if cwd is None else Path(cwd), timeout_s)
@@ -60,56 +71,130 @@ def _git_state(cwd: Path, timeout_s: float) -> GitState:
     head = _git(cwd, env, timeout_s, "rev-parse", "--verify", "--quiet", "HEAD^{commit}")
     commit = head.stdout.decode().strip() if head.returncode == 0 else None
     index_path = _git(cwd, env, timeout_s, "rev-parse", "--git-path", "index")
-    if index_path.returncode != 0:
+    top = _git(cwd, env, timeout_s, "rev-parse", "--show-toplevel")
+    if index_path.returncode != 0 or top.returncode != 0:
         return GitState(commit, None)
+    root = Path(os.fsdecode(top.stdout.rstrip(b"\n")))
     with tempfile.TemporaryDirectory(prefix="tallyboard-git-") as scratch:
         index_copy = Path(scratch) / "index"
         user_index = cwd / index_path.stdout.decode().strip()  # relative to cwd unless absolute
         if user_index.exists():
             shutil.copyfile(user_index, index_copy)
         env["GIT_INDEX_FILE"] = str(index_copy)
-        _git(cwd, env, timeout_s, "add", "--intent-to-add", "--all")
+        untracked = _git(root, env, timeout_s, "ls-files", "--others", "--exclude-standard", "-z")
+        if untracked.returncode != 0:
+            return GitState(commit, None)
+        kept, left = _select_untracked(root, [p for p in untracked.stdout.split(b"\0") if p])
+        if kept:
+            add = ("add", "--intent-to-add", "--pathspec-from-file=-", "--pathspec-file-nul")
+            _git(root, {**env, "GIT_LITERAL_PATHSPECS": "1"}, timeout_s, *add, stdin=b"\0".join(kept))
         if commit is None:  # before the first commit, everything is new against the empty tree
             base = _git(cwd, env, timeout_s, "hash-object", "-t", "tree", os.devnull).stdout.decode().strip()
         else:
             base = commit
-        diff = _git(cwd, env, timeout_s, "diff", "--no-color", "--no-ext-diff", "--no-textconv", base)
+        diff = _git(root, env, timeout_s, "diff", "--no-color", "--no-ext-diff", "--no-textconv", base)
     if diff.returncode != 0:
         return GitState(commit, None)
-    return GitState(commit, diff.stdout.decode("utf-8", errors="replace"))
+    listed = "".join(entry.line() + "\n" for entry in left)
+    return GitState(commit, listed + diff.stdout.decode("utf-8", errors="replace"), tuple(left))
 
 
-def _git(cwd: Path, env: dict[str, str], timeout_s: float, *args: str) -> subprocess.CompletedProcess[bytes]:
+def _select_untracked(root: Path, paths: list[bytes]) -> tuple[list[bytes], list[LeftOut]]:
+    """Split untracked files (paths relative to `root`, in git's order) into those the diff takes
+    whole and those it lists (see left_out.py). Anything but a regular file (a symlink, a nested
+    repository) is taken: git stores no more than a path for it."""
+    kept: list[bytes] = []
+    left: list[LeftOut] = []
+    total = 0
+    for path in paths:
+        full = root / os.fsdecode(path)
+        try:
+            info = os.lstat(full)
+            if not stat.S_ISREG(info.st_mode):
+                kept.append(path)
+                continue
+            if info.st_size > left_out.MAX_HASHED_BYTES:
+                left.append(LeftOut(os.fsdecode(path), info.st_size, None, left_out.TOO_LARGE))
+                continue
+            with open(full, "rb") as file:
+                head, reason = left_out.read_head(file)
+                if reason is None and total + len(head) > left_out.MAX_TOTAL_BYTES:
+                    reason = left_out.OVER_TOTAL
+                if reason is None:
+                    kept.append(path)
+                    total += len(head)
+                    continue
+                size, sha256 = left_out.rest_digest(file, head)
+        except OSError:  # gone or unreadable since git listed it: git would not store it either
+            continue
+        left.append(LeftOut(os.fsdecode(path), size, sha256, reason))
+    return kept, left
+
+
+def _git(
+    cwd: Path, env: dict[str, str], timeout_s: float, *args: str, stdin: bytes | None = None
+) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run(
         ["git", *args],
         cwd=cwd,
         env=env,
         capture_output=True,
-        stdin=subprocess.DEVNULL,
+        input=b"" if stdin is None else stdin,
         timeout=timeout_s,
         check=False,
     )
 
 
 def read_config(config: str | os.PathLike[str] | IO[str] | IO[bytes]) -> ConfigFile:
-    """Read a config file (a path or an open file) whole: its text is stored with the run.
+    """Read a config file (a path or an open file): its text is stored with the run, unless it is
+    binary or larger than `left_out.MAX_FILE_BYTES` (then the line that lists it is stored).
 
-    The hash is of the exact bytes; the text is decoded as UTF-8, undecodable bytes replaced.
+    The hash is always of the exact bytes, the whole file; the text is decoded as UTF-8,
+    undecodable bytes replaced.
     """
     if hasattr(config, "read"):
-        data = _as_bytes(config.read())
+        name = getattr(config, "name", None)
+        config_file = _config_from(_BytesOf(config), name if isinstance(name, str) else None)
         if hasattr(config, "seek"):
             config.seek(0)
-        name = getattr(config, "name", None)
-        return ConfigFile(name if isinstance(name, str) else None, _sha256(data), _decode(data))
+        return config_file
     path = Path(config)
     try:
-        data = path.read_bytes()
+        with path.open("rb") as file:
+            return _config_from(file, os.fspath(config))
     except FileNotFoundError:
         raise FileNotFoundError(f"config file not found: {path.resolve()}") from None
     except IsADirectoryError:
         raise IsADirectoryError(f"config file is a directory: {path.resolve()}") from None
-    return ConfigFile(os.fspath(config), _sha256(data), _decode(data))
+
+
+def _config_from(file: IO[bytes], path: str | None) -> ConfigFile:
+    head, reason = left_out.read_head(file)
+    size, sha256 = left_out.rest_digest(file, head)
+    if reason is None:
+        return ConfigFile(path, sha256, _decode(head))
+    listed = LeftOut(path or "", size, sha256, reason)
+    return ConfigFile(path, sha256, listed.line(), listed)
+
+
+class _BytesOf(io.RawIOBase):
+    """An open config file, text or binary, read as bytes (text is encoded as UTF-8)."""
+
+    def __init__(self, file: IO[str] | IO[bytes]) -> None:
+        self._file = file
+        self._pending = b""
+
+    def read(self, size: int = -1) -> bytes:
+        while size < 0 or len(self._pending) < size:
+            chunk = self._file.read(_CHUNK if size < 0 else max(size - len(self._pending), 1))
+            if not chunk:
+                break
+            self._pending += _as_bytes(chunk)
+        if size < 0:
+            data, self._pending = self._pending, b""
+        else:
+            data, self._pending = self._pending[:size], self._pending[size:]
+        return data
 
 
 def file_hash(file: str | os.PathLike[str] | IO[str] | IO[bytes]) -> str:
@@ -139,10 +224,6 @@ def command_line() -> str:
 
 def _as_bytes(chunk: str | bytes) -> bytes:
     return chunk.encode("utf-8") if isinstance(chunk, str) else chunk
-
-
-def _sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 def _decode(data: bytes) -> str:

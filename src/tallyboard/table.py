@@ -9,6 +9,7 @@ so two processes racing to start the same run create one.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
@@ -16,7 +17,7 @@ import warnings
 from enum import Enum
 from typing import IO, Any, NamedTuple
 
-from tallyboard import capture
+from tallyboard import capture, left_out
 from tallyboard.media import open_png
 from tallyboard.sink import DEFAULT_COMMIT_INTERVAL, sink_for
 from tallyboard.store import Column, StoreError, open_store
@@ -249,11 +250,29 @@ class ResultTable:
         return frame
 
     def get_config(self, run_id: int) -> str:
-        """The content of the run's config file as it was when the run started."""
+        """The content of the run's config file as it was when the run started. `KeyError` if it
+        had none, or if it was not stored (binary or too large: the message says which)."""
         content = self._require(run_id)["config_content"]
         if content is None:
             raise KeyError(f"run {run_id} has no config file")
+        entry = left_out.listed_config(content)
+        if entry is not None:
+            raise KeyError(
+                f"the config file of run {run_id} ({entry.path}, {entry.size} bytes, sha256 "
+                f"{entry.sha256}) was not stored: {entry.reason}"
+            )
         return content
+
+    def get_left_out(self, run_id: int) -> list[dict[str, Any]]:
+        """The files the run's capture listed instead of storing (see left_out.py): dicts of
+        `source` ('config' or 'git'), `path`, `size`, `sha256`, `reason`."""
+        row = self._require(run_id)
+        config = [entry for entry in [left_out.listed_config(row["config_content"])] if entry is not None]
+        return [
+            {"source": source, **dataclasses.asdict(entry)}
+            for source, entries in (("config", config), ("git", left_out.parse(row["git_diff"])))
+            for entry in entries
+        ]
 
     def get_experiment_raw(self, run_id: int) -> dict[str, Any]:
         """The run's row, every column, as stored."""
