@@ -249,16 +249,13 @@ def test_a_run_lists_the_large_and_binary_files_it_did_not_store(db_url, tmp_pat
     row = table.get_experiment_raw(run.run_id)
     assert len(row["git_diff"]) + len(row["config_content"]) < 2_000
     assert row["config_hash"] == tb.ResultTable.get_file_hash(repo / "config.bin")
+    binary = {"path": "config.bin", "size": 7, "sha256": row["config_hash"], "reason": "binary"}
+    csv = {"path": "train.csv", "size": len(dataset), "sha256": hashlib.sha256(dataset).hexdigest()}
     assert table.get_left_out(run.run_id) == [
-        {"source": "config", "path": "config.bin", "size": 7, "sha256": row["config_hash"], "reason": "binary"},
-        {
-            "source": "git", "path": "config.bin", "size": 7, "sha256": row["config_hash"], "reason": "binary",
-        },
-        {
-            "source": "git", "path": "train.csv", "size": len(dataset),
-            "sha256": hashlib.sha256(dataset).hexdigest(), "reason": "larger than 256 kB",
-        },
-    ]  # fmt: skip
+        {"source": "config", **binary},
+        {"source": "git", **binary},
+        {"source": "git", **csv, "reason": "larger than 256 kB"},
+    ]
     with pytest.raises(KeyError, match=r"config file of run 1 \(config.bin, 7 bytes.*not stored: binary"):
         table.get_config(run.run_id)
     run.close()

@@ -1,7 +1,9 @@
 """What it takes to reproduce a run: the git commit and diff, the config file, the command line.
 
 Untracked files and the config file are stored only when they are small text; the others are
-listed by path, size and sha256 (see left_out.py). Capture runs once, when a run starts, and must never be the reason a run fails to start: a missing
+listed by path, size and sha256 (see left_out.py).
+
+Capture runs once, when a run starts, and must never be the reason a run fails to start: a missing
 git binary, a directory that is not a repository or a git that hangs (a network filesystem, a lock)
 all give ``None`` fields, within a bounded time.
 """
