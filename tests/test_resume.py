@@ -13,12 +13,15 @@ from tallyboard.store.queries import DashboardQueries, SeriesKey
 
 @pytest.fixture
 def table(db_url):
-    yield tb.ResultTable(db_url, nocommit_action=tb.NoCommitAction.NOP)
-    end_runs("failed")  # a run a test left open must not outlive its database
+    """A table on each engine; the runs a test leaves open are ended before its database goes."""
+    try:
+        yield tb.ResultTable(db_url, nocommit_action=tb.NoCommitAction.NOP)
+    finally:
+        end_runs("failed")
 
 
-def start(table, name="exp", **kwargs):
-    return table.new_run(name, auto_log_plt=False, **kwargs)
+def start(table):
+    return table.new_run("exp", auto_log_plt=False)
 
 
 def series(table, run_id, tag):
