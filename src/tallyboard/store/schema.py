@@ -10,7 +10,8 @@ Conventions every reader relies on:
   its repetition started, unless the user gave a walltime (then it is that value in seconds x 1000,
   rounded to the nearest, halves away from zero). Integers because SQLite stores small integers in
   1-4 bytes where a REAL takes 8: this is what keeps a scalar row under 32 bytes on disk;
-- run id -1 is the debug run (overwritten by the next one); ids of real runs start at 1;
+- run id -1 is the debug run (overwritten by the next one); ids of real runs start at 1 and are
+  dense: each new one is the largest id + 1, chosen with the insert (`Store.create_run`);
 - tags (`split/name`, further slashes kept whole) are interned once in `tags`; the empty tag ''
   stands for "no tag" (an image logged with tag=None);
 - a scalar `value` of NULL means NaN (SQLite cannot store NaN; +-inf are stored as they are);
