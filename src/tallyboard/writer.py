@@ -3,7 +3,9 @@
 `add_scalar` is the hot path (called every training step), so it does the least that keeps the
 data right: one dict lookup for the series, a type check of the value, a clock read, and an append
 of a plain tuple to the series' list (see sink.py for why that needs no lock). Everything else --
-tag ids, SQL, transactions -- happens in the sink's thread. A bad value raises `TypeError` before
+tag ids, SQL, transactions -- happens in the sink's thread, except changes to the run's own row
+(status, tag, note, colour, hparams, results): those are rare, and written at once so that this
+process sees them at once (see `_row_store`). A bad value raises `TypeError` before
 anything is appended, so a failed call leaves no half-written record.
 """
 
@@ -54,7 +56,7 @@ _ARRAY_COLUMNS = {
 }
 
 
-# The open writer of each run in this process, by (sink key, run id): see `_take_over`.
+# The open writer of each run in this process, by (sink key, run id): see `let_go`.
 _writing: dict[tuple[str | None, int], LogWriter] = {}
 
 
