@@ -240,3 +240,12 @@ def test_a_binary_or_large_config_is_hashed_whole_and_listed_instead_of_stored(t
     small = read_config(io.StringIO("lr: 0.1\n"))
     assert (small.content, small.left_out) == ("lr: 0.1\n", None)
     assert left_out.listed_config(small.content) is None
+
+
+def test_files_too_large_to_hash_quickly_are_listed_without_a_sha256(repo, monkeypatch):
+    monkeypatch.setattr(left_out, "MAX_HASHED_BYTES", left_out.MAX_FILE_BYTES * 2)
+    (repo / "huge.bin").write_bytes(b"a" * (left_out.MAX_FILE_BYTES * 2 + 1))
+    (entry,) = git_state(repo).left_out
+    assert (entry.path, entry.size, entry.sha256, entry.reason) == (
+        "huge.bin", left_out.MAX_FILE_BYTES * 2 + 1, None, left_out.TOO_LARGE,
+    )  # fmt: skip
