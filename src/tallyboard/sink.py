@@ -219,10 +219,10 @@ class Sink:
         if seen not in self._warned:
             self._warned.add(seen)
             log.warning(
-                "tallyboard: the database rejected a %s record of run %s, tag %r: %s. It is kept in the "
-                "quarantine table (ResultTable.quarantined(%s)); logging goes on, and further records "
+                "tallyboard: the database rejected a %s record of run %s, tag or name %r: %s. It is kept "
+                "in the quarantine table (ResultTable.quarantined(%s)); logging goes on, and further records "
                 "of this tag rejected alike are set aside without a warning",
-                record.kind, record.run_id, record.tag, record.error, record.run_id,
+                record.kind, record.run_id, record.tag, record.error.splitlines()[0], record.run_id,
             )  # fmt: skip
         return True
 

@@ -30,7 +30,7 @@ def check_text(what: str, value: Any, max_bytes: int = MAX_TEXT_BYTES) -> str:
     if not isinstance(value, str):
         raise TypeError(f"{what} must be a str, got {type(value).__name__}")
     if "\x00" in value:
-        raise ValueError(f"{what} contains a NUL character (\\x00), which the store cannot hold: {_clip(value)}")
+        raise ValueError(f"{what} contains a NUL character (\\x00), which no store holds: {_clip(value)}")
     if len(value) * 4 > max_bytes or not value.isascii():  # ASCII text is valid UTF-8 of len bytes
         try:
             size = len(value.encode("utf-8"))
@@ -70,7 +70,9 @@ def to_float(tag: str, value: Any) -> float:
             value = value.item()  # numpy/torch: 0-d or 1-element only, else ValueError/RuntimeError
         return float(value)
     except OverflowError:  # e.g. 10**400: no 64-bit float holds it, and inf would be a lie
-        raise ValueError(f"add_scalar({tag!r}): {_clip(str(value))} is too large for a 64-bit float") from None
+        raise ValueError(
+            f"add_scalar({tag!r}): the {type(value).__name__} is beyond a 64-bit float's range (1.8e308)"
+        ) from None
     except (TypeError, ValueError, RuntimeError) as error:
         raise TypeError(
             f"add_scalar({tag!r}): cannot log {type(value).__name__} as a scalar: {error}"

@@ -12,7 +12,8 @@ import os
 from tallyboard.store.base import Batch, Column, DuplicateRunError, Quarantined, Store, StoreError
 
 __all__ = [
-    "Batch", "Column", "DuplicateRunError", "Quarantined", "Store", "StoreError", "is_postgres_url", "open_store",
+    "Batch", "Column", "DuplicateRunError", "Quarantined", "Store", "StoreError",
+    "is_postgres_url", "open_store",
 ]  # fmt: skip
 
 
