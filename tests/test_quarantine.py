@@ -17,6 +17,7 @@ import tallyboard as tb
 from tallyboard.sink import end_runs
 from tallyboard.store import Batch, postgres, sqlite
 from tallyboard.store.quarantine import halves, record_json
+from tallyboard.store.schema import SCHEMA_VERSION
 
 
 @pytest.fixture
@@ -186,3 +187,25 @@ def test_sqlite_tells_record_errors_from_database_errors(error, record_level):
 )
 def test_postgres_tells_record_errors_from_database_errors(error, record_level):
     assert postgres.is_record_error(error) is record_level
+
+
+def test_a_version_2_table_gets_the_quarantine_and_keeps_its_runs_unique(db_url):
+    table = tb.ResultTable(db_url, nocommit_action=tb.NoCommitAction.NOP)
+    table.new_run("exp", cli={"lr": 1}, auto_log_plt=False).close()
+    table.close()
+    # What tallyboard with schema version 2 left: no quarantine, the unique key indexed whole.
+    run_sql(
+        db_url,
+        "DROP TABLE quarantine; DROP INDEX runs_by_unique_key;"
+        " CREATE INDEX runs_by_unique_key ON runs (unique_key);"
+        " UPDATE meta SET value = '2' WHERE key = 'schema_version'",
+    )
+    table = tb.ResultTable(db_url, nocommit_action=tb.NoCommitAction.NOP)
+    with pytest.raises(tb.DuplicateRunError):
+        table.new_run("exp", cli={"lr": 1}, auto_log_plt=False)
+    refuse(db_url, "texts", "content", "'poison'")
+    run = table.new_run("exp", cli={"lr": 2}, auto_log_plt=False)
+    run.add_text("poison")
+    run.close()
+    assert [q.kind for q in table.quarantined(run.run_id)] == ["text"]
+    assert table._store.meta("schema_version") == str(SCHEMA_VERSION)
