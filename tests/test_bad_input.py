@@ -172,20 +172,6 @@ def test_a_number_beyond_a_float_is_a_value_error_naming_the_tag(run, value):
     assert run.scalars == []
 
 
-@pytest.mark.parametrize("flag", [True, False, np.True_])
-def test_bools_are_not_steps_or_epochs(run, flag):
-    for call in (
-        lambda: run.add_scalar("x", 1.0, step=flag),
-        lambda: run.add_scalar("x", 1.0, epoch=flag),
-        lambda: run.add_text("t", step=flag),
-        lambda: run.add_text("t", epoch=flag),
-    ):
-        with pytest.raises(TypeError, match=r"step|epoch"):
-            call()
-    run.flush()
-    assert run.get_scalar("x") == [] and run.get_text() == []
-
-
 @pytest.mark.parametrize(
     ("arguments", "error", "message"),
     [
