@@ -5,9 +5,11 @@ The rejection is the database's own: a CHECK constraint on PostgreSQL, a trigger
 cannot add a CHECK to an existing table), added by the test to the table the run writes to.
 """
 
+import base64
 import json
 import logging
 import math
+import random
 import sqlite3
 
 import psycopg
@@ -209,3 +211,32 @@ def test_a_version_2_table_gets_the_quarantine_and_keeps_its_runs_unique(db_url)
     run.close()
     assert [q.kind for q in table.quarantined(run.run_id)] == ["text"]
     assert table._store.meta("schema_version") == str(SCHEMA_VERSION)
+
+
+def test_records_that_skip_the_checks_are_quarantined_by_the_engines_own_refusal(table):
+    """Records put straight into the sink, past every check at the call: each engine refuses them
+    its own way (a surrogate the driver cannot encode, a NUL PostgreSQL text cannot hold, a tag
+    longer than PostgreSQL's index rows) -- and the connection, the run and another run go on."""
+    run = table.new_run("unchecked", auto_log_plt=False)
+    other = table.new_run("other", auto_log_plt=False)
+    sink = run._sink
+    long_tag = base64.b64encode(random.Random(0).randbytes(6000)).decode()  # 8 kB, not compressible
+    for content in ("x \udcff", "a\x00b", "fine"):
+        sink.put("texts", (run.run_id, "", 0, 0, None, 0.0, "text", content))
+    sink.series(run.run_id, long_tag).append((0, 0, None, 0.0, 1.0))
+    sink.series(run.run_id, "bad \udcff").append((0, 0, None, 0.0, 2.0))
+    run.add_scalar("good", 3.0)
+    other.add_scalar("good", 4.0)
+    run.close()
+    other.close()
+    on_postgres = "://" in table.db_path
+    assert [t["fragment"] for t in run.get_text()] == (["fine"] if on_postgres else ["a\x00b", "fine"])
+    assert [s.value for s in run.get_scalar("good")] == [3.0]
+    assert [s.value for s in other.get_scalar("good")] == [4.0]
+    set_aside = [(q.kind, q.tag, json.loads(q.record)) for q in table.quarantined(run.run_id)]
+    texts = [record["content"] for kind, _, record in set_aside if kind == "text"]
+    assert texts == (["x \udcff", "a\x00b"] if on_postgres else ["x \udcff"])
+    scalars = sorted((tag, record["value"]) for kind, tag, record in set_aside if kind == "scalar")
+    # The tag column shows a surrogate escaped; the record keeps the value whole.
+    assert scalars == ([("bad \\udcff", 2.0), (long_tag, 1.0)] if on_postgres else [("bad \\udcff", 2.0)])
+    assert run.status == other.status == "finished"

@@ -48,7 +48,8 @@ def describe(batch: Batch, error: BaseException) -> Quarantined:
     """The quarantine row of a batch of one record (see `halves`) that failed with `error`."""
     if batch.scalars:
         run_id, tag, ((rep, step, epoch, walltime, value),) = batch.scalars[0]
-        record = {"rep": rep, "step": step, "epoch": epoch, "walltime": walltime, "value": value}
+        record: dict[str, Any] = {"rep": rep, "step": step, "epoch": epoch, "walltime": walltime}
+        record["value"] = value
         return _row(run_id, "scalar", tag, error, record)
     if batch.media:
         run_id, tag, rep, step, epoch, walltime, kind, width, height, png = batch.media[0]
