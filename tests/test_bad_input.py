@@ -241,3 +241,9 @@ def test_captured_text_is_made_storable(table, monkeypatch, tmp_path):
     raw = table.get_experiment_raw(run.run_id)
     assert raw["command"].endswith("'caf\ufffd'") and raw["config_content"] == "lr: 1\ufffd\ufffd\n"
     assert raw["config_hash"] == tb.ResultTable.get_file_hash(config)
+
+
+def test_a_column_alias_the_store_cannot_hold_is_refused_and_changes_nothing(table):
+    with pytest.raises(ValueError, match="alias of 'experiment' contains a NUL"):
+        table.set_column_alias({"tag": "Label", "experiment": "a\x00b"})
+    assert table.result_columns["tag"][1] == "Tag"

@@ -293,7 +293,8 @@ class ResultTable:
 
     def set_column_alias(self, columns: dict[str, str]) -> None:
         """Set the names shown for columns ({name: alias})."""
-        self._store.set_columns({name: {"alias": str(alias)} for name, alias in columns.items()})
+        aliases = {name: check_text(f"the alias of {name!r}", str(alias)) for name, alias in columns.items()}
+        self._store.set_columns({name: {"alias": alias} for name, alias in aliases.items()})
 
     def hide_column(self, column: str) -> None:
         """Hide a column; the shown ones keep their order with no gaps."""
