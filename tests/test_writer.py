@@ -136,18 +136,32 @@ def test_bad_step_or_epoch_is_a_type_error(run):
     assert values(run, "x") == []
 
 
-@pytest.mark.parametrize("number", [2**63, -(2**63) - 1, np.uint64(2**63)])
-def test_a_step_or_epoch_beyond_64_bits_is_refused_at_the_call_and_the_run_keeps_working(run, number):
-    for call in (
+def position_calls(run, number):
+    """Every way a step or an epoch reaches a record, each with `number`."""
+    return (
         lambda: run.add_scalar("x", 1.0, step=number),
         lambda: run.add_scalar("x", 1.0, epoch=number),
         lambda: run.add_text("t", step=number),
         lambda: run.add_fragment("<b>f</b>", epoch=number),
-    ):
+    )
+
+
+@pytest.mark.parametrize("number", [2**63, -(2**63) - 1, np.uint64(2**63)])
+def test_a_step_or_epoch_beyond_64_bits_is_refused_at_the_call_and_the_run_keeps_working(run, number):
+    for call in position_calls(run, number):
         with pytest.raises(ValueError, match="64-bit"):
             call()
     run.add_scalar("x", 1.0, step=2**62, epoch=-(2**63))  # within 64 bits: fine
     assert values(run, "x") == [(0, 2**62, 1.0)]
+
+
+@pytest.mark.parametrize("flag", [True, False, np.True_])
+def test_bools_are_not_steps_or_epochs(run, flag):
+    """True would silently be step 1."""
+    for call in position_calls(run, flag):
+        with pytest.raises(TypeError, match=r"step|epoch"):
+            call()
+    assert values(run, "x") == [] and run.get_text() == [] and run.get_fragment() == []
     assert run.get_text() == []
 
 

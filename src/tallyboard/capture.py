@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import os
+import re
 import shlex
 import shutil
 import stat
@@ -21,13 +23,16 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from tallyboard import left_out
 from tallyboard.left_out import LeftOut
+from tallyboard.values import check_text
 
 GIT_TIMEOUT_S = 10.0
 _CHUNK = 1 << 16
+# What `str()` of an object without a text of its own contains: `<Model object at 0x7f...>`.
+_ADDRESS = re.compile(r"\bat 0x[0-9a-fA-F]+")
 
 
 @dataclass(frozen=True)
@@ -98,7 +103,7 @@ def _git_state(cwd: Path, timeout_s: float) -> GitState:
     if diff.returncode != 0:
         return GitState(commit, None)
     listed = "".join(entry.line() + "\n" for entry in left)
-    return GitState(commit, listed + diff.stdout.decode("utf-8", errors="replace"), tuple(left))
+    return GitState(commit, listed + _decode(diff.stdout), tuple(left))
 
 
 def _select_untracked(root: Path, paths: list[bytes]) -> tuple[list[bytes], list[LeftOut]]:
@@ -221,7 +226,49 @@ def command_line() -> str:
     ``sys.argv`` loses.
     """
     argv = sys.orig_argv or [sys.executable, *sys.argv]  # orig_argv is empty in embedded interpreters
-    return shlex.join(argv)
+    # An argument that is not UTF-8 (a file name) arrives as lone surrogates, which no store holds.
+    return _decode(os.fsencode(shlex.join(argv)))
+
+
+def cli_json(cli: dict[str, Any]) -> str:
+    """The CLI dict as the JSON text stored with the run (and compared for uniqueness).
+
+    JSON values are kept as they are (tuples become lists); any other object becomes its `str()` (a
+    path its path, an enum member `Color.RED`) -- unless that text holds a memory address, which would
+    differ at every start and so defeat the uniqueness check: that is a `TypeError` naming the key.
+    Every text follows `values.check_text`.
+    """
+    if not isinstance(cli, dict):
+        raise TypeError(f"cli must be a dict (e.g. vars(args)), got {type(cli).__name__}")
+    return json.dumps(_plain(cli, "cli"))
+
+
+def _plain(value: Any, where: str) -> Any:
+    """`value` as JSON types (see `cli_json`); `where` names it in errors, e.g. cli['model']."""
+    if value is None or isinstance(value, (bool, int, float)):
+        if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 3321:
+            raise ValueError(f"{where}: an integer of more than 1000 digits cannot be stored")
+        return value
+    if isinstance(value, str):
+        return check_text(where, value)
+    if isinstance(value, dict):
+        out = {}
+        for key, item in value.items():
+            if not isinstance(key, (str, int, float, bool)) and key is not None:
+                raise TypeError(f"{where}: keys must be strings, got {type(key).__name__} {key!r}")
+            name = key if isinstance(key, str) else json.dumps(key)
+            out[check_text(f"a key of {where}", name)] = _plain(item, f"{where}[{name!r}]")
+        return out
+    if isinstance(value, (list, tuple)):
+        return [_plain(item, f"{where}[{index}]") for index, item in enumerate(value)]
+    text = str(value)
+    if _ADDRESS.search(text):
+        raise TypeError(
+            f"{where}: a {type(value).__name__} is stored as its text, but {text!r} holds a memory "
+            "address that changes at every start (so no two runs would ever match); pass a value "
+            "that names it, e.g. its class name or its settings"
+        )
+    return check_text(where, text)
 
 
 def _as_bytes(chunk: str | bytes) -> bytes:
@@ -229,4 +276,6 @@ def _as_bytes(chunk: str | bytes) -> bytes:
 
 
 def _decode(data: bytes) -> str:
-    return data.decode("utf-8", errors="replace")
+    """Bytes as storable text: what is not UTF-8, and NUL (which PostgreSQL text cannot hold),
+    become U+FFFD; the sha256 is taken of the exact bytes."""
+    return data.decode("utf-8", errors="replace").replace("\x00", "\ufffd")

@@ -15,6 +15,9 @@ Why it is built this way:
   next attempt and makes `flush()` raise, so an error is loud and nothing logged is dropped.
   The failed batch is sent again alone and unchanged, before what was logged meanwhile: a store
   that could not tell whether it landed (PostgreSQL, see store/postgres.py) knows it by identity.
+- A commit the database refuses for the records' data (`Store.is_record_error`) would fail again
+  forever; the batch is split until the refused records are alone, and those are quarantined
+  (store/quarantine.py), so one bad record never holds back the others or another run.
 - Exit paths: `atexit`, SIGTERM and uncaught exceptions (main thread or any thread) end the open
   runs they concern (see `end_runs`) and drain the queue; the hooks are installed while at least
   one run is open and restored when the last one closes.
@@ -38,6 +41,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from tallyboard.store import Batch, Store, open_store
+from tallyboard.store.quarantine import describe, halves
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +69,11 @@ class Sink:
         self._idle_since = time.monotonic()
         self._series: list[tuple[int, str, list]] = []  # (run_id, tag, rows appended by writers)
         self._records: list[tuple[str, tuple]] = []  # (Batch field name, row), in logging order
-        self._carry: Batch | None = None  # a batch whose commit failed, retried first
+        # Batches sent before anything new, head first: one whose commit failed (sent again as it
+        # was), or the parts of one the database rejected records of (see `_set_aside`).
+        self._resend: list[Batch] = []
+        self._warned: set[tuple[int | None, str, str | None]] = set()  # quarantined (run, kind, tag)
+        self._failing = False  # the last commit failed (its error was logged; see `_failed`)
         self._cond = threading.Condition(threading.RLock())
         self._requested = 0  # flush requests so far
         self._committed = 0  # the requests covered by finished commits
@@ -115,8 +123,6 @@ class Sink:
 
     # ---- the writer thread ----------------------------------------------------------------------
     def _take(self) -> Batch:
-        if self._carry is not None:  # a failed batch goes again as it was (see the module's notes)
-            return self._carry
         batch = Batch()
         for run_id, tag, rows in self._series[:]:
             count = len(rows)
@@ -163,26 +169,81 @@ class Sink:
             return True
 
     def _commit(self) -> int | None:
-        """Write what is queued; the batch size, or None after a failure (the batch is kept)."""
-        batch = self._take()
-        if not len(batch):
-            return 0
-        again = batch is self._carry
-        try:
-            self.store.write_batch(batch)
-        except Exception as error:  # keep the rows, report through flush(), try again later
-            log.exception("tallyboard: commit to %s failed; will retry", self.store.url)
-            with self._cond:
-                self._carry = batch
-                self._error = error
-                self._failures += 1
-                self._cond.notify_all()
-                self._cond.wait(self.commit_interval)  # a flush() wakes it to try again at once
-            return None
-        if again:  # then what was logged meanwhile, which a waiting flush() asked for too
-            self._carry = None
-            return self._commit()
-        return len(batch)
+        """Write what is queued; the rows written, or None after a failure (the batch is kept).
+
+        Batches waiting to be sent again go first, as they were (see the module's notes), then what
+        was logged meanwhile, which a waiting flush() asked for too."""
+        written = 0
+        while True:
+            resent = bool(self._resend)
+            batch = self._resend[0] if resent else self._take()
+            if not len(batch):
+                return written
+            if not resent:
+                self._resend.append(batch)
+            try:
+                self.store.write_batch(batch)
+            except Exception as error:
+                try:
+                    if self._set_aside(batch, error):
+                        continue
+                except Exception as quarantine_error:  # the quarantine could not be written either
+                    error = quarantine_error
+                self._failed(error)
+                return None
+            self._resend.pop(0)
+            written += len(batch)
+            self._recovered()
+            if not resent:
+                return written
+
+    # ---- the failed-commit path -------------------------------------------------------------------
+    def _set_aside(self, batch: Batch, error: Exception) -> bool:
+        """Whether the database rejected records of `batch` (the head of `_resend`) for their data.
+
+        Then the same data would fail the same way forever, and hold back every run of this
+        process: `batch` is replaced by its halves (store/quarantine.py), and a batch of one record
+        is written to the quarantine table instead, with a warning the first time a (run, kind,
+        tag) is set aside. Each half is written on its own, so ~2 log2(n) commits find a bad record
+        among n. A failure of the database itself is not ours: False, the caller keeps `batch`."""
+        if not self.store.is_record_error(error):
+            return False
+        parts = halves(batch)
+        if parts is not None:
+            self._resend[0:1] = parts
+            return True
+        record = describe(batch, error)
+        self.store.quarantine(record)
+        self._resend.pop(0)
+        seen = (record.run_id, record.kind, record.tag)
+        if seen not in self._warned:
+            self._warned.add(seen)
+            log.warning(
+                "tallyboard: the database rejected a %s record of run %s, tag or name %r: %s. It is kept "
+                "in the quarantine table (ResultTable.quarantined(%s)); logging goes on, and further records "
+                "of this tag rejected alike are set aside without a warning",
+                record.kind, record.run_id, record.tag, record.error.splitlines()[0], record.run_id,
+            )  # fmt: skip
+        return True
+
+    def _failed(self, error: Exception) -> None:
+        """A commit failed for a reason of the database (gone, full, read-only): the batch stays at
+        the head of `_resend`, flush() reports the error, and the log says so once, not at every
+        retry (every commit interval), until a commit succeeds again."""
+        if not self._failing:
+            self._failing = True
+            log.warning("tallyboard: commit to %s failed (%s); retrying every %s s", self.store.url,
+                        error, self.commit_interval, exc_info=log.isEnabledFor(logging.DEBUG))  # fmt: skip
+        with self._cond:
+            self._error = error
+            self._failures += 1
+            self._cond.notify_all()
+            self._cond.wait(self.commit_interval)  # a flush() wakes it to try again at once
+
+    def _recovered(self) -> None:
+        if self._failing:
+            self._failing = False
+            log.warning("tallyboard: commits to %s succeed again", self.store.url)
 
     def stop(self) -> None:
         """Commit what is left and end the writer thread."""

@@ -20,8 +20,9 @@ from typing import IO, Any, NamedTuple
 from tallyboard import capture, left_out
 from tallyboard.media import open_png
 from tallyboard.sink import DEFAULT_COMMIT_INTERVAL, sink_for
-from tallyboard.store import Column, StoreError, open_store
+from tallyboard.store import Column, Quarantined, StoreError, open_store
 from tallyboard.store.base import DEBUG_RUN_ID
+from tallyboard.values import check_text, to_int
 from tallyboard.writer import LogWriter, let_go
 
 DEFAULT_UNIQUE_COLUMNS = ("experiment", "config_path", "config_hash", "cli", "comment", "tag")
@@ -87,17 +88,26 @@ class ResultTable:
 
     # ---- starting runs ------------------------------------------------------------------------
     def _run_fields(self, experiment_name, configfile, cli, comment, tag, with_git) -> dict[str, Any]:
+        """The run's row, every text checked first (`values.check_text`): a run the database cannot
+        store must not start."""
         if not isinstance(experiment_name, str) or not experiment_name:
             raise TypeError(f"experiment_name must be a non-empty string, got {experiment_name!r}")
-        if cli is not None and not isinstance(cli, dict):
-            raise TypeError(f"cli must be a dict (e.g. vars(args)), got {type(cli).__name__}")
+        check_text("experiment_name", experiment_name)
+        if comment is not None:
+            check_text("comment", comment)
+        if not isinstance(tag, str):  # '' is "no tag"
+            raise TypeError(f"tag must be a str ('' for none), got {type(tag).__name__}")
+        check_text("tag", tag)
+        cli_text = None if cli is None else capture.cli_json(cli)
         config = None if configfile is None else capture.read_config(configfile)
+        if config is not None and config.path is not None:
+            check_text("configfile", config.path)
         fields: dict[str, Any] = {
             "experiment": experiment_name,
             "config_path": None if config is None else config.path,
             "config_hash": None if config is None else config.sha256,
             "config_content": None if config is None else config.content,
-            "cli": None if cli is None else json.dumps(cli, default=str),
+            "cli": cli_text,
             "command": capture.command_line(),
             "comment": comment,
             "tag": tag,
@@ -130,8 +140,9 @@ class ResultTable:
         """What new_run and new_debug_run share; a debug run skips git and uniqueness."""
         if disable:
             return LogWriter(self._store, None, DEBUG_RUN_ID if debug else DISABLED_RUN_ID, disable=True)
-        if keep_each < 1 or flush_each < 1:
-            raise ValueError("keep_each and flush_each must be 1 or more")
+        for what, count in (("keep_each", keep_each), ("flush_each", flush_each)):
+            if to_int(what, count) < 1:
+                raise ValueError(f"{what} must be 1 or more, got {count}")
         fields = self._run_fields(name, configfile, cli, comment, tag, with_git=not debug)
         if not debug:
             fields["unique_key"] = self._unique_key(fields)
@@ -288,6 +299,12 @@ class ResultTable:
         """The sha256 hex digest of a file (a path, or an open file, rewound afterwards)."""
         return capture.file_hash(configfile)
 
+    def quarantined(self, run_id: int | None = None) -> list[Quarantined]:
+        """Records the database rejected although they passed the checks at the call (of one run, or
+        all), oldest first: each with its kind, tag, the database's error and the whole record as
+        JSON (`json.loads(q.record)`). The sink sets them aside so that nothing else is held back."""
+        return self._store.quarantined(run_id)
+
     @property
     def runs(self) -> list[int]:
         return [row["run_id"] for row in self._store.runs(show_hidden=True)]
@@ -327,7 +344,8 @@ class ResultTable:
 
     def set_column_alias(self, columns: dict[str, str]) -> None:
         """Set the names shown for columns ({name: alias})."""
-        self._store.set_columns({name: {"alias": str(alias)} for name, alias in columns.items()})
+        aliases = {name: check_text(f"the alias of {name!r}", str(alias)) for name, alias in columns.items()}
+        self._store.set_columns({name: {"alias": alias} for name, alias in aliases.items()})
 
     def hide_column(self, column: str) -> None:
         """Hide a column; the shown ones keep their order with no gaps."""

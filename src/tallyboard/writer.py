@@ -23,7 +23,16 @@ from tallyboard.media import open_png
 from tallyboard.sink import AT_EXIT, MAX_PENDING_ROWS, Sink, closed, opened
 from tallyboard.store import Store
 from tallyboard.store.base import RUN_FIELDS, ResumePoint
-from tallyboard.values import INT64_MAX, INT64_MIN, json_value, to_float, to_int, to_walltime
+from tallyboard.values import (
+    INT64_MAX,
+    INT64_MIN,
+    check_key,
+    check_text,
+    json_value,
+    to_float,
+    to_int,
+    to_walltime,
+)
 
 Status = Literal["running", "finished", "failed"]
 STATUSES = ("running", "finished", "failed")
@@ -77,6 +86,13 @@ class _Series:
     def __init__(self, rows: list) -> None:
         self.calls = 0
         self.rows = rows
+
+
+def _record_tag(kind: str, tag: str | None) -> str:
+    """The tag of an image, figure, text or fragment: None (no tag) is stored as ''."""
+    if tag is None or (isinstance(tag, str) and not tag):
+        return ""
+    return check_key(f"{kind} tag", tag)
 
 
 def _record_reader(table: str, kind: str, doc: str) -> Callable[..., list[dict[str, Any]]]:
@@ -191,8 +207,10 @@ class LogWriter:
         return None
 
     def _new_series(self, tag: str) -> _Series:
+        """A tag seen for the first time by this writer: checked once here, never again per call."""
         if not isinstance(tag, str) or not tag:
             raise TypeError(f"tag must be a non-empty string, got {tag!r}")
+        check_key("add_scalar tag", tag)
         series = self._series[tag] = _Series(self._sink.series(self._run_id, tag))
         return series
 
@@ -212,8 +230,9 @@ class LogWriter:
         return step, None if epoch is None else to_int("epoch", epoch), _clock() - self._rep_start
 
     def _put_media(self, kind: str, png: bytes, width: int, height: int, step, tag, epoch, flush) -> None:
+        tag = _record_tag(kind, tag)
         step, epoch, walltime = self._position(step, epoch)
-        row = (self._run_id, tag or "", self._rep, step, epoch, walltime, kind, width, height, png)
+        row = (self._run_id, tag, self._rep, step, epoch, walltime, kind, width, height, png)
         self._sink.put("media", row)
         if flush:
             self.flush()
@@ -271,10 +290,10 @@ class LogWriter:
     def _put_text(self, kind: str, content: Any, step, tag, epoch, flush) -> None:
         if self._read_only:
             return self._refuse()
-        if not isinstance(content, str):
-            raise TypeError(f"{kind} content must be a str, got {type(content).__name__}")
+        check_text(f"{kind} content", content)
+        tag = _record_tag(kind, tag)
         step, epoch, walltime = self._position(step, epoch)
-        self._sink.put("texts", (self._run_id, tag or "", self._rep, step, epoch, walltime, kind, content))
+        self._sink.put("texts", (self._run_id, tag, self._rep, step, epoch, walltime, kind, content))
         if flush:
             self.flush()
         return None
@@ -308,6 +327,7 @@ class LogWriter:
         for name, value in values.items():  # validate all before queueing any
             if not isinstance(name, str) or not name:
                 raise TypeError(f"{kind} names must be non-empty strings, got {name!r}")
+            check_key(f"{kind} name", name)
             if name in RUN_FIELDS:
                 raise ValueError(f"{name!r} is a column of every run; choose another {kind} name")
             rows.append((self._run_id, name, json_value(name, value)))
@@ -361,10 +381,10 @@ class LogWriter:
         self._set(status=status)
 
     def set_note(self, note: str) -> None:
-        self._set(note=str(note))
+        self._set(note=check_text("note", str(note)))
 
     def set_tag(self, tag: str) -> None:
-        self._set(tag=str(tag))
+        self._set(tag=check_text("run tag", str(tag)))
 
     def set_color(self, color: str | None = None) -> None:
         """Set the run's colour as RGB hex ('#ff0000' or 'ff0000'); None clears it."""

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import os
 
-from tallyboard.store.base import Batch, Column, DuplicateRunError, Store, StoreError
+from tallyboard.store.base import Batch, Column, DuplicateRunError, Quarantined, Store, StoreError
 
-__all__ = ["Batch", "Column", "DuplicateRunError", "Store", "StoreError", "is_postgres_url", "open_store"]
+__all__ = [
+    "Batch", "Column", "DuplicateRunError", "Quarantined", "Store", "StoreError",
+    "is_postgres_url", "open_store",
+]  # fmt: skip
 
 
 def is_postgres_url(url_or_path: str | os.PathLike[str]) -> bool:

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, TypeVar
 
-from tallyboard.store.schema import BLOCK_BITS, BLOCK_STEPS, RUN_COLUMNS
+from tallyboard.store.schema import BLOCK_BITS, BLOCK_STEPS, RUN_COLUMNS, UNIQUE_KEY_PREFIX
 
 T = TypeVar("T")
 
@@ -104,11 +104,27 @@ class Column:
     position: int | None
 
 
+@dataclass(frozen=True)
+class Quarantined:
+    """One record the database rejected: what it was (`kind`, `tag`), why (`error`), and the whole
+    of it (`record`, as JSON text; see `record_json`)."""
+
+    quarantine_id: int | None
+    run_id: int | None
+    kind: str
+    tag: str | None
+    error: str
+    record: str
+    quarantined_at: float
+
+
 # Columns of `runs` a caller may edit through `update_run`, so no other name ever reaches the SQL.
 EDITABLE_RUN_FIELDS = frozenset({"note", "tag", "color", "status", "hidden", "end_time"})
 RUN_FIELDS = (*(name for name, _, _ in RUN_COLUMNS), "config_content", "unique_key", "updated_at")
 # Tables that hold a run's rows, children first: what deleting a run clears.
-RUN_TABLES = ("scalars", "scalar_blocks", "media", "texts", "hparams", "results", "repetitions", "runs")
+RUN_TABLES = (
+    "scalars", "scalar_blocks", "media", "texts", "hparams", "results", "repetitions", "quarantine", "runs",
+)  # fmt: skip
 _SCALAR_COLUMNS = {name: name for name in ("rep", "step", "epoch", "walltime_ms", "value")}
 _SCALAR_COLUMNS["value_or_nan"] = "COALESCE(value, 'nan')"
 _SCALAR_COLUMNS["epoch_or_minus_one"] = "COALESCE(epoch, -1)"
@@ -183,6 +199,12 @@ class Store(ABC):
     def close(self) -> None:
         """Close the connection; the store is unusable afterwards."""
 
+    @abstractmethod
+    def is_record_error(self, error: BaseException) -> bool:
+        """Whether a failed write was refused for its data (the same records fail again whatever
+        happens: split the batch and quarantine them), rather than because the database cannot be
+        used now (busy, gone, disk full: keep the records and try again later)."""
+
     def sync_id_sequences(self) -> None:  # noqa: B027 (a no-op by design, not a missing abstractmethod)
         """After rows were inserted with explicit ids (a copy), make new ids start above them.
 
@@ -247,10 +269,11 @@ class Store(ABC):
         is not failed has this unique key (NULL, the debug run's key, never matches)."""
         if unique_key is None:
             return
-        same = self._execute(
-            "SELECT run_id FROM runs WHERE unique_key = ? AND hidden = 0 AND status <> 'failed'"
-            " AND run_id <> ? ORDER BY run_id LIMIT 1",
-            (unique_key, DEBUG_RUN_ID if run_id is None else run_id),
+        same = self._execute(  # the prefix through the index (schema v3), then the whole key
+            f"SELECT run_id FROM runs WHERE substr(unique_key, 1, {UNIQUE_KEY_PREFIX})"
+            f" = substr(?, 1, {UNIQUE_KEY_PREFIX}) AND unique_key = ? AND hidden = 0"
+            " AND status <> 'failed' AND run_id <> ? ORDER BY run_id LIMIT 1",
+            (unique_key, unique_key, DEBUG_RUN_ID if run_id is None else run_id),
         )
         if same:
             raise DuplicateRunError(same[0][0])
@@ -470,6 +493,29 @@ class Store(ABC):
             REBUILD_BLOCK,
             [block for run_id, tag_id, rows in series for block in touched_blocks(run_id, tag_id, rows)],
         )
+
+    # ---- records the database rejected (see store/quarantine.py) -------------------------------
+    def quarantine(self, record: Quarantined) -> None:
+        """Set a rejected record aside, in its own transaction."""
+        row = (record.run_id, record.kind, record.tag, record.error, record.record, record.quarantined_at)
+        with self._lock:
+            self._atomic(
+                lambda: self._execute(
+                    "INSERT INTO quarantine (run_id, kind, tag, error, record, quarantined_at)"
+                    " VALUES (?, ?, ?, ?, ?, ?)",
+                    row,
+                )
+            )
+
+    def quarantined(self, run_id: int | None = None) -> list[Quarantined]:
+        """The records set aside (of one run, or all), oldest first."""
+        sql = "SELECT quarantine_id, run_id, kind, tag, error, record, quarantined_at FROM quarantine"
+        params: tuple = ()
+        if run_id is not None:
+            sql, params = sql + " WHERE run_id = ?", (run_id,)
+        with self._lock:
+            rows = self._execute(sql + " ORDER BY quarantine_id", params)
+        return [Quarantined(*row) for row in rows]
 
     # ---- reads of logged records --------------------------------------------------------------
     def tag_names(self, run_id: int, table: str = "scalars") -> list[str]:

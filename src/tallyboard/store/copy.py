@@ -37,6 +37,7 @@ TABLES: tuple[tuple[str, tuple[str, ...], tuple[str, ...], int], ...] = (
     ("scalar_blocks", ("run_id", "tag_id", "rep", "block"), ("lowest", "highest"), 50_000),
     ("media", ("media_id",), (*_RECORD, "width", "height", "png"), 200),
     ("texts", ("text_id",), (*_RECORD, "content"), 2_000),
+    ("quarantine", ("quarantine_id",), ("run_id", "kind", "tag", "error", "record", "quarantined_at"), 2_000),
 )
 
 

@@ -110,6 +110,20 @@ def _psycopg_sql(sql: str) -> str:
     return sql.replace("%", "%%").replace("?", "%s")
 
 
+def is_record_error(error: BaseException) -> bool:
+    """PostgreSQL (or psycopg, before sending) refused the data itself: a data exception (SQLSTATE
+    class 22: NUL in text, a value out of range, bad encoding), an integrity violation (23: a
+    constraint or trigger), a program limit (54: an index row too big), a value the client cannot
+    encode or adapt (a lone surrogate). Anything else -- the server gone, a lost connection, a
+    lock timeout, a full disk (53) -- is about the database, not the record."""
+    if isinstance(error, (UnicodeError, OverflowError, psycopg.DataError, psycopg.IntegrityError)):
+        return True
+    if isinstance(error, psycopg.ProgrammingError) and str(error).startswith("cannot adapt"):
+        return True
+    state = getattr(error, "sqlstate", None)
+    return isinstance(error, psycopg.Error) and state is not None and state[:2] in ("22", "23", "54")
+
+
 class PostgresStore(Store):
     """A result table in a PostgreSQL database (the schema is created in the first schema of the
     connection's search_path if missing). `retry_for`: how long a lost server is waited for before a
@@ -292,6 +306,9 @@ class PostgresStore(Store):
         with self._lock:
             self._disconnect()
 
+    def is_record_error(self, error: BaseException) -> bool:
+        return is_record_error(error)
+
     def write_batch(self, batch: Batch) -> None:
         """`Store.write_batch`, exactly once also across the sink's re-sends: when the server stayed
         away longer than `retry_for` while a COMMIT was in flight, this raises without knowing
@@ -384,6 +401,7 @@ class PostgresStore(Store):
             ("tags", "tag_id"),
             ("media", "media_id"),
             ("texts", "text_id"),
+            ("quarantine", "quarantine_id"),
         ):
             self._execute(
                 "SELECT setval(pg_get_serial_sequence(?, ?), COALESCE(MAX"

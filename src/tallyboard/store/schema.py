@@ -35,10 +35,20 @@ Conventions every reader relies on:
 - `media.kind` is 'image' or 'figure'; `texts.kind` is 'text' or 'fragment' (HTML);
 - `columns` lists every column the result table can show: `kind` is 'run' (a column of `runs`),
   'hparam' or 'result'; `position` NULL means hidden from the default view;
-- `meta` holds 'schema_version' (integer as text) and 'unique_columns' (JSON array of names).
+- `meta` holds 'schema_version' (integer as text) and 'unique_columns' (JSON array of names);
+- `quarantine` (v3) keeps the records the database rejected after they passed the checks at the
+  call (a trigger, a constraint added by hand, a limit of another engine): `kind` is 'scalar',
+  'image', 'figure', 'text', 'fragment', 'hparam', 'result', 'repetition' or 'run_update'; `tag` the
+  record's tag or name (NULL when it has none); `error` the database's message; `record` the
+  whole record as JSON (`store/quarantine.py`: lossless, PNG bytes as base64); `quarantined_at`
+  float seconds since the Unix epoch. A run's quarantined records go with the run;
+- `runs_by_unique_key` (v3) indexes the first `UNIQUE_KEY_PREFIX` characters of `unique_key`, not
+  the whole: a long CLI dict would make the key longer than PostgreSQL's index rows can be
+  (2704 bytes); the lookup compares the prefix through the index, then the whole key.
 """
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
+UNIQUE_KEY_PREFIX = 256
 BLOCK_BITS = 8
 BLOCK_STEPS = 1 << BLOCK_BITS  # steps per row of scalar_blocks (why 256: docs/dashboard.md)
 
@@ -177,7 +187,23 @@ CREATE TABLE scalar_blocks (
     PRIMARY KEY (run_id, tag_id, rep, block)
 ) {without_rowid}"""
 
+# v3: records the database rejected, and an index on the unique key that any key fits.
+QUARANTINE = f"""
+CREATE TABLE quarantine (
+    quarantine_id  {{pk}},
+    run_id         BIGINT,
+    kind           TEXT NOT NULL,
+    tag            TEXT,
+    error          TEXT NOT NULL,
+    record         TEXT NOT NULL,
+    quarantined_at DOUBLE PRECISION NOT NULL
+);
+CREATE INDEX quarantine_by_run ON quarantine (run_id);
+DROP INDEX runs_by_unique_key;
+CREATE INDEX runs_by_unique_key ON runs (substr(unique_key, 1, {UNIQUE_KEY_PREFIX}))"""
+
 # MIGRATIONS[n] upgrades a store at version n to n + 1. Version 1 is the first released schema.
 MIGRATIONS: dict[int, str] = {
     1: SCALAR_BLOCKS + ";" + BACKFILL_BLOCKS,  # v2: block summaries, backfilled
+    2: QUARANTINE,  # v3: quarantined records; the unique key indexed by its prefix
 }

@@ -33,6 +33,20 @@ def _is_busy(error: sqlite3.OperationalError) -> bool:
     return "locked" in message or "busy" in message
 
 
+def is_record_error(error: BaseException) -> bool:
+    """SQLite refused the data itself: a constraint or trigger (IntegrityError), a value it cannot
+    bind or hold (a lone surrogate, an int over 64 bits, a string or blob over its length limit).
+    Anything else (busy, I/O, disk full, read-only) is about the database, not the record."""
+    if isinstance(error, (sqlite3.IntegrityError, sqlite3.DataError, sqlite3.InterfaceError)):
+        return True
+    if isinstance(error, (UnicodeError, OverflowError)):
+        return True
+    message = str(error).lower()
+    if isinstance(error, sqlite3.ProgrammingError):
+        return "binding parameter" in message
+    return isinstance(error, sqlite3.OperationalError) and "too big" in message
+
+
 class SqliteStore(Store):
     """A result table in one SQLite file (created if missing)."""
 
@@ -111,3 +125,6 @@ class SqliteStore(Store):
     def close(self) -> None:
         with self._lock:
             self._conn.close()
+
+    def is_record_error(self, error: BaseException) -> bool:
+        return is_record_error(error)
