@@ -66,6 +66,7 @@ def create_app(url_or_path: str, *, token: str | None = None, read_only: bool = 
     csrf_secret = secrets.token_urlsafe(32)
     pages = {name: _page(name, csrf_secret, read_only) for name in PAGES}
     fragment_frame = (HERE / "templates" / "fragment.html").read_text(encoding="utf-8")
+    guard = (HERE / "static" / "fragment-guard.js").read_text(encoding="utf-8")
 
     def page(name: str):
         def handler(request: Request) -> Response:
@@ -84,7 +85,7 @@ def create_app(url_or_path: str, *, token: str | None = None, read_only: bool = 
             frame = fragment_frame.replace("{{id}}", str(text_id))
             return HTMLResponse(frame, headers={"Cache-Control": "no-store"})
         return HTMLResponse(
-            content, headers={"Content-Security-Policy": FRAGMENT_CSP, "Cache-Control": "no-store"}
+            guarded(content, guard), headers={"Content-Security-Policy": FRAGMENT_CSP, "Cache-Control": "no-store"}
         )
 
     def openapi(request: Request) -> Response:
@@ -118,6 +119,15 @@ def create_app(url_or_path: str, *, token: str | None = None, read_only: bool = 
     app.state.dashboard = api.Dashboard(queries, RunsTable(queries), Downsampler(queries), store)
     app.add_middleware(SecurityMiddleware, csrf_secret=csrf_secret, token=token, read_only=read_only)
     return app
+
+
+def guarded(content: str, guard: str) -> str:
+    """The fragment with the guard script first (after a doctype, which must stay first)."""
+    head = ""
+    if content.lstrip()[:9].lower() == "<!doctype":
+        head, _, content = content.partition(">")
+        head += ">"
+    return f"{head}<script>{guard}</script>{content}"
 
 
 def _page(name: str, csrf_secret: str, read_only: bool) -> str:

@@ -60,7 +60,7 @@
   const visibleColumns = () => page.columns.filter((c) => c.position !== null);
 
   function cellValue(row, column) {
-    return column.kind === "run" ? row[column.name] : row.cells[column.name];
+    return column.kind === "run" ? (Object.hasOwn(row, column.name) ? row[column.name] : undefined) : TB.cell(row, column.name);
   }
 
   function cell(row, column) {
@@ -130,7 +130,7 @@
       onclick: (e) => { e.stopPropagation(); edit(run.run_id, { hidden: !run.hidden }); } }, run.hidden ? "show" : "hide");
     const tr = el("tr", { class: [selected.has(run.run_id) ? "selected" : "", run.hidden ? "hidden-run" : ""].join(" "),
       dataset: { run: run.run_id }, onclick: () => { location.href = `/runs/${run.run_id}`; } },
-    el("td", { class: "pick" }, box, el("i", { class: `dot ${run.status}`, title: run.status })),
+    el("td", { class: "pick" }, box, el("i", { class: `dot ${run.status}`, title: run.status, role: "img", "aria-label": run.status })),
     ...visibleColumns().map((c) => cell(run, c)), el("td", { class: "tools" }, colour, " ", hide));
     if (run.color) tr.firstChild.style.borderLeftColor = run.color;
     return tr;
