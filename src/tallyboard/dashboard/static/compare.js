@@ -77,7 +77,7 @@
     const colours = state.group ? groupColours() : null;
     legend.replaceChildren(...runs.map((r) => el("span", { dataset: { run: r.run_id, colour: colourOf(r, colours) } },
       TB.swatch(colourOf(r, colours)), el("a", { href: `/runs/${r.run_id}` }, `#${r.run_id}`),
-      r.label.slice(String(r.run_id).length + 1), state.group ? el("span", { class: "muted" }, ` (${groupKey(r)})`) : null)));
+      r.label.slice(String(r.run_id).length + 1), state.group ? el("span", { class: "muted group-key" }, `(${groupKey(r)})`) : null)));
   }
 
   const splitRank = (s) => ({ train: 0, val: 1, valid: 1, validation: 1, test: 2 }[s] ?? 3);

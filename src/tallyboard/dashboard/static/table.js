@@ -117,7 +117,7 @@
         return el("th", { class: sorted ? "sorted" : "", title: `${c.name} (${c.kind})`, dataset: { column: c.name },
           onclick: () => update({ sort: c.name, desc: sorted && state.desc !== "1" ? "1" : "0", offset: "0" }) },
         c.alias, sorted ? el("span", { class: "arrow" }, state.desc === "1" ? "▼" : "▲") : null);
-      }), el("th", {}, "")));
+      }), el("th", { class: "tools" }, "")));
   }
 
   function row(run) {
