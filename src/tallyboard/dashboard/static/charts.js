@@ -23,11 +23,9 @@ TB.X_TITLES = { step: "step", epoch: "epoch", wall: "wall time", relative: "time
 TB.MAX_NAME = 4000; // characters of a metric or tag name the API takes in a query
 TB.nameTooLong = (name) => name.length > TB.MAX_NAME || encodeURIComponent(name).length > 3 * TB.MAX_NAME;
 
-// Values a chart cannot place (NaN, +-inf): left out as gaps, counted for the chart's note.
-TB.nonFinite = (values) => values.reduce((n, v) => {
-  v = TB.number(v);
-  return n + (v !== null && v !== undefined && !Number.isFinite(v) ? 1 : 0);
-}, 0);
+// Values a chart cannot place (NaN, +-inf): left out as gaps, counted for the chart's note. Every
+// entry of a series is a logged point, so an empty value is a NaN (the store keeps NaN as NULL).
+TB.nonFinite = (values) => values.reduce((n, v) => n + (Number.isFinite(TB.number(v)) ? 0 : 1), 0);
 
 TB.xOf = (line, mode) => {
   if (mode === "epoch") return line.epoch.map((e, i) => (e === null ? null : e));
@@ -119,6 +117,7 @@ TB.Chart = class {
       if (this.plot && Math.abs(this.area.clientWidth - this.width) > 2) this.render();
     }, 120));
     this.resizer.observe(this.area);
+    container.chart = this; // for tests and scripts: the chart behind a card
   }
 
   set(lines, settings) {
@@ -164,8 +163,8 @@ TB.Chart = class {
           { label: `${line.label} max`, stroke: "transparent", points: { show: false }, spanGaps: true });
         bands.push({ series: [highIdx, lowIdx], fill: alpha(line.color, 0.16) });
       }
-      const count = raw.filter((v) => v !== null).length;
-      const weight = smoothing === "auto" ? (count >= TB.SMOOTH_MIN ? TB.AUTO_SMOOTHING : 0) : smoothing;
+      const logged = raw.filter((v) => v !== null).length * Math.max(1, line.bucket || 1); // points behind the buckets
+      const weight = smoothing === "auto" ? (logged >= TB.SMOOTH_MIN ? TB.AUTO_SMOOTHING : 0) : smoothing;
       const smooth = weight > 0;
       data.push(raw);
       series.push({ label: line.label, stroke: smooth ? alpha(line.color, 0.28) : line.color, width: smooth ? 1 : 1.75,
@@ -200,6 +199,8 @@ TB.Chart = class {
     if (!this.lines.length) { this.area.replaceChildren(TB.el("div", { class: "empty-state" }, "no points")); return; }
     this.area.replaceChildren();
     const { data, series, bands } = this.build();
+    this.container.dataset.bands = bands.length;
+    this.container.dataset.smoothed = series.filter((s) => s.label && s.label.endsWith(" (smoothed)")).length;
     const mode = this.settings.x;
     const axisColor = "#8b93a7", grid = { stroke: "#ffffff10", width: 1 };
     const xValues = mode === "relative" ? (u, ticks) => ticks.map((t) => TB.duration(t)) : undefined;

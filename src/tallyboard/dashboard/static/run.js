@@ -3,7 +3,7 @@
 
 (() => {
   const { el } = TB;
-  const runId = Number(location.pathname.split("/").pop());
+  const runId = Number(location.pathname.split("/").pop()); // the server routes only integers here
   const DEFAULTS = { tab: "scalars", smooth: "auto", x: "step", log: "0", reps: "minmax" };
   const state = TB.readState(DEFAULTS);
   const main = document.getElementById("main");
@@ -15,6 +15,9 @@
   const save = (changes) => { Object.assign(state, changes); TB.writeState(state, DEFAULTS); };
 
   async function start() {
+    if (!Number.isSafeInteger(runId)) {
+      main.replaceChildren(el("div", { class: "empty-state" }, "no such run: run ids are integers")); return;
+    }
     try { run = await TB.getJSON(`/api/runs/${runId}`); } catch (e) {
       main.replaceChildren(el("div", { class: "empty-state" }, e.message)); return;
     }
