@@ -87,12 +87,14 @@ def test_a_lone_surrogate_is_a_client_error_and_changes_nothing(client):
     assert client.get("/api/runs/1").json()["note"] == "baseline"
 
 
-def test_fragments_get_a_policy_that_blocks_the_network_and_webrtc(client):
+def test_fragments_get_a_policy_that_blocks_the_network_and_a_guard_against_webrtc(client):
     headers = client.get("/fragments/2", headers={"Sec-Fetch-Dest": "iframe"}).headers
     policy = headers["content-security-policy"]
     assert policy.startswith("sandbox allow-scripts;") and "allow-same-origin" not in policy
     assert "default-src 'none'" in policy and "connect-src" not in policy
-    assert "webrtc 'block'" in policy and "form-action 'none'" in policy
+    assert "form-action 'none'" in policy
+    body = client.get("/fragments/2", headers={"Sec-Fetch-Dest": "iframe"}).text
+    assert body.startswith("<script>") and "delete window[name]" in body and "<p id='frag'>" in body
 
 
 def test_a_fragment_opened_as_a_page_is_framed_by_us(client):

@@ -83,9 +83,8 @@ def test_hparams_named_like_object_members_do_not_leak_into_other_rows(page, bas
     page.goto(base_url + "/")
     page.wait_for_selector(f'#runs tr[data-run="{odd}"]', timeout=TIMEOUT)
     for name in ("constructor", "toString", "valueOf"):
-        cells = page.eval_on_selector_all(
-            f'#runs tbody tr[data-run] td:nth-child({_column(page, name)})', "tds => tds.map(t => t.textContent)"
-        )  # fmt: skip
+        selector = f"#runs tbody tr[data-run] td:nth-child({_column(page, name)})"
+        cells = page.eval_on_selector_all(selector, "tds => tds.map(t => t.textContent)")
         assert sorted(cells) == sorted(
             ["", "", "", "", {"constructor": "1", "toString": "x", "valueOf": "2.5"}[name]]
         )
@@ -175,9 +174,8 @@ def test_the_compare_legend_names_what_differs_and_group_colours_match(page, bas
         "() => document.querySelector('.chart-card').dataset.lines === '2'", timeout=TIMEOUT
     )
     sidebar = page.eval_on_selector_all("#runs-legend > span", "s => s.map(x => x.dataset.colour)")
-    chart = page.evaluate(
-        "() => Object.fromEntries(document.querySelector('.chart-card').chart.lines.map(l => [l.label.split(' ')[0], l.color]))"
-    )
+    lines = "document.querySelector('.chart-card').chart.lines"
+    chart = page.evaluate(f"() => Object.fromEntries({lines}.map(l => [l.label.split(' ')[0], l.color]))")
     assert sidebar == [chart["lr=0.1"], chart["lr=0.2"], chart["lr=0.1"]]
     assert int(page.get_attribute(".chart-card", "data-bands")) == 1  # lr=0.1 has two runs
     page.select_option("#band", "none")

@@ -4,12 +4,14 @@ no script of ours runs the payloads, nothing navigates away or leaves the server
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote
 
 import pytest
 
+import tallyboard as tb
 from dashboard.hostile_table import PAYLOAD, SHORT, hostile_snapshot  # noqa: F401 (fixture)
 from e2e.browser import running_dashboard
 
@@ -77,8 +79,40 @@ def test_a_fragment_opened_as_its_own_page_stays_put(page, hostile_url):
     page.goto(hostile_url + "/runs/1?tab=fragment")
     frame_id = page.wait_for_selector("iframe.fragment", timeout=TIMEOUT).get_attribute("src")
     page.goto(hostile_url + frame_id)
-    frame = page.wait_for_selector("iframe.fragment", timeout=TIMEOUT).content_frame()
-    frame.wait_for_selector("#frag", timeout=TIMEOUT)
+    page.wait_for_selector("iframe.fragment", timeout=TIMEOUT)
     page.wait_for_timeout(1500)  # the meta refresh (0 s) and the script had their chance
     assert page.url == hostile_url + frame_id
     assert seen["offsite"] == [] and seen["5xx"] == []
+
+
+WEBRTC = """<p id='frag'>rtc</p><script>
+const offer = (PC) => { const pc = new PC({iceServers: [{urls: 'stun:127.0.0.1:PORT'}]});
+  pc.createDataChannel('d'); pc.createOffer().then((o) => pc.setLocalDescription(o)); };
+try { offer(RTCPeerConnection); } catch (e) { document.title = 'no RTCPeerConnection'; }
+try { offer(webkitRTCPeerConnection); } catch (e) {}
+const frame = document.createElement('iframe');
+frame.srcdoc = '<script>(' + offer + ')(RTCPeerConnection)<' + '/script>';
+document.body.append(frame);
+</script>"""
+
+
+def test_fragments_send_no_webrtc_packets(page, sample_db, base_url):
+    """Chromium ignores CSP's `webrtc 'block'`: the guard put in front of every fragment must
+    stop STUN packets both from the fragment and from a frame it makes for a fresh window."""
+    stun = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    stun.bind(("127.0.0.1", 0))
+    stun.settimeout(3)
+    table = tb.ResultTable(sample_db, nocommit_action=tb.NoCommitAction.NOP)
+    with table.new_run("rtc", cli={}, auto_log_plt=False) as run:
+        run.add_fragment(WEBRTC.replace("PORT", str(stun.getsockname()[1])), tag="rtc", step=0)
+    table.close()
+    page.goto(f"{base_url}/runs/{run.run_id}?tab=fragment")
+    frame = page.wait_for_selector("iframe.fragment", timeout=TIMEOUT).content_frame()
+    frame.wait_for_selector("#frag", timeout=TIMEOUT)
+    with pytest.raises(TimeoutError):
+        stun.recvfrom(2048)
+    stun.close()
+    assert frame.evaluate("[document.title, document.querySelectorAll('iframe').length]") == [
+        "no RTCPeerConnection",
+        0,
+    ]

@@ -85,7 +85,8 @@ def create_app(url_or_path: str, *, token: str | None = None, read_only: bool = 
             frame = fragment_frame.replace("{{id}}", str(text_id))
             return HTMLResponse(frame, headers={"Cache-Control": "no-store"})
         return HTMLResponse(
-            guarded(content, guard), headers={"Content-Security-Policy": FRAGMENT_CSP, "Cache-Control": "no-store"}
+            guarded(content, guard),
+            headers={"Content-Security-Policy": FRAGMENT_CSP, "Cache-Control": "no-store"},
         )
 
     def openapi(request: Request) -> Response:

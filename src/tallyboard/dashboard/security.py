@@ -34,12 +34,14 @@ PAGE_CSP = (
     "form-action 'self'; frame-ancestors 'none'"
 )
 # Logged HTML runs its own scripts (plots made with plotly, say) in an opaque origin: it cannot
-# read our pages, cookies or API, cannot fetch anything (no connect-src, no WebRTC), and cannot
-# navigate the dashboard. It is only ever served into our own frame (see app.fragment).
+# read our pages, cookies or API, cannot fetch anything (no connect-src), and cannot navigate the
+# dashboard. It is only ever shown in our own frame (see app.fragment), whose page's frame-src
+# 'self' refuses to let it navigate itself off the server. Chromium ignores CSP's `webrtc`
+# directive, so WebRTC is taken away by static/fragment-guard.js instead.
 FRAGMENT_CSP = (
     "sandbox allow-scripts; default-src 'none'; script-src 'unsafe-inline'; "
     "style-src 'unsafe-inline'; img-src data:; font-src data:; frame-ancestors 'self'; "
-    "form-action 'none'; base-uri 'none'; webrtc 'block'"
+    "form-action 'none'; base-uri 'none'"
 )
 # Cross-Origin-Resource-Policy: another site cannot even load our images or JSON through <img>
 # or <script> to probe which ids exist.
