@@ -84,6 +84,7 @@ def runs(request: Request) -> Response:
             "columns": [c.to_json() for c in page.columns],
             "version": _version_json(page.version),
             "read_only": dash.read_only,
+            "partial": page.partial,
         }
     )
 

@@ -6,7 +6,9 @@ for runs whose `updated_at` moved) and answers one page at a time.
 
 The first screen does not wait for that: until every row is loaded (in a background thread that
 the first request starts), the default view (by run id, no filter or search) is read straight
-from the primary key, one page at a time; 100,000 runs cost the same first screen as 100.
+from the primary key, one page at a time; 100,000 runs cost the same first screen as 100. Such a
+page is `partial`: its hparam and result columns are those of its own rows (finding every name in
+use means reading every run), and the page asks again once the table is loaded.
 
 Sorting and filtering work on any column with mixed types and empty cells: values sort as
 numbers, then strings, then booleans, and empty cells always come last in either direction.
@@ -16,7 +18,7 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,6 +49,7 @@ class Page:
     rows: list[dict[str, Any]]
     columns: list[Column]
     version: tuple[int, float]
+    partial: bool = False  # read before every row was loaded: columns are those of these rows only
 
 
 class RunsTable:
@@ -73,12 +76,7 @@ class RunsTable:
                     self._rows[run["run_id"]] = _flatten(run)
                 if len(self._rows) != version[0]:  # runs were deleted as others were added
                     self._rows = {run["run_id"]: _flatten(run) for run in self.queries.runs()}
-            self._names = value_columns(
-                (name, kind, row["run_id"])
-                for row in self._rows.values()
-                for kind, values in (("hparam", row["hparams"]), ("result", row["results"]))
-                for name in values
-            )
+            self._names = value_columns(_sightings(self._rows.values()))
             self._version = version
         return version
 
@@ -163,11 +161,10 @@ class RunsTable:
         """A page of the default view read from the store while the rows are still loading."""
         version = self.queries.runs_version()
         total, runs = self.queries.runs_window(offset, limit, descending, show_hidden)
-        columns = self.columns(value_columns(self.queries.value_names()))
+        rows = [_flatten(run) for run in runs]
+        columns = self.columns(value_columns(_sightings(rows)))
         self._load_in_background()
-        return Page(
-            total=total, rows=[_public(_flatten(run)) for run in runs], columns=columns, version=version
-        )
+        return Page(total, [_public(row) for row in rows], columns, version, partial=True)
 
 
 def value_columns(found: Iterable[tuple[str, str, int]]) -> list[tuple[str, str]]:
@@ -181,6 +178,13 @@ def value_columns(found: Iterable[tuple[str, str, int]]) -> list[tuple[str, str]
             first[name] = seen
     ordered = sorted(first.items(), key=lambda item: (item[1], item[0]))
     return [(name, "result" if is_result else "hparam") for name, (is_result, _) in ordered]
+
+
+def _sightings(rows: Iterable[dict[str, Any]]) -> Iterator[tuple[str, str, int]]:
+    for row in rows:
+        for kind, values in (("hparam", row["hparams"]), ("result", row["results"])):
+            for name in values:
+                yield name, kind, row["run_id"]
 
 
 def _flatten(run: dict[str, Any]) -> dict[str, Any]:

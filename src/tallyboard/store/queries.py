@@ -183,14 +183,6 @@ class DashboardQueries:
                     runs[run_id][table][name] = _json_value(value)
         return list(runs.values())
 
-    def value_names(self) -> list[tuple[str, str, int]]:
-        """(name, 'hparam' or 'result', first run id) of every hparam and result name in use."""
-        return [
-            (name, kind, first)
-            for kind, table in (("hparam", "hparams"), ("result", "results"))
-            for name, first in self._all(f"SELECT name, MIN(run_id) FROM {table} GROUP BY name")
-        ]
-
     def run(self, run_id: int) -> dict[str, Any] | None:
         """Everything about one run that its page shows, except the logged series and media."""
         row = self._one(f"SELECT {', '.join(DETAIL_FIELDS)} FROM runs WHERE run_id = ?", [run_id])

@@ -55,6 +55,9 @@
     version = page.version;
     live.className = "live"; live.textContent = "live";
     render();
+    // A first screen served before the server had loaded every run shows only its own rows'
+    // columns: ask again shortly for the whole set.
+    if (page.partial) setTimeout(load, 1000);
   }
 
   const visibleColumns = () => page.columns.filter((c) => c.position !== null);
