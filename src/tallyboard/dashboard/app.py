@@ -69,7 +69,7 @@ def create_app(url_or_path: str, *, token: str | None = None, read_only: bool = 
     guard = (HERE / "static" / "fragment-guard.js").read_text(encoding="utf-8")
 
     def page(name: str):
-        def handler(request: Request) -> Response:
+        async def handler(request: Request) -> Response:  # a prepared string: no thread needed
             return HTMLResponse(pages[name], headers={"Cache-Control": "no-store"})
 
         return handler

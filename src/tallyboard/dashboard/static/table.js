@@ -22,7 +22,6 @@
   const pager = el("div", { class: "pager" });
   const columnsPanel = el("div", { class: "card panel-columns", hidden: true, id: "columns-panel" });
   const tagOptions = el("datalist", { id: "table-tags" });
-  TB.getJSON("/api/tags").then((r) => tagOptions.replaceChildren(...r.tags.map((t) => el("option", { value: t }))));
   document.getElementById("main").append(tagOptions,
     el("div", { class: "toolbar" }, filterInput, searchInput,
       el("label", { class: "chip" }, hiddenBox, "show hidden"), columnsButton, compareButton, count),
@@ -40,11 +39,12 @@
     load();
   }
 
+  const query = () => new URLSearchParams({ offset: state.offset, limit: state.limit, sort: state.sort,
+    desc: state.desc === "1", filter: state.filter, q: state.q, hidden: state.hidden === "1" });
+
   async function load() {
-    const query = new URLSearchParams({ offset: state.offset, limit: state.limit, sort: state.sort,
-      desc: state.desc === "1", filter: state.filter, q: state.q, hidden: state.hidden === "1" });
     try {
-      page = await TB.getJSON(`/api/runs?${query}`);
+      page = await TB.getJSON(`/api/runs?${query()}`);
       error.textContent = "";
       filterInput.classList.remove("bad");
     } catch (e) {
@@ -55,9 +55,20 @@
     version = page.version;
     live.className = "live"; live.textContent = "live";
     render();
-    // A first screen served before the server had loaded every run shows only its own rows'
-    // columns: ask again shortly for the whole set.
-    if (page.partial) setTimeout(load, 1000);
+    if (page.partial) setTimeout(completeColumns, 1000);
+  }
+
+  // A first screen served before the server had loaded every run has only its own rows' columns:
+  // ask again for the whole set, and redraw only if it differs and no cell is being edited.
+  async function completeColumns() {
+    if (!page.partial) return; // another load replaced it meanwhile
+    let full;
+    try { full = await TB.getJSON(`/api/runs?${query()}`); } catch (e) { full = page; }
+    if (!page.partial) return;
+    if (full.partial || table.querySelector("td.editable input, td.editable select")) { setTimeout(completeColumns, 1000); return; }
+    const same = JSON.stringify(full.columns) === JSON.stringify(page.columns);
+    page = full;
+    if (!same) render();
   }
 
   const visibleColumns = () => page.columns.filter((c) => c.position !== null);
@@ -203,5 +214,9 @@
     } catch (e) { live.className = "live off"; live.textContent = "offline"; }
     setTimeout(poll, 2000);
   }
-  load().then(() => setTimeout(poll, 2000));
+  load().then(() => {
+    setTimeout(poll, 2000);
+    // Tag suggestions for editing wait for the first screen: they are not part of it.
+    TB.getJSON("/api/tags").then((r) => tagOptions.replaceChildren(...r.tags.map((t) => el("option", { value: t }))));
+  });
 })();
