@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import csv
 import io
+import subprocess
+import sys
 
 import pytest
 
@@ -20,6 +22,14 @@ def test_an_empty_or_blank_token_is_refused_before_serving(sample_db, token):
         create_app(str(sample_db), token=token)
     with pytest.raises(ValueError, match="token is empty"):
         serve(str(sample_db), host="0.0.0.0", port=0, token=token)
+
+
+def test_serve_with_an_unset_token_variable_stops_with_one_clear_line(sample_db):
+    done = subprocess.run(
+        [sys.executable, "-m", "tallyboard", "serve", str(sample_db), "--host", "0.0.0.0", "--token", ""],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode != 0 and "the token is empty" in done.stderr and "Traceback" not in done.stderr
 
 
 def test_a_token_with_surrounding_whitespace_is_refused(sample_db):
