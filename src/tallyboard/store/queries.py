@@ -159,7 +159,8 @@ class DashboardQueries:
         """(number of runs, one page of them by run id): the runs table's first screen, read
         straight from the primary key, so it does not wait for every run to be loaded."""
         where = "" if hidden else "WHERE hidden = 0"
-        (total,) = self._one(f"SELECT COUNT(*) FROM runs {where}")
+        counted = self._one(f"SELECT COUNT(*) FROM runs {where}")
+        total = counted[0] if counted else 0
         order = "DESC" if descending else "ASC"
         rows = self._all(
             f"SELECT {', '.join(RUN_FIELDS)} FROM runs {where} ORDER BY run_id {order} LIMIT ? OFFSET ?",
