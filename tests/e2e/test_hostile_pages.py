@@ -4,6 +4,7 @@ no script of ours runs the payloads, nothing navigates away or leaves the server
 
 from __future__ import annotations
 
+import html
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -85,14 +86,23 @@ def test_a_fragment_opened_as_its_own_page_stays_put(page, hostile_url):
     assert seen["offsite"] == [] and seen["5xx"] == []
 
 
-WEBRTC = """<p id='frag'>rtc</p><script>
-const offer = (PC) => { const pc = new PC({iceServers: [{urls: 'stun:127.0.0.1:PORT'}]});
-  pc.createDataChannel('d'); pc.createOffer().then((o) => pc.setLocalDescription(o)); };
-try { offer(RTCPeerConnection); } catch (e) { document.title = 'no RTCPeerConnection'; }
-try { offer(webkitRTCPeerConnection); } catch (e) {}
+OFFER = (
+    "const pc = new RTCPeerConnection({iceServers: [{urls: 'stun:127.0.0.1:PORT'}]});"
+    " pc.createDataChannel('d'); pc.createOffer().then((o) => pc.setLocalDescription(o));"
+)  # one line: it goes into JavaScript strings below
+FRAMED = html.escape(f"<script>{OFFER}</script>")  # a frame whose fresh window has WebRTC
+WEBRTC = f"""<p id='frag'>rtc</p>
+<div><template shadowrootmode='closed'><iframe srcdoc="{FRAMED}"></iframe></template></div>
+<script>
+try {{ {OFFER} }} catch (e) {{ document.title = 'no RTCPeerConnection'; }}
+try {{ new webkitRTCPeerConnection() }} catch (e) {{}}
 const frame = document.createElement('iframe');
-frame.srcdoc = '<script>(' + offer + ')(RTCPeerConnection)<' + '/script>';
+frame.srcdoc = '<scr' + 'ipt>' + `{OFFER}` + '</scr' + 'ipt>';
 document.body.append(frame);
+const hidden = '<template shadowroot' + 'mode=closed><iframe srcdoc="{FRAMED}"></iframe></template>';
+const host = document.body.appendChild(document.createElement('div'));
+try {{ host.setHTMLUnsafe(hidden); }} catch (e) {{}}
+try {{ document.write(hidden); }} catch (e) {{}}
 </script>"""
 
 
@@ -108,7 +118,7 @@ def test_fragments_send_no_webrtc_packets(page, sample_db, base_url):
     table.close()
     page.goto(f"{base_url}/runs/{run.run_id}?tab=fragment")
     frame = page.wait_for_selector("iframe.fragment", timeout=TIMEOUT).content_frame()
-    frame.wait_for_selector("#frag", timeout=TIMEOUT)
+    frame.wait_for_load_state(timeout=TIMEOUT)
     with pytest.raises(TimeoutError):
         stun.recvfrom(2048)
     stun.close()

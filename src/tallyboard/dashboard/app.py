@@ -6,6 +6,7 @@ from the API and is put into the page with textContent, never as markup.
 
 from __future__ import annotations
 
+import re
 import secrets
 from pathlib import Path
 
@@ -28,6 +29,7 @@ from tallyboard.store.queries import DashboardQueries
 
 HERE = Path(__file__).parent
 OUT_OF_RANGE = MAX_ID + 1
+DECLARATIVE_SHADOW = re.compile("shadowrootmode", re.IGNORECASE)
 CHARTS = ("vendor/uplot/uPlot.iife.min.js", "charts.js")
 PAGES = {  # page -> (title, its scripts after common.js)
     "table": ("Runs", ("table.js",)),
@@ -123,7 +125,9 @@ def create_app(url_or_path: str, *, token: str | None = None, read_only: bool = 
 
 
 def guarded(content: str, guard: str) -> str:
-    """The fragment with the guard script first (after a doctype, which must stay first)."""
+    """The fragment with the guard script first (after a doctype, which must stay first), and
+    without declarative shadow roots (a closed one would hide a frame from the guard)."""
+    content = DECLARATIVE_SHADOW.sub("data-blocked-shadowrootmode", content)
     head = ""
     if content.lstrip()[:9].lower() == "<!doctype":
         head, _, content = content.partition(">")
