@@ -35,3 +35,27 @@ def test_columns_follow_the_store_and_include_every_value(sample_db):
     assert columns["run_id"].alias == "Run ID" and columns["run_id"].position == 0
     assert "git_diff" not in columns  # too long for a cell: the run page shows it
     queries.close()
+
+
+def test_the_first_screen_read_from_the_store_equals_the_loaded_table(sample_db):
+    """Before every row is loaded, the default view comes straight from the store: it must be the
+    page the loaded table gives (rows, total, and the columns of its rows in the same order)."""
+    table = tb.ResultTable(sample_db, nocommit_action=tb.NoCommitAction.NOP)
+    with table.new_run("exp", cli={"lr": 0.5}, auto_log_plt=False) as run:
+        run.add_hparams(zeta=1, lr=0.5, alpha="a")  # names new to the table, out of order
+        run.write_result(constructor=2)
+    table.hide_run(2)
+    table.close()
+    for options in ({}, {"descending": True}, {"show_hidden": True}, {"offset": 1, "limit": 2}):
+        early = RunsTable(DashboardQueries(str(sample_db)))
+        window = early.page(**options)
+        assert early.wait_until_loaded(30)
+        loaded = RunsTable(DashboardQueries(str(sample_db)))
+        loaded.refresh()
+        full = loaded.page(**options)
+        assert (window.total, window.rows) == (full.total, full.rows), options
+        known = {name for row in window.rows for name in row["cells"]}
+        known |= {c["name"] for c in loaded.queries.columns()}  # the store's own column list
+        run_columns = [c for c in full.columns if c.kind == "run" or c.name in known]
+        assert window.partial and not full.partial
+        assert [c.name for c in window.columns] == [c.name for c in run_columns], options

@@ -46,7 +46,7 @@ def take(database: Path, out: Path) -> None:
         for suffix in ("", "-wal"):
             if Path(f"{database}{suffix}").exists():
                 shutil.copy(f"{database}{suffix}", f"{copy}{suffix}")
-        with running_dashboard(str(copy)) as base, browser_page(1440, 900) as page:
+        with running_dashboard(str(copy)) as base, browser_page(1600, 900) as page:
             page.goto(base + "/")
             page.wait_for_selector("#runs tbody tr[data-run]")
             for run, changes in NOTES.items():
@@ -54,7 +54,7 @@ def take(database: Path, out: Path) -> None:
             page.evaluate(SHOW_COLUMNS, ["status", "note"])
             shots = [
                 ("table", "/?sort=val_accuracy&desc=1", "#runs tbody tr[data-run]"),
-                ("run", "/runs/6?smooth=0.6", ".chart-card canvas"),
+                ("run", "/runs/6", ".chart-card canvas"),
                 ("run-images", "/runs/6?tab=image", "#gallery img"),
                 ("run-fragment", "/runs/6?tab=fragment", "iframe.fragment"),
                 ("compare", "/compare?runs=1,4,6,7", ".chart-card canvas"),

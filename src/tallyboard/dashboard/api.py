@@ -26,6 +26,7 @@ from tallyboard.store import Store
 from tallyboard.store.queries import STATUSES, DashboardQueries, SeriesKey
 
 MAX_COMPARE = 50
+MAX_NAME = 4000  # characters of a metric or tag name in a query (the page says so for longer ones)
 LIVE_LIMIT = 10_000  # points per series per poll; a client that is further behind reloads the chart
 TEXT_LIMITS = {"note": 10_000, "tag": 200, "color": 32, "status": 16}
 
@@ -83,6 +84,7 @@ def runs(request: Request) -> Response:
             "columns": [c.to_json() for c in page.columns],
             "version": _version_json(page.version),
             "read_only": dash.read_only,
+            "partial": page.partial,
         }
     )
 
@@ -193,7 +195,7 @@ def _runs_and_metric(request: Request) -> tuple[list[int], str | None]:
     run_ids = params.id_list(request, "runs", MAX_COMPARE)
     if run_ids is None:
         raise BadRequest("runs is required (comma-separated run ids)")
-    return run_ids, params.text(request, "metric", "", 500) or None
+    return run_ids, params.text(request, "metric", "", MAX_NAME) or None
 
 
 def series(request: Request) -> Response:
@@ -211,8 +213,12 @@ def series(request: Request) -> Response:
             found.append((key, name, start, bounds))
     if not found:
         return Json({"lo": None, "hi": None, "bucket": 1, "series": []})
-    lo = min(b[0] for *_, b in found) if step_min is None else step_min
-    hi = max(b[1] for *_, b in found) if step_max is None else step_max
+    # A requested range is cut to the steps that exist: no points lie outside, and an extreme
+    # range (-2**62..2**62) would overflow 64-bit step arithmetic in SQL.
+    lo = min(b[0] for *_, b in found)
+    hi = max(b[1] for *_, b in found)
+    lo = lo if step_min is None else max(lo, step_min)
+    hi = hi if step_max is None else min(hi, step_max)
     out = []
     for key, name, start, (first, last) in found:
         if hi < lo or last < lo or first > hi:
@@ -267,7 +273,7 @@ def scalars_csv(request: Request) -> Response:
     """The full-resolution series of one tag (every repetition), streamed in bounded batches."""
     dash = _dash(request)
     run_id = params.path_id(request, "run_id")
-    tag = params.text(request, "tag", "", 500)
+    tag = params.text(request, "tag", "", MAX_NAME)
     tag_id = dash.queries.tag_id(tag)
     reps = [row for row in dash.queries.tags_of_runs([run_id]) if row[1] == tag_id]
     if tag_id is None or not reps:
@@ -281,9 +287,8 @@ def scalars_csv(request: Request) -> Response:
             for count, (step, epoch, wall_ms, value) in enumerate(
                 dash.queries.stream_points(SeriesKey(run_id, tag_id, rep))
             ):
-                writer.writerow(
-                    [run_id, name, rep, step, epoch, wall_ms / 1000.0, "nan" if value is None else value]
-                )
+                shown = "nan" if value is None else value
+                writer.writerow([run_id, inert(name), rep, step, epoch, wall_ms / 1000.0, shown])
                 if count % 2000 == 1999:
                     yield buffer.getvalue()
                     buffer.seek(0)
@@ -295,6 +300,15 @@ def scalars_csv(request: Request) -> Response:
     return StreamingResponse(
         lines(), media_type="text/csv", headers={"Content-Disposition": f'attachment; filename="{safe}"'}
     )
+
+
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def inert(cell: str) -> str:
+    """A text cell that a spreadsheet shows as text: one that starts like a formula gets a leading
+    apostrophe (OWASP's advice against CSV injection), so `=HYPERLINK(...)` in a tag name stays text."""
+    return "'" + cell if cell.startswith(FORMULA_STARTS) else cell
 
 
 # -- media and text -----------------------------------------------------------------------------

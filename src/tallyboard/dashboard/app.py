@@ -6,6 +6,7 @@ from the API and is put into the page with textContent, never as markup.
 
 from __future__ import annotations
 
+import re
 import secrets
 from pathlib import Path
 
@@ -20,13 +21,15 @@ from starlette.staticfiles import StaticFiles
 from tallyboard.dashboard import api, params
 from tallyboard.dashboard.downsample import Downsampler
 from tallyboard.dashboard.openapi import openapi_schema
-from tallyboard.dashboard.params import BadRequest, Json
+from tallyboard.dashboard.params import MAX_ID, BadRequest, Json
 from tallyboard.dashboard.runs_table import RunsTable
-from tallyboard.dashboard.security import FRAGMENT_CSP, SecurityMiddleware
+from tallyboard.dashboard.security import FRAGMENT_CSP, BodyTooLarge, SecurityMiddleware, usable_token
 from tallyboard.store import open_store
 from tallyboard.store.queries import DashboardQueries
 
 HERE = Path(__file__).parent
+OUT_OF_RANGE = MAX_ID + 1
+DECLARATIVE_SHADOW = re.compile("shadowrootmode", re.IGNORECASE)
 CHARTS = ("vendor/uplot/uPlot.iife.min.js", "charts.js")
 PAGES = {  # page -> (title, its scripts after common.js)
     "table": ("Runs", ("table.js",)),
@@ -41,6 +44,10 @@ class SignedIntConvertor(Convertor):
     regex = "-?[0-9]+"
 
     def convert(self, value: str) -> int:
+        # Past 19 digits any id is out of range (params.path_id answers 400); int() of over 4,300
+        # digits would raise, and a raise here is a 500.
+        if len(value.lstrip("-")) > 19:
+            return -OUT_OF_RANGE if value.startswith("-") else OUT_OF_RANGE
         return int(value)
 
     def to_string(self, value: int) -> str:
@@ -53,25 +60,35 @@ register_url_convertor("sint", SignedIntConvertor())
 def create_app(url_or_path: str, *, token: str | None = None, read_only: bool = False) -> Starlette:
     """The dashboard for the result table at `url_or_path` (a SQLite file or postgresql:// URL).
 
-    Raises FileNotFoundError for a missing SQLite file and ValueError for a file that is not a
-    result table, before anything is served."""
+    Raises FileNotFoundError for a missing SQLite file, ValueError for a file that is not a
+    result table and for an empty or blank token, before anything is served."""
+    token = usable_token(token)
     queries = DashboardQueries(url_or_path)
     store = None if read_only else open_store(url_or_path)  # migrates an older table forward
     csrf_secret = secrets.token_urlsafe(32)
     pages = {name: _page(name, csrf_secret, read_only) for name in PAGES}
+    fragment_frame = (HERE / "templates" / "fragment.html").read_text(encoding="utf-8")
+    guard = (HERE / "static" / "fragment-guard.js").read_text(encoding="utf-8")
 
     def page(name: str):
-        def handler(request: Request) -> Response:
+        async def handler(request: Request) -> Response:  # a prepared string: no thread needed
             return HTMLResponse(pages[name], headers={"Cache-Control": "no-store"})
 
         return handler
 
     def fragment(request: Request) -> Response:
-        content = queries.fragment(params.path_id(request, "text_id"))
+        text_id = params.path_id(request, "text_id")
+        content = queries.fragment(text_id)
         if content is None:
             return HTMLResponse("no such fragment", status_code=404)
+        if request.headers.get("sec-fetch-dest") == "document":
+            # Opened as a page of its own: a sandboxed document still navigates its own window, so
+            # it gets our frame around it (whose navigation it cannot touch).
+            frame = fragment_frame.replace("{{id}}", str(text_id))
+            return HTMLResponse(frame, headers={"Cache-Control": "no-store"})
         return HTMLResponse(
-            content, headers={"Content-Security-Policy": FRAGMENT_CSP, "Cache-Control": "no-store"}
+            guarded(content, guard),
+            headers={"Content-Security-Policy": FRAGMENT_CSP, "Cache-Control": "no-store"},
         )
 
     def openapi(request: Request) -> Response:
@@ -100,11 +117,22 @@ def create_app(url_or_path: str, *, token: str | None = None, read_only: bool = 
     ]
     app = Starlette(
         routes=routes,
-        exception_handlers={BadRequest: _bad_request, HTTPException: _http_error},
+        exception_handlers={BadRequest: _bad_request, HTTPException: _http_error, BodyTooLarge: _too_large},
     )
     app.state.dashboard = api.Dashboard(queries, RunsTable(queries), Downsampler(queries), store)
     app.add_middleware(SecurityMiddleware, csrf_secret=csrf_secret, token=token, read_only=read_only)
     return app
+
+
+def guarded(content: str, guard: str) -> str:
+    """The fragment with the guard script first (after a doctype, which must stay first), and
+    without declarative shadow roots (a closed one would hide a frame from the guard)."""
+    content = DECLARATIVE_SHADOW.sub("data-blocked-shadowrootmode", content)
+    head = ""
+    if content.lstrip()[:9].lower() == "<!doctype":
+        head, _, content = content.partition(">")
+        head += ">"
+    return f"{head}<script>{guard}</script>{content}"
 
 
 def _page(name: str, csrf_secret: str, read_only: bool) -> str:
@@ -121,6 +149,10 @@ def _page(name: str, csrf_secret: str, read_only: bool) -> str:
 
 async def _bad_request(request: Request, error: Exception) -> Response:
     return Json({"error": str(error)}, status_code=400)
+
+
+async def _too_large(request: Request, error: Exception) -> Response:
+    return Json({"error": str(error)}, status_code=413)
 
 
 async def _http_error(request: Request, error: Exception) -> Response:

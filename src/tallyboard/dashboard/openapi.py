@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from tallyboard import __version__
+from tallyboard.dashboard.security import MAX_BODY
 
 
 def _q(name: str, kind: str, description: str, **schema: Any) -> dict[str, Any]:
@@ -46,7 +47,10 @@ def _get(summary: str, parameters: list[dict[str, Any]], ok: dict[str, Any]) -> 
 
 
 def _post(summary: str, parameters: list[dict[str, Any]], body: dict[str, Any]) -> dict:
-    responses = {"200": _json("the updated object"), "400": ERROR, "403": REFUSED, "404": NOT_FOUND}
+    responses = {
+        "200": _json("the updated object"), "400": ERROR, "403": REFUSED, "404": NOT_FOUND,
+        "413": {**ERROR, "description": f"the body is over {MAX_BODY:,} bytes"},
+    }  # fmt: skip
     return {
         "post": {
             "summary": summary,
@@ -214,6 +218,11 @@ def openapi_schema() -> dict[str, Any]:
                         "rows": {"type": "array", "items": {"type": "object"}},
                         "columns": {"type": "array", "items": {"type": "object"}},
                         "version": {"type": "object"},
+                        "partial": {
+                            "type": "boolean",
+                            "description": "served before every run was loaded: the columns are"
+                            " those of these rows only; ask again for the whole set",
+                        },
                     },
                 },
                 "SeriesSet": {

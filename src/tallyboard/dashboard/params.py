@@ -79,8 +79,14 @@ async def json_object(request: Request) -> dict[str, Any]:
         body = json.loads(await request.body())
     except (ValueError, UnicodeDecodeError):
         raise BadRequest("the body is not valid JSON") from None
+    except RecursionError:
+        raise BadRequest("the body is nested too deeply") from None
     if not isinstance(body, dict):
         raise BadRequest("the body must be a JSON object")
+    try:  # a lone surrogate (\ud800) is valid JSON but no text a database can store
+        json.dumps(body, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        raise BadRequest("the body holds text that is not valid Unicode (a lone surrogate)") from None
     return body
 
 

@@ -4,6 +4,12 @@ Why on the server: 10,000 runs with their hparams and results are megabytes of J
 asked to hold and re-sort that stutters. The server keeps the rows in memory (refreshed only
 for runs whose `updated_at` moved) and answers one page at a time.
 
+The first screen does not wait for that: until every row is loaded (in a background thread that
+the first request starts), the default view (by run id, no filter or search) is read straight
+from the primary key, one page at a time; 100,000 runs cost the same first screen as 100. Such a
+page is `partial`: its hparam and result columns are those of its own rows (finding every name in
+use means reading every run), and the page asks again once the table is loaded.
+
 Sorting and filtering work on any column with mixed types and empty cells: values sort as
 numbers, then strings, then booleans, and empty cells always come last in either direction.
 """
@@ -12,6 +18,7 @@ from __future__ import annotations
 
 import math
 import threading
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,6 +49,7 @@ class Page:
     rows: list[dict[str, Any]]
     columns: list[Column]
     version: tuple[int, float]
+    partial: bool = False  # read before every row was loaded: columns are those of these rows only
 
 
 class RunsTable:
@@ -50,8 +58,10 @@ class RunsTable:
     def __init__(self, queries: DashboardQueries) -> None:
         self.queries = queries
         self._rows: dict[int, dict[str, Any]] = {}
+        self._names: list[tuple[str, str]] = []  # hparam and result columns found in the rows
         self._version: tuple[int, float] | None = None
         self._lock = threading.Lock()
+        self._loader: threading.Thread | None = None
 
     def refresh(self) -> tuple[int, float]:
         """Reload what changed since the last call; returns the store's runs version."""
@@ -66,11 +76,29 @@ class RunsTable:
                     self._rows[run["run_id"]] = _flatten(run)
                 if len(self._rows) != version[0]:  # runs were deleted as others were added
                     self._rows = {run["run_id"]: _flatten(run) for run in self.queries.runs()}
+            self._names = value_columns(_sightings(self._rows.values()))
             self._version = version
         return version
 
-    def columns(self) -> list[Column]:
-        """Every column: the store's preferences first, then hparams/results found in rows."""
+    def loaded(self) -> bool:
+        return self._version is not None
+
+    def wait_until_loaded(self, timeout: float) -> bool:
+        """Wait for a background load, if one started; True once every row is loaded."""
+        if self._loader is not None:
+            self._loader.join(timeout)
+        return self.loaded()
+
+    def _load_in_background(self) -> None:
+        """Start loading every row (once), so sorting and filtering are ready soon after."""
+        with self._lock:
+            if self._loader is None:
+                self._loader = threading.Thread(target=self.refresh, name="runs-table-load", daemon=True)
+                self._loader.start()
+
+    def columns(self, names: list[tuple[str, str]] | None = None) -> list[Column]:
+        """Every column: the store's preferences first, then hparams/results found in rows (or
+        `names`, as `value_columns` orders them)."""
         columns = [
             Column(c["name"], c["kind"], c["alias"] or c["name"], c["position"])
             for c in self.queries.columns()
@@ -81,16 +109,12 @@ class RunsTable:
             if field not in known:
                 columns.append(Column(field, "run", field, None))
                 known.add(field)
-        with self._lock:
-            rows = list(self._rows.values())
-        extra: dict[str, str] = {}
-        for row in rows:
-            for kind, values in (("hparam", row["hparams"]), ("result", row["results"])):
-                for name in values:
-                    if name not in known:
-                        extra.setdefault(name, kind)
+        if names is None:
+            with self._lock:
+                names = self._names
+        extra = [(name, kind) for name, kind in names if name not in known]
         last = max((c.position for c in columns if c.position is not None), default=-1)
-        for offset, (name, kind) in enumerate(sorted(extra.items(), key=lambda item: item[1])):
+        for offset, (name, kind) in enumerate(extra):
             columns.append(Column(name, kind, name, last + 1 + offset))
         return sorted(columns, key=lambda c: (c.position is None, c.position or 0, c.name))
 
@@ -107,6 +131,11 @@ class RunsTable:
         run_ids: list[int] | None = None,
     ) -> Page:
         """One page of rows after filtering and sorting. Raises FilterError on a bad filter."""
+        plain = (
+            run_ids is None and not filter_text.strip() and not search.strip() and sort in (None, "run_id")
+        )
+        if plain and not self.loaded():
+            return self._window(offset, limit, descending, show_hidden)
         version = self.refresh()
         columns = self.columns()
         with self._lock:
@@ -127,6 +156,35 @@ class RunsTable:
         rows = _sorted(rows, key, descending)
         page_rows = [_public(row) for row in rows[offset : offset + limit]]
         return Page(total=len(rows), rows=page_rows, columns=columns, version=version)
+
+    def _window(self, offset: int, limit: int, descending: bool, show_hidden: bool) -> Page:
+        """A page of the default view read from the store while the rows are still loading."""
+        version = self.queries.runs_version()
+        total, runs = self.queries.runs_window(offset, limit, descending, show_hidden)
+        rows = [_flatten(run) for run in runs]
+        columns = self.columns(value_columns(_sightings(rows)))
+        self._load_in_background()
+        return Page(total, [_public(row) for row in rows], columns, version, partial=True)
+
+
+def value_columns(found: Iterable[tuple[str, str, int]]) -> list[tuple[str, str]]:
+    """(name, kind) of hparam and result columns from (name, kind, run id) sightings: hparams
+    first, each kind in the order of the first run that has it, then by name. A name that is an
+    hparam anywhere is an hparam column. One order, whether from the rows or from the store."""
+    first: dict[str, tuple[bool, int]] = {}
+    for name, kind, run_id in found:
+        seen = (kind != "hparam", run_id)
+        if name not in first or seen < first[name]:
+            first[name] = seen
+    ordered = sorted(first.items(), key=lambda item: (item[1], item[0]))
+    return [(name, "result" if is_result else "hparam") for name, (is_result, _) in ordered]
+
+
+def _sightings(rows: Iterable[dict[str, Any]]) -> Iterator[tuple[str, str, int]]:
+    for row in rows:
+        for kind, values in (("hparam", row["hparams"]), ("result", row["results"])):
+            for name in values:
+                yield name, kind, row["run_id"]
 
 
 def _flatten(run: dict[str, Any]) -> dict[str, Any]:

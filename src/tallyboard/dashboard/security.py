@@ -18,7 +18,7 @@ from __future__ import annotations
 import hmac
 import json
 from http.cookies import SimpleCookie
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import parse_qsl, quote, unquote, urlencode
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -26,6 +26,7 @@ TOKEN_COOKIE = "tallyboard_token"
 CSRF_HEADER = "x-csrf-token"
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "[::1]", "::1"})
+MAX_BODY = 1_000_000  # bytes: the largest edit (a column layout of 10,000 columns) is far below
 
 PAGE_CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; "
@@ -33,16 +34,35 @@ PAGE_CSP = (
     "form-action 'self'; frame-ancestors 'none'"
 )
 # Logged HTML runs its own scripts (plots made with plotly, say) in an opaque origin: it cannot
-# read our pages, cookies or API, cannot fetch anything, and cannot navigate the dashboard.
+# read our pages, cookies or API, cannot fetch anything (no connect-src), and cannot navigate the
+# dashboard. It is only ever shown in our own frame (see app.fragment), whose page's frame-src
+# 'self' refuses to let it navigate itself off the server. Chromium ignores CSP's `webrtc`
+# directive, so WebRTC is taken away by static/fragment-guard.js instead.
 FRAGMENT_CSP = (
     "sandbox allow-scripts; default-src 'none'; script-src 'unsafe-inline'; "
-    "style-src 'unsafe-inline'; img-src data:; font-src data:; frame-ancestors 'self'"
+    "style-src 'unsafe-inline'; img-src data:; font-src data:; frame-ancestors 'self'; "
+    "form-action 'none'; base-uri 'none'"
 )
+# Cross-Origin-Resource-Policy: another site cannot even load our images or JSON through <img>
+# or <script> to probe which ids exist.
 COMMON_HEADERS = [
     (b"x-content-type-options", b"nosniff"),
     (b"referrer-policy", b"no-referrer"),
     (b"cross-origin-opener-policy", b"same-origin"),
+    (b"cross-origin-resource-policy", b"same-origin"),
 ]
+
+
+def usable_token(token: str | None) -> str | None:
+    """The token to require, or None for none. An empty or blank token is refused: it is what
+    `--token "$UNSET"` gives, and accepting it would serve everyone (and turn off the host check)."""
+    if token is None:
+        return None
+    if not token.strip():
+        raise ValueError("the token is empty: give a real one (--token), or none to have one generated")
+    if token != token.strip():
+        raise ValueError("the token starts or ends with whitespace: give it without")
+    return token
 
 
 def _same(given: str | None, expected: str) -> bool:
@@ -57,7 +77,7 @@ class SecurityMiddleware:
     ) -> None:
         self.app = app
         self.csrf_secret = csrf_secret
-        self.token = token
+        self.token = usable_token(token)
         self.read_only = read_only
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -65,11 +85,12 @@ class SecurityMiddleware:
             await self.app(scope, receive, send)
             return
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
-        refusal = self._refusal(scope, headers)
+        refusal = self._refusal(scope, headers) or _too_large(headers)
         if refusal is not None:
             status, message = refusal
             await _send_json(send, status, {"error": message})
             return
+        receive = _capped(receive)
         if self.token and _query_token(scope) is not None:
             await self._redirect_with_cookie(scope, send)
             return
@@ -114,13 +135,17 @@ class SecurityMiddleware:
         except Exception:
             return False
         morsel = cookie.get(TOKEN_COOKIE)
-        return _same(morsel.value if morsel else None, self.token) or _same(_query_token(scope), self.token)
+        from_cookie = unquote(morsel.value) if morsel else None
+        return _same(from_cookie, self.token) or _same(_query_token(scope), self.token)
 
     async def _redirect_with_cookie(self, scope: Scope, send: Send) -> None:
         """`?token=` worked: keep it in a cookie and drop it from the address bar."""
         query = [(k, v) for k, v in parse_qsl(scope.get("query_string", b"").decode()) if k != "token"]
-        location = scope["path"] + ("?" + urlencode(query) if query else "")
-        cookie = f"{TOKEN_COOKIE}={self.token}; HttpOnly; SameSite=Strict; Path=/"
+        # One leading slash: '//evil.example/x' would be a scheme-relative redirect off this server.
+        location = "/" + scope["path"].lstrip("/\\") + ("?" + urlencode(query) if query else "")
+        assert self.token is not None
+        # Percent-encoded: a token with spaces, quotes or ';' would otherwise break the cookie.
+        cookie = f"{TOKEN_COOKIE}={quote(self.token, safe='')}; HttpOnly; SameSite=Strict; Path=/"
         await send(
             {
                 "type": "http.response.start",
@@ -133,6 +158,33 @@ class SecurityMiddleware:
             }
         )
         await send({"type": "http.response.body", "body": b""})
+
+
+def _too_large(headers: dict[str, str]) -> tuple[int, str] | None:
+    length = headers.get("content-length", "0")
+    if not length.isdigit() or int(length) > MAX_BODY:
+        return 413, f"the request body is limited to {MAX_BODY:,} bytes"
+    return None
+
+
+class BodyTooLarge(Exception):
+    """A body without a (truthful) Content-Length grew past MAX_BODY; the app answers 413."""
+
+
+def _capped(receive: Receive) -> Receive:
+    """`receive` that stops a chunked body at MAX_BODY bytes."""
+    seen = 0
+
+    async def capped() -> Message:
+        nonlocal seen
+        message = await receive()
+        if message["type"] == "http.request":
+            seen += len(message.get("body", b""))
+            if seen > MAX_BODY:
+                raise BodyTooLarge(f"the request body is limited to {MAX_BODY:,} bytes")
+        return message
+
+    return capped
 
 
 def _hostname(host: str) -> str:

@@ -10,8 +10,10 @@ from __future__ import annotations
 import ipaddress
 import secrets
 import socket
+from urllib.parse import quote
 
 from tallyboard.dashboard.app import create_app
+from tallyboard.dashboard.security import usable_token
 
 DEFAULT_PORT = 8765
 PORT_TRIES = 20
@@ -54,9 +56,11 @@ def serve(
 ) -> None:
     """Serve the dashboard for a result table until interrupted; prints the URL to open.
 
-    Raises FileNotFoundError when a SQLite file does not exist (nothing is created)."""
+    Raises FileNotFoundError when a SQLite file does not exist (nothing is created) and ValueError
+    for an empty or blank token."""
     import uvicorn
 
+    token = usable_token(token)  # "" (from `--token "$UNSET"`) is an error, never "no token"
     if not is_loopback(host) and token is None:
         token = secrets.token_urlsafe(24)
     app = create_app(url_or_path, token=token, read_only=read_only)
@@ -64,7 +68,7 @@ def serve(
     shown_host = f"[{host.strip('[]')}]" if ":" in host else host
     url = f"http://{shown_host}:{sock.getsockname()[1]}/"
     if token:
-        url += f"?token={token}"
+        url += f"?token={quote(token, safe='')}"
     mode = " (read-only)" if read_only else ""
     print(f"tallyboard dashboard for {url_or_path}{mode}: {url}", flush=True)
     config = uvicorn.Config(app, log_level="warning", access_log=False)

@@ -151,13 +151,34 @@ class DashboardQueries:
         """Runs with their hparams and results (all, or those changed at or after a time)."""
         where, params = ("WHERE updated_at >= ?", [updated_after]) if updated_after is not None else ("", [])
         rows = self._all(f"SELECT {', '.join(RUN_FIELDS)} FROM runs {where}", params)
+        return self._with_values(rows, f"(SELECT run_id FROM runs {where})", params)
+
+    def runs_window(
+        self, offset: int, limit: int, descending: bool, hidden: bool
+    ) -> tuple[int, list[dict[str, Any]]]:
+        """(number of runs, one page of them by run id): the runs table's first screen, read
+        straight from the primary key, so it does not wait for every run to be loaded."""
+        where = "" if hidden else "WHERE hidden = 0"
+        counted = self._one(f"SELECT COUNT(*) FROM runs {where}")
+        total = counted[0] if counted else 0
+        order = "DESC" if descending else "ASC"
+        rows = self._all(
+            f"SELECT {', '.join(RUN_FIELDS)} FROM runs {where} ORDER BY run_id {order} LIMIT ? OFFSET ?",
+            [limit, offset],
+        )
+        ids = [row[0] for row in rows]
+        return int(total), self._with_values(rows, f"({', '.join('?' * len(ids))})", ids) if ids else []
+
+    def _with_values(
+        self, rows: list[tuple], run_ids_sql: str, params: Sequence[Any]
+    ) -> list[dict[str, Any]]:
+        """Runs (rows of RUN_FIELDS) as dicts with their hparams and results."""
         runs = {row[0]: dict(zip(RUN_FIELDS, row, strict=True), hparams={}, results={}) for row in rows}
         if not runs:
             return []
-        sub = f"(SELECT run_id FROM runs {where})"
         for table in ("hparams", "results"):
             for run_id, name, value in self._all(
-                f"SELECT run_id, name, value FROM {table} WHERE run_id IN {sub}", params
+                f"SELECT run_id, name, value FROM {table} WHERE run_id IN {run_ids_sql}", params
             ):
                 if run_id in runs:
                     runs[run_id][table][name] = _json_value(value)

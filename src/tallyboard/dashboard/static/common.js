@@ -64,6 +64,12 @@ const TB = (() => {
     return String(value);
   }
 
+  // A run's hparam or result by name: only its own keys (an hparam called "constructor" on one run
+  // must not make every other run show Object's constructor).
+  function cell(row, name) {
+    return Object.hasOwn(row.cells, name) ? row.cells[name] : undefined;
+  }
+
   function time(seconds) {
     if (!seconds) return "";
     return new Date(seconds * 1000).toLocaleString();
@@ -113,6 +119,6 @@ const TB = (() => {
     history.replaceState(null, "", `${location.pathname}${query.toString() ? "?" + query : ""}`);
   }
 
-  return { csrf, readOnly, getJSON, postJSON, el, color, number, format, time, duration, statusBadge,
+  return { csrf, readOnly, getJSON, postJSON, el, color, number, format, cell, time, duration, statusBadge,
     swatch, debounce, download, readState, writeState };
 })();

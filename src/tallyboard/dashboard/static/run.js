@@ -3,18 +3,21 @@
 
 (() => {
   const { el } = TB;
-  const runId = Number(location.pathname.split("/").pop());
-  const DEFAULTS = { tab: "scalars", smooth: "0.6", x: "step", log: "0", reps: "minmax" };
+  const runId = Number(location.pathname.split("/").pop()); // the server routes only integers here
+  const DEFAULTS = { tab: "scalars", smooth: "auto", x: "step", log: "0", reps: "minmax" };
   const state = TB.readState(DEFAULTS);
   const main = document.getElementById("main");
   const live = document.getElementById("live");
   let run = null;
   const cards = new Map(); // metric -> card
 
-  const settings = () => ({ x: state.x, smoothing: Number(state.smooth), logY: state.log === "1" });
+  const settings = () => ({ x: state.x, smoothing: TB.smoothing(state.smooth), logY: state.log === "1", bands: state.reps !== "mean" });
   const save = (changes) => { Object.assign(state, changes); TB.writeState(state, DEFAULTS); };
 
   async function start() {
+    if (!Number.isSafeInteger(runId)) {
+      main.replaceChildren(el("div", { class: "empty-state" }, "no such run: run ids are integers")); return;
+    }
     try { run = await TB.getJSON(`/api/runs/${runId}`); } catch (e) {
       main.replaceChildren(el("div", { class: "empty-state" }, e.message)); return;
     }
@@ -53,23 +56,20 @@
     note.value = run.note;
     const hidden = el("input", { type: "checkbox", id: "hidden", checked: run.hidden, disabled: off,
       onchange: (e) => autosave({ hidden: e.target.checked }) });
-    const smooth = el("input", { type: "range", min: 0, max: 0.99, step: 0.01, value: state.smooth, id: "smoothing" });
-    const smoothLabel = el("span", { class: "muted" }, Number(state.smooth).toFixed(2));
-    smooth.addEventListener("input", () => { smoothLabel.textContent = Number(smooth.value).toFixed(2); save({ smooth: smooth.value }); redraw(); });
     const xSelect = el("select", { id: "x-axis", onchange: (e) => { save({ x: e.target.value }); redraw(); } },
       [["step", "Step"], ["epoch", "Epoch"], ["wall", "Wall time"], ["relative", "Relative time"]]
         .map(([v, t]) => el("option", { value: v, selected: state.x === v }, t)));
     const log = el("input", { type: "checkbox", id: "log-y", checked: state.log === "1",
       onchange: (e) => { save({ log: e.target.checked ? "1" : "0" }); redraw(); } });
     const reps = el("select", { id: "reps", onchange: (e) => { save({ reps: e.target.value }); redraw(); } },
-      [["lines", "each a line"], ["minmax", "mean + min/max"], ["std", "mean ± std"]]
+      [["lines", "each a line"], ["minmax", "mean + min/max"], ["std", "mean ± std"], ["mean", "mean, no band"]]
         .map(([v, t]) => el("option", { value: v, selected: state.reps === v }, t)));
     return el("aside", { class: "card side" },
       el("div", {}, el("h3", {}, "Run info"), saved),
       el("label", {}, "Status", status), el("label", {}, "Tag", tag, tags), el("label", {}, "Colour", colour),
       el("label", {}, "Hidden", hidden), note,
       el("h3", {}, "Charts"),
-      el("div", {}, el("label", {}, "Smoothing", smoothLabel), smooth),
+      TB.smoothingControl(state.smooth, (value) => { save({ smooth: value }); redraw(); }),
       el("label", {}, "X axis", xSelect), el("label", {}, "Log scale", log),
       run.repetitions.length > 1 ? el("label", {}, "Repetitions", reps) : null);
   }
@@ -111,10 +111,15 @@
       if (e.target.value) location.href = `/api/runs/${runId}/scalars.csv?tag=${encodeURIComponent(e.target.value)}`;
       e.target.value = "";
     } }, el("option", { value: "" }, "CSV"), tags.map((t) => el("option", { value: t }, t)));
-    const png = el("button", { onclick: async () => TB.download(`run${runId}_${metric}.png`, await card.chart.png(`Run ${runId} · ${metric}`)) }, "PNG");
-    body.append(el("div", { class: "head" }, el("h4", {}, metric), reset, csv, png));
+    const png = el("button", { onclick: async () => TB.download(`run${runId}_${TB.fileName(metric)}.png`, await card.chart.png(`Run ${runId} · ${metric}`)) }, "PNG");
+    body.append(el("div", { class: "head" }, el("h4", { title: metric }, metric), reset, csv, png));
     grid.append(body);
     const card = { metric, body, reset, series: [], range: null, lo: 0, bucket: 1 };
+    if (TB.nameTooLong(metric)) {
+      csv.disabled = true; png.disabled = true; card.loaded = true;
+      body.append(TB.tooLong(metric));
+      return;
+    }
     card.chart = new TB.Chart(body, { onZoom: (range) => load(card, range) });
     cards.set(metric, card);
     load(card, null);
@@ -137,10 +142,10 @@
     let lines = card.series.map((s) => ({ ...s, key: `${s.tag_id}:${s.rep}`, color: TB.color(splits.indexOf(s.split)),
       label: (s.split || s.metric) + (manyReps ? ` · rep ${s.rep}` : ""), dash: manyReps && s.rep % 2 ? [6, 3] : undefined }));
     if (manyReps && state.reps !== "lines") {
-      lines = TB.aggregate(lines, (l) => l.split || l.metric, state.reps, card.lo, card.bucket)
+      lines = TB.aggregate(lines, (l) => l.split || l.metric, state.reps === "std" ? "std" : "minmax", card.lo, card.bucket)
         .map((l) => ({ ...l, dash: undefined, label: `${l.label} (mean of ${l.members})` }));
     }
-    card.chart.set(lines, settings());
+    card.chart.set(lines, { ...settings(), yTitle: card.metric });
   }
 
   function redraw() { for (const card of cards.values()) draw(card); }

@@ -22,7 +22,6 @@
   const pager = el("div", { class: "pager" });
   const columnsPanel = el("div", { class: "card panel-columns", hidden: true, id: "columns-panel" });
   const tagOptions = el("datalist", { id: "table-tags" });
-  TB.getJSON("/api/tags").then((r) => tagOptions.replaceChildren(...r.tags.map((t) => el("option", { value: t }))));
   document.getElementById("main").append(tagOptions,
     el("div", { class: "toolbar" }, filterInput, searchInput,
       el("label", { class: "chip" }, hiddenBox, "show hidden"), columnsButton, compareButton, count),
@@ -40,11 +39,12 @@
     load();
   }
 
+  const query = () => new URLSearchParams({ offset: state.offset, limit: state.limit, sort: state.sort,
+    desc: state.desc === "1", filter: state.filter, q: state.q, hidden: state.hidden === "1" });
+
   async function load() {
-    const query = new URLSearchParams({ offset: state.offset, limit: state.limit, sort: state.sort,
-      desc: state.desc === "1", filter: state.filter, q: state.q, hidden: state.hidden === "1" });
     try {
-      page = await TB.getJSON(`/api/runs?${query}`);
+      page = await TB.getJSON(`/api/runs?${query()}`);
       error.textContent = "";
       filterInput.classList.remove("bad");
     } catch (e) {
@@ -55,12 +55,26 @@
     version = page.version;
     live.className = "live"; live.textContent = "live";
     render();
+    if (page.partial) setTimeout(completeColumns, 1000);
+  }
+
+  // A first screen served before the server had loaded every run has only its own rows' columns:
+  // ask again for the whole set, and redraw only if it differs and no cell is being edited.
+  async function completeColumns() {
+    if (!page.partial) return; // another load replaced it meanwhile
+    let full;
+    try { full = await TB.getJSON(`/api/runs?${query()}`); } catch (e) { full = page; }
+    if (!page.partial) return;
+    if (full.partial || table.querySelector("td.editable input, td.editable select")) { setTimeout(completeColumns, 1000); return; }
+    const same = JSON.stringify(full.columns) === JSON.stringify(page.columns);
+    page = full;
+    if (!same) render();
   }
 
   const visibleColumns = () => page.columns.filter((c) => c.position !== null);
 
   function cellValue(row, column) {
-    return column.kind === "run" ? row[column.name] : row.cells[column.name];
+    return column.kind === "run" ? (Object.hasOwn(row, column.name) ? row[column.name] : undefined) : TB.cell(row, column.name);
   }
 
   function cell(row, column) {
@@ -117,7 +131,7 @@
         return el("th", { class: sorted ? "sorted" : "", title: `${c.name} (${c.kind})`, dataset: { column: c.name },
           onclick: () => update({ sort: c.name, desc: sorted && state.desc !== "1" ? "1" : "0", offset: "0" }) },
         c.alias, sorted ? el("span", { class: "arrow" }, state.desc === "1" ? "▼" : "▲") : null);
-      }), el("th", {}, "")));
+      }), el("th", { class: "tools" }, "")));
   }
 
   function row(run) {
@@ -130,7 +144,7 @@
       onclick: (e) => { e.stopPropagation(); edit(run.run_id, { hidden: !run.hidden }); } }, run.hidden ? "show" : "hide");
     const tr = el("tr", { class: [selected.has(run.run_id) ? "selected" : "", run.hidden ? "hidden-run" : ""].join(" "),
       dataset: { run: run.run_id }, onclick: () => { location.href = `/runs/${run.run_id}`; } },
-    el("td", { class: "pick" }, box, el("i", { class: `dot ${run.status}`, title: run.status })),
+    el("td", { class: "pick" }, box, el("i", { class: `dot ${run.status}`, title: run.status, role: "img", "aria-label": run.status })),
     ...visibleColumns().map((c) => cell(run, c)), el("td", { class: "tools" }, colour, " ", hide));
     if (run.color) tr.firstChild.style.borderLeftColor = run.color;
     return tr;
@@ -138,6 +152,8 @@
 
   function render() {
     table.replaceChildren(header(), el("tbody", {}, page.rows.map(row)));
+    // For benchmarks: when the first rows were drawn, in ms since the navigation began.
+    if (!performance.getEntriesByName("tallyboard:first-rows").length) performance.mark("tallyboard:first-rows");
     if (!page.rows.length) table.append(el("tbody", {}, el("tr", {}, el("td", { colspan: 99, class: "empty-state" }, "no runs match"))));
     const offset = +state.offset, limit = +state.limit;
     count.textContent = `${page.total.toLocaleString()} run${page.total === 1 ? "" : "s"}`;
@@ -200,5 +216,9 @@
     } catch (e) { live.className = "live off"; live.textContent = "offline"; }
     setTimeout(poll, 2000);
   }
-  load().then(() => setTimeout(poll, 2000));
+  load().then(() => {
+    setTimeout(poll, 2000);
+    // Tag suggestions for editing wait for the first screen: they are not part of it.
+    TB.getJSON("/api/tags").then((r) => tagOptions.replaceChildren(...r.tags.map((t) => el("option", { value: t }))));
+  });
 })();
