@@ -13,11 +13,12 @@ writer thread and a `ResultTable` each open their own.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -134,10 +135,48 @@ class Store(ABC):
     """A result table in one database. Subclasses provide the connection and the primitives."""
 
     url: str
+    schema_version: int | None  # of the table as opened (None: none yet)
 
     def __init__(self) -> None:
         self._lock = threading.RLock()
         self._tag_ids: dict[str, int] = {}
+        self._migrate_with: tuple[str, ...] | None = None  # see `_defer_migration`
+
+    # ---- creating and migrating the schema (see store/location.py for when) -----------------
+    @abstractmethod
+    def _prepare_schema(self, unique_columns: tuple[str, ...]) -> None:
+        """Create the schema (recording `unique_columns`) or migrate it to the current version."""
+
+    def _schema_version(self) -> int | None:
+        from tallyboard.store.migrations import stored_version
+
+        with self._lock:
+            return stored_version(self)
+
+    def _defer_migration(self, unique_columns: tuple[str, ...]) -> None:
+        """Opened to write into an existing table: if it is older, the first write migrates it, so
+        that a program that opens a table only to read it leaves it as it was."""
+        self._migrate_with = unique_columns
+
+    def _engine_ready(self) -> bool:
+        """Whether the engine's own bookkeeping exists (PostgreSQL's commit log); see `_prepare_schema`."""
+        return True
+
+    def ready_for_writing(self) -> None:
+        """Migrate an older table now (every write does it first; `tallyboard migrate` calls this)."""
+        from tallyboard.store import migrations
+
+        with self._lock:
+            if self._migrate_with is None:
+                return
+            if migrations.stored_version(self) != migrations.SCHEMA_VERSION or not self._engine_ready():
+                self._prepare_schema(self._migrate_with)
+            self._migrate_with = None
+
+    @contextlib.contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """Reads inside the block see one consistent state of the table (engines override it)."""
+        yield
 
     # ---- engine primitives --------------------------------------------------------------
     @abstractmethod
@@ -185,6 +224,7 @@ class Store(ABC):
         `fields['unique_key']` is not None and a visible run that is neither failed nor the debug
         run has the same key, raise `DuplicateRunError` -- checked and inserted in one transaction.
         """
+        self.ready_for_writing()
         names = [name for name in fields if name in RUN_FIELDS]
         now = time.time()
 
@@ -222,6 +262,7 @@ class Store(ABC):
 
     def update_run(self, run_id: int, **values: Any) -> None:
         """Set editable columns of a run now (in its own transaction) and bump `updated_at`."""
+        self.ready_for_writing()
         with self._lock:
             self._atomic(lambda: self._update_run(run_id, values))
 
@@ -282,6 +323,7 @@ class Store(ABC):
     def set_columns(self, changes: dict[str, dict[str, Any]]) -> None:
         """Set `alias` and/or `position` of columns ({name: {"alias": .., "position": ..}}) atomically;
         unknown column names raise `KeyError` and change nothing."""
+        self.ready_for_writing()
 
         def update() -> None:
             known = {row[0] for row in self._execute("SELECT name FROM columns")}
@@ -300,6 +342,7 @@ class Store(ABC):
     # ---- the sink's one write path ---------------------------------------------------------
     def write_batch(self, batch: Batch) -> None:
         """Commit everything in `batch` in one transaction (retried as a whole when busy)."""
+        self.ready_for_writing()
         with self._lock:
             new_tags: dict[str, int] = {}
             self._atomic(lambda: self._write(batch, new_tags))
