@@ -71,7 +71,7 @@ class Found:
                 f"`tallyboard import deepboard {where} --into results.db` (nothing was changed)"
             )
         if self.kind is Kind.OTHER:
-            raise NotAResultTable(f"{where!r} is {self.what}, not a tallyboard result table (nothing was changed)")
+            raise NotAResultTable(f"{where!r} is not a tallyboard result table: it is {self.what} (nothing was changed)")
         if self.kind is Kind.NOTHING:
             if access is Access.WRITE:
                 return
