@@ -39,6 +39,7 @@ T = TypeVar("T")
 
 DDL_TYPES = {"pk": "INTEGER PRIMARY KEY", "blob": "BLOB", "without_rowid": "WITHOUT ROWID"}
 MAX_RETRY_SLEEP = 1.0
+WAL_FORMAT = b"\x02\x02"  # header bytes 18-19 (file format write/read version) of a WAL database
 CHECKPOINT_TIMEOUT_MS = 2000  # how long a closing writer waits for readers to let the WAL be truncated
 log = logging.getLogger(__name__)
 
@@ -69,12 +70,25 @@ def connect_read_only(path: str, timeout: float = 5.0) -> sqlite3.Connection:
     return conn
 
 
+def _inspecting_connection(path: str) -> sqlite3.Connection:
+    """A connection that only looks: `mode=ro`, and for a WAL database without a `-wal` (nobody has
+    it open) `immutable` as well, so that looking does not leave a new `-wal` and `-shm` behind."""
+    with open(path, "rb") as file:
+        header = file.read(20)
+    if header[18:20] == WAL_FORMAT and not os.path.exists(path + "-wal"):
+        uri = Path(path).resolve().as_uri() + "?mode=ro&immutable=1"
+        return sqlite3.connect(uri, uri=True, isolation_level=None)
+    return connect_read_only(path)
+
+
 def describe_file(path: str) -> Found:
-    """What is at `path`, found through a read-only connection (see store/location.py)."""
+    """What is at `path`, found through a connection that cannot write (see store/location.py).
+    Looking at a database that another program is writing in WAL mode updates its `-shm` read
+    marks, as every reader does; the database and its `-wal` are left as they are."""
     found = describe_sqlite_path(path)
     if found is not None:
         return found
-    conn = connect_read_only(path)
+    conn = _inspecting_connection(path)
     try:
         tables = [row[0] for row in conn.execute(
             "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
