@@ -146,8 +146,10 @@ def test_a_missing_path_is_created_by_no_reading_command(tmp_path: Path) -> None
 
 
 def test_result_table_creates_a_table_where_there_is_nothing(tmp_path: Path) -> None:
-    """A new path, or an empty file (what `mktemp` leaves): nothing there to damage."""
-    for path in (tmp_path / "new.db", empty_file(tmp_path)):
+    """A new path, an empty file (what `mktemp` leaves), a database without tables: nothing to damage."""
+    without_tables = tmp_path / "vacuumed.db"
+    sqlite3.connect(without_tables).execute("VACUUM").connection.close()
+    for path in (tmp_path / "new.db", empty_file(tmp_path), without_tables):
         table = tb.ResultTable(path, nocommit_action=tb.NoCommitAction.NOP)
         with table.new_run("first") as run:
             run.add_scalar("loss", 1.0)

@@ -15,8 +15,10 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
@@ -181,3 +183,27 @@ def test_reading_postgresql_runs_read_only_transactions(pg_url: str) -> None:
     queries = DashboardQueries(pg_url, read_only=True)
     assert queries._one("SHOW default_transaction_read_only") == ("on",)
     queries.close()
+
+
+@pytest.mark.postgres
+def test_a_role_that_may_only_select_browses_a_postgresql_table(pg_url: str) -> None:
+    from tallyboard.dashboard import create_app
+
+    writer = open_store(pg_url)
+    writer.create_run({"experiment": "e", "comment": "seen by a reader", "start_time": 0.0})
+    writer.close()
+    role = f"reader_{uuid.uuid4().hex[:10]}"
+    parts = urlsplit(pg_url)
+    reader_url = urlunsplit(parts._replace(netloc=f"{role}@{parts.netloc.rpartition('@')[2]}"))
+    with connect(pg_url, autocommit=True) as admin:
+        schema = admin.execute("SELECT current_schema()").fetchone()[0]
+        admin.execute(f'CREATE ROLE "{role}" LOGIN')
+        admin.execute(f'GRANT USAGE ON SCHEMA "{schema}" TO "{role}"')
+        admin.execute(f'GRANT SELECT ON ALL TABLES IN SCHEMA "{schema}" TO "{role}"')
+    try:
+        assert "seen by a reader" in run_cli("runs", reader_url).stdout
+        create_app(reader_url, read_only=True)
+    finally:
+        with connect(pg_url, autocommit=True) as admin:
+            admin.execute(f'DROP OWNED BY "{role}"')
+            admin.execute(f'DROP ROLE "{role}"')
