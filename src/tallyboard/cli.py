@@ -120,8 +120,10 @@ def cmd_migrate(args: argparse.Namespace) -> None:
         after = store.schema_version
     finally:
         store.close()
-    done = f"migrated from schema version {before} to {after}" if before != after else f"already at version {after}"
-    print(f"{args.target}: {done}")
+    if before == after:
+        print(f"{args.target}: already at version {after}")
+    else:
+        print(f"{args.target}: migrated from schema version {before} to {after}")
 
 
 def _describe(counts: dict[str, int]) -> str:

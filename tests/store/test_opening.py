@@ -110,7 +110,9 @@ NOT_TABLES: list[tuple[Callable[[Path], Path], str]] = [
 READERS = [("runs",), ("export", "--out", "{out}"), ("serve", "--port", "1")]
 
 
-@pytest.mark.parametrize(("make", "said"), NOT_TABLES + [(empty_file, "holds no result table (an empty file")])
+@pytest.mark.parametrize(
+    ("make", "said"), [*NOT_TABLES, (empty_file, "holds no result table (an empty file")]
+)
 @pytest.mark.parametrize("command", READERS, ids=lambda c: c[0])
 def test_reading_commands_leave_what_is_not_a_table_as_it_was(make, said, command, tmp_path: Path) -> None:
     path = make(tmp_path)
@@ -139,7 +141,8 @@ def test_a_missing_path_is_created_by_no_reading_command(tmp_path: Path) -> None
     path = tmp_path / "typo.db"
     for command in READERS:
         args = [part.format(out=tmp_path / "out") for part in command]
-        assert_one_line_error(run_cli(args[0], path, *args[1:], check=False), "does not exist", "nothing was created")
+        result = run_cli(args[0], path, *args[1:], check=False)
+        assert_one_line_error(result, "does not exist", "nothing was created")
     with pytest.raises(FileNotFoundError):
         create_app(str(path), read_only=True)
     assert sorted(tmp_path.iterdir()) == []

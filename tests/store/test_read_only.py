@@ -153,7 +153,12 @@ def tables_in_schema(url: str) -> list[str]:
 
 @pytest.mark.postgres
 def test_reading_commands_create_nothing_in_an_empty_postgresql_schema(pg_url: str, tmp_path: Path) -> None:
-    for args in (("runs", pg_url), ("export", pg_url, "--out", tmp_path / "out"), ("serve", pg_url, "--read-only")):
+    readers = (
+        ("runs", pg_url),
+        ("export", pg_url, "--out", tmp_path / "out"),
+        ("serve", pg_url, "--read-only"),
+    )
+    for args in readers:
         assert_one_line_error(run_cli(*args, check=False), "holds no result table", "nothing was created")
     from tallyboard.dashboard import create_app
 

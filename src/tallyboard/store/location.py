@@ -71,12 +71,16 @@ class Found:
                 f"`tallyboard import deepboard {where} --into results.db` (nothing was changed)"
             )
         if self.kind is Kind.OTHER:
-            raise NotAResultTable(f"{where!r} is not a tallyboard result table: it is {self.what} (nothing was changed)")
+            raise NotAResultTable(
+                f"{where!r} is not a tallyboard result table: it is {self.what} (nothing was changed)"
+            )
         if self.kind is Kind.NOTHING:
             if access is Access.WRITE:
                 return
             if self.what == "no file":
-                raise FileNotFoundError(f"no result table at {where!r}: the file does not exist (nothing was created)")
+                raise FileNotFoundError(
+                    f"no result table at {where!r}: the file does not exist (nothing was created)"
+                )
             raise NotAResultTable(
                 f"{where!r} holds no result table ({self.what}; nothing was created): "
                 "log a run into it or `tallyboard import` one first"
@@ -123,7 +127,9 @@ def describe_sqlite_tables(path: str, tables: list[str], schema_version: str | N
         return Found(path, Kind.NOTHING, "an empty SQLite database")
     if {"meta", "runs"} <= names and schema_version is not None:
         return Found(path, Kind.TABLE, "a result table", int(schema_version))
-    if DEEPBOARD_TABLES <= names:
+    if names >= DEEPBOARD_TABLES:
         return Found(path, Kind.DEEPBOARD, "a DeepBoard table")
-    listed = ", ".join(sorted(tables)[:MAX_LISTED_TABLES]) + (", ..." if len(tables) > MAX_LISTED_TABLES else "")
+    listed = ", ".join(sorted(tables)[:MAX_LISTED_TABLES])
+    if len(tables) > MAX_LISTED_TABLES:
+        listed += ", ..."
     return Found(path, Kind.OTHER, f"another SQLite database (tables: {listed})")

@@ -117,9 +117,7 @@ def require_database_name(url: str) -> None:
     except psycopg.ProgrammingError as error:
         raise NotAResultTable(f"{url!r} is not a valid PostgreSQL URL ({error})") from None
     if not database:
-        raise NotAResultTable(
-            f"{url!r} names no database: write postgresql://[USER@]HOST[:PORT]/DATABASE"
-        )
+        raise NotAResultTable(f"{url!r} names no database: write postgresql://[USER@]HOST[:PORT]/DATABASE")
 
 
 @functools.lru_cache(maxsize=512)
@@ -175,11 +173,11 @@ class PostgresStore(Store):
             return Found(self.url, Kind.NOTHING, "no schema on the search path")
         if not self._table_exists("meta"):
             return Found(self.url, Kind.NOTHING, f"no tallyboard tables in schema {schema!r}")
-        if not self._table_exists("runs"):
-            return Found(self.url, Kind.OTHER, f"a database whose `meta` table in schema {schema!r} is not ours")
-        version = migrations.stored_version(self)
+        version = migrations.stored_version(self) if self._table_exists("runs") else None
         if version is None:
-            return Found(self.url, Kind.OTHER, f"a database whose `meta` table in schema {schema!r} is not ours")
+            return Found(
+                self.url, Kind.OTHER, f"a database whose `meta` table in schema {schema!r} is not ours"
+            )
         return Found(self.url, Kind.TABLE, "a result table", version)
 
     def _engine_ready(self) -> bool:
