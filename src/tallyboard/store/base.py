@@ -20,9 +20,12 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from tallyboard.store.schema import BLOCK_BITS, BLOCK_STEPS, RUN_COLUMNS
+
+if TYPE_CHECKING:
+    from tallyboard.store.location import Access, Found
 
 T = TypeVar("T")
 
@@ -140,7 +143,7 @@ class Store(ABC):
     def __init__(self) -> None:
         self._lock = threading.RLock()
         self._tag_ids: dict[str, int] = {}
-        self._migrate_with: tuple[str, ...] | None = None  # see `_defer_migration`
+        self._migrate_with: tuple[str, ...] | None = None  # see `_opened`
 
     # ---- creating and migrating the schema (see store/location.py for when) -----------------
     @abstractmethod
@@ -153,10 +156,19 @@ class Store(ABC):
         with self._lock:
             return stored_version(self)
 
-    def _defer_migration(self, unique_columns: tuple[str, ...]) -> None:
-        """Opened to write into an existing table: if it is older, the first write migrates it, so
-        that a program that opens a table only to read it leaves it as it was."""
-        self._migrate_with = unique_columns
+    def _opened(self, found: Found, access: Access, unique_columns: tuple[str, ...]) -> None:
+        """What opening does with what it found (store/location.py): a writing open creates a table
+        where there is nothing; an existing table is left for the first write to migrate if it is
+        older, so that a program that opens a table only to read it leaves it as it was."""
+        from tallyboard.store.location import Access, Kind
+
+        self.schema_version = found.version
+        if access is not Access.WRITE:
+            return
+        if found.kind is Kind.NOTHING:
+            self._prepare_schema(unique_columns)
+        else:
+            self._migrate_with = unique_columns
 
     def _engine_ready(self) -> bool:
         """Whether the engine's own bookkeeping exists (PostgreSQL's commit log); see `_prepare_schema`."""

@@ -159,12 +159,7 @@ class PostgresStore(Store):
         self._connection()  # a wrong URL or a server that is down fails here, at once
         found = self._describe()
         found.check(access)
-        self.schema_version = found.version
-        if access is Access.WRITE:
-            if found.kind is Kind.NOTHING:
-                self._prepare_schema(unique_columns)
-            else:
-                self._defer_migration(unique_columns)
+        self._opened(found, access, unique_columns)
 
     def _describe(self) -> Found:
         """What the connection's schema holds (read only; see store/location.py)."""

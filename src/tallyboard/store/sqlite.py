@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from tallyboard.store.base import Store
-from tallyboard.store.location import Access, Found, Kind, describe_sqlite_path, describe_sqlite_tables
+from tallyboard.store.location import Access, Found, describe_sqlite_path, describe_sqlite_tables
 from tallyboard.store.migrations import ensure_schema
 
 T = TypeVar("T")
@@ -122,14 +122,9 @@ class SqliteStore(Store):
         found = describe_file(self.path)
         found.check(access)
         self._connect()
-        self.schema_version = found.version
         if access is not Access.READ:
             _writers.add(self)
-        if access is Access.WRITE:
-            if found.kind is Kind.NOTHING:
-                self._prepare_schema(unique_columns)
-            else:
-                self._defer_migration(unique_columns)
+        self._opened(found, access, unique_columns)
 
     def _connect(self) -> None:
         """Open this process's connection. A forked child (a DataLoader worker, say) opens its own:
@@ -219,6 +214,9 @@ class SqliteStore(Store):
     def checkpoint(self) -> None:
         """Move everything in the WAL into the main file and truncate the WAL (best effort: a
         reader in the middle of a long transaction may keep it from being truncated now)."""
+        with contextlib.suppress(OSError):
+            if os.path.getsize(self.path + "-wal") == 0:
+                return  # nothing to fold back: spare the fsyncs
         with self._lock:
             try:
                 conn = self._connection()
