@@ -27,6 +27,7 @@ import os
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -218,13 +219,14 @@ class SqliteStore(Store):
             if os.path.getsize(self.path + "-wal") == 0:
                 return  # nothing to fold back: spare the fsyncs
         with self._lock:
+            conn = self._connection()
             try:
-                conn = self._connection()
                 conn.execute(f"PRAGMA busy_timeout = {CHECKPOINT_TIMEOUT_MS}")
                 conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
-                conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout * 1000)}")
             except sqlite3.Error as error:
                 log.debug("tallyboard: could not checkpoint %s: %s", self.path, error)
+            finally:
+                conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout * 1000)}")
 
     def close(self) -> None:
         """Close the connection; the last writer of the file in this process checkpoints first."""
@@ -244,10 +246,11 @@ def open_for_writing(path: str, timeout: float) -> sqlite3.Connection:
 class _Writers:
     """This process's open writing stores, so that the last one of a file to close, or the exit
     of the process, checkpoints it (a process that exits without closing its connections would
-    otherwise leave the newest rows in the `-wal` only)."""
+    otherwise leave the newest rows in the `-wal` only). Weak references: a store dropped without
+    `close()` is closed by the garbage collector as before, and SQLite folds its WAL back itself."""
 
     def __init__(self) -> None:
-        self._stores: dict[int, SqliteStore] = {}
+        self._stores: weakref.WeakValueDictionary[int, SqliteStore] = weakref.WeakValueDictionary()
         self._lock = threading.Lock()
 
     def add(self, store: SqliteStore) -> None:
@@ -259,12 +262,12 @@ class _Writers:
         with self._lock:
             if self._stores.pop(id(store), None) is None:
                 return False
-            return not any(_same_file(store, other) for other in self._stores.values())
+            return not any(_same_file(store, other) for other in list(self._stores.values()))
 
     def checkpoint_all(self) -> None:
         """At exit: checkpoint each file that this process still has open for writing, once."""
         with self._lock:
-            stores = [s for s in self._stores.values() if s._pid == os.getpid()]
+            stores = [s for s in list(self._stores.values()) if s._pid == os.getpid()]
         done: list[SqliteStore] = []
         for store in stores:
             if not any(_same_file(store, other) for other in done):
