@@ -53,24 +53,38 @@ def plain_database(folder: Path) -> Path:
     return path
 
 
-OPEN_CONNECTIONS: list[sqlite3.Connection] = []  # another program's, open during a test
+OTHER_PROGRAMS: list[subprocess.Popen] = []  # processes keeping a database open during a test
+WAL_WRITER = """
+import sqlite3, sys
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.execute("PRAGMA journal_mode=WAL")
+conn.execute("CREATE TABLE events (id INTEGER PRIMARY KEY)")
+conn.execute("INSERT INTO events DEFAULT VALUES")
+print("ready", flush=True)
+sys.stdin.read()  # until the test closes our stdin
+"""
 
 
 @pytest.fixture(autouse=True)
-def _close_other_programs_connections():
+def _end_other_programs():
     yield
-    while OPEN_CONNECTIONS:
-        OPEN_CONNECTIONS.pop().close()
+    while OTHER_PROGRAMS:
+        program = OTHER_PROGRAMS.pop()
+        program.communicate(timeout=30)
 
 
 def wal_database(folder: Path) -> Path:
-    """Another program's database in WAL mode, with rows still in its `-wal` (its writer is open)."""
+    """Another program's database in WAL mode, with rows still in its `-wal`: that program is
+    running, its connection open (in a process of its own: POSIX locks belong to a process)."""
     path = folder / "app.db"
-    conn = sqlite3.connect(path, isolation_level=None)
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("CREATE TABLE events (id INTEGER PRIMARY KEY)")
-    conn.execute("INSERT INTO events DEFAULT VALUES")
-    OPEN_CONNECTIONS.append(conn)
+    program = subprocess.Popen(
+        [sys.executable, "-c", WAL_WRITER, str(path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    OTHER_PROGRAMS.append(program)
+    assert program.stdout is not None and program.stdout.readline() == "ready\n"
     return path
 
 
@@ -95,7 +109,7 @@ def empty_file(folder: Path) -> Path:
 def closed_wal_database(folder: Path) -> Path:
     """Another program's database in WAL mode that nobody has open (no `-wal`, no `-shm`)."""
     path = wal_database(folder)
-    OPEN_CONNECTIONS.pop().close()
+    OTHER_PROGRAMS.pop().communicate(timeout=30)
     assert not Path(f"{path}-wal").exists()
     return path
 
@@ -290,4 +304,23 @@ def test_copy_of_a_live_table_uses_the_backup_api_and_misses_nothing(tmp_path: P
     assert [run["run_id"] for run in backup.runs()] == [run_id]
     backup.close()
     reader.close()
+    writer.close()
+
+
+def test_opening_a_table_again_keeps_this_process_s_locks_on_it(tmp_path: Path) -> None:
+    """Reading a file's bytes from Python would drop every POSIX lock this process holds on it;
+    another process closing its connection would then delete the WAL the writer still uses."""
+    path = tmp_path / "results.db"
+    writer = open_store(path)
+    run_id = writer.create_run({"experiment": "e", "start_time": 0.0})
+    open_store(path, access=Access.READ).close()
+    tb.ResultTable(path).close()
+    other = (
+        "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); c.execute('SELECT 1 FROM runs'); c.close()"
+    )
+    subprocess.run([sys.executable, "-c", other, str(path)], check=True, timeout=60)
+    writer.update_run(run_id, note="still in the same file")
+    fresh = sqlite3.connect(path)
+    assert fresh.execute("SELECT note FROM runs").fetchall() == [("still in the same file",)]
+    fresh.close()
     writer.close()

@@ -24,7 +24,6 @@ from enum import Enum
 from tallyboard.store.base import StoreError
 from tallyboard.store.schema import SCHEMA_VERSION
 
-SQLITE_HEADER = b"SQLite format 3\x00"
 DEEPBOARD_TABLES = frozenset({"experiments", "results", "logs"})  # SQLite names ignore case
 MAX_LISTED_TABLES = 5
 
@@ -105,19 +104,22 @@ def require_current(location: str, version: int | None, who: str) -> None:
 
 
 def describe_sqlite_path(path: str) -> Found | None:
-    """What the file system alone tells about `path` (no file, an empty file, not SQLite), or
-    None when it is a SQLite file whose tables must be looked at (`describe_sqlite_tables`)."""
+    """What the file system alone tells about `path` (no file, a directory, an empty file), or None
+    when SQLite must look at it (`describe_sqlite_tables`).
+
+    Only `stat`: opening and closing the file here would drop every POSIX lock this process holds
+    on it (a lock belongs to the process, not to the descriptor), and a SQLite connection of this
+    process that lost its lock may see its WAL deleted under it by another process."""
     if not os.path.lexists(path):
         return Found(path, Kind.NOTHING, "no file")
     if os.path.isdir(path):
         return Found(path, Kind.OTHER, "a directory")
     if os.path.getsize(path) == 0:
         return Found(path, Kind.NOTHING, "an empty file")
-    with open(path, "rb") as file:
-        header = file.read(len(SQLITE_HEADER))
-    if header != SQLITE_HEADER:
-        return Found(path, Kind.OTHER, "a file that is not a SQLite database")
     return None
+
+
+NOT_SQLITE = "a file that is not a SQLite database"
 
 
 def describe_sqlite_tables(path: str, tables: list[str], schema_version: str | None) -> Found:

@@ -33,14 +33,20 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from tallyboard.store.base import Store
-from tallyboard.store.location import Access, Found, describe_sqlite_path, describe_sqlite_tables
+from tallyboard.store.location import (
+    NOT_SQLITE,
+    Access,
+    Found,
+    Kind,
+    describe_sqlite_path,
+    describe_sqlite_tables,
+)
 from tallyboard.store.migrations import ensure_schema
 
 T = TypeVar("T")
 
 DDL_TYPES = {"pk": "INTEGER PRIMARY KEY", "blob": "BLOB", "without_rowid": "WITHOUT ROWID"}
 MAX_RETRY_SLEEP = 1.0
-WAL_FORMAT = b"\x02\x02"  # header bytes 18-19 (file format write/read version) of a WAL database
 CHECKPOINT_TIMEOUT_MS = 2000  # how long a closing writer waits for readers to let the WAL be truncated
 log = logging.getLogger(__name__)
 
@@ -71,25 +77,37 @@ def connect_read_only(path: str, timeout: float = 5.0) -> sqlite3.Connection:
     return conn
 
 
-def _inspecting_connection(path: str) -> sqlite3.Connection:
-    """A connection that only looks: `mode=ro`, and for a WAL database without a `-wal` (nobody has
-    it open) `immutable` as well, so that looking does not leave a new `-wal` and `-shm` behind."""
-    with open(path, "rb") as file:
-        header = file.read(20)
-    if header[18:20] == WAL_FORMAT and not os.path.exists(path + "-wal"):
-        uri = Path(path).resolve().as_uri() + "?mode=ro&immutable=1"
-        return sqlite3.connect(uri, uri=True, isolation_level=None)
-    return connect_read_only(path)
-
-
 def describe_file(path: str) -> Found:
-    """What is at `path`, found through a connection that cannot write (see store/location.py).
-    Looking at a database that another program is writing in WAL mode updates its `-shm` read
-    marks, as every reader does; the database and its `-wal` are left as they are."""
+    """What is at `path`, found through connections that cannot write (see store/location.py).
+
+    A file nobody has open (no `-wal`, no `-journal`) is read `immutable`, so that looking at a WAL
+    database does not leave a new `-wal` and `-shm` behind; should a writer have started meanwhile,
+    it is looked at again through a plain `mode=ro` connection. Looking at a database that another
+    program is writing in WAL mode updates its `-shm` read marks, as every reader does."""
     found = describe_sqlite_path(path)
     if found is not None:
         return found
-    conn = _inspecting_connection(path)
+    quiet = not os.path.exists(path + "-wal") and not os.path.exists(path + "-journal")
+    try:
+        try:
+            tables, version = _tables_and_version(path, immutable=quiet)
+        except sqlite3.DatabaseError:
+            if not quiet:
+                raise
+            tables, version = _tables_and_version(path, immutable=False)
+    except sqlite3.DatabaseError as error:
+        if "not a database" not in str(error):
+            raise
+        return Found(path, Kind.OTHER, NOT_SQLITE)
+    return describe_sqlite_tables(path, tables, version)
+
+
+def _tables_and_version(path: str, immutable: bool) -> tuple[list[str], str | None]:
+    if immutable:
+        uri = Path(path).resolve().as_uri() + "?mode=ro&immutable=1"
+        conn = sqlite3.connect(uri, uri=True, isolation_level=None)
+    else:
+        conn = connect_read_only(path)
     try:
         tables = [row[0] for row in conn.execute(
             "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
@@ -101,7 +119,7 @@ def describe_file(path: str) -> Found:
                 version = rows[0][0] if rows else None
     finally:
         conn.close()
-    return describe_sqlite_tables(path, tables, version)
+    return tables, version
 
 
 class SqliteStore(Store):
