@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from tallyboard.store import Batch, DuplicateRunError, open_store, schema
+from tallyboard.store import Access, Batch, DuplicateRunError, open_store, schema
 
 
 def new_run(store, **fields):
@@ -156,3 +156,17 @@ def test_filters_of_media_and_texts(db_url):
     assert [r[-1] for r in store.texts(run, "fragment", tag="t")] == ["<b>"]
     with pytest.raises(TypeError, match="unknown filter"):
         store.texts(run, None, colour="red")
+
+
+def test_reads_in_a_snapshot_do_not_see_commits_made_meanwhile(db_url):
+    """What `tallyboard copy` relies on to copy a table that is being logged to."""
+    writer = open_store(db_url)
+    new_run(writer)
+    reader = open_store(db_url, access=Access.READ)
+    with reader.snapshot():
+        before = reader.runs()
+        new_run(writer)
+        assert reader.runs() == before
+    assert len(reader.runs()) == 2
+    reader.close()
+    writer.close()
