@@ -54,7 +54,7 @@ def copy_table(src_url: str, dst_url: str, progress: bool = True) -> dict[str, i
     src = open_store(src_url, access=Access.READ)
     try:
         if not is_postgres_url(src_url) and _new_sqlite_file(dst_url):
-            return _backup(src, dst_url)
+            return _backup(src, dst_url, progress)
         require_current(src.url, src.schema_version, "a copy into an existing table or PostgreSQL")
         unique_columns = tuple(json.loads(src.meta("unique_columns") or "[]"))
         dst = open_store(dst_url, unique_columns)
@@ -76,9 +76,12 @@ def _new_sqlite_file(url_or_path: str) -> bool:
     return describe_file(url_or_path).kind is Kind.NOTHING
 
 
-def _backup(src: Store, dst_path: str) -> dict[str, int]:
+def _backup(src: Store, dst_path: str, progress: bool) -> dict[str, int]:
     """Copy a SQLite table into a new file with the online backup API (a consistent snapshot of a
-    live source), then bring the copy to the current schema version."""
+    live source), then bring the copy to the current schema version.
+
+    In one step: a backup done in steps starts over whenever another process commits to the
+    source, so a table logged to twice a second might never finish. The bar reports the rows."""
     from tallyboard.store.sqlite import SqliteStore
 
     assert isinstance(src, SqliteStore)
@@ -86,9 +89,13 @@ def _backup(src: Store, dst_path: str) -> dict[str, int]:
     dst = open_store(dst_path)
     try:
         dst.ready_for_writing()
-        return {table: dst._execute(f"SELECT count(*) FROM {table}")[0][0] for table, *_ in TABLES}
+        counts = {table: dst._execute(f"SELECT count(*) FROM {table}")[0][0] for table, *_ in TABLES}
     finally:
         dst.close()
+    total = sum(counts.values())
+    with progress_bar(total, f"copying to {dst_path}", enabled=progress, unit="row") as bar:
+        bar.update(total)
+    return counts
 
 
 def _copy(src: Store, dst: Store, unique_columns: tuple[str, ...], progress: bool) -> dict[str, int]:
