@@ -26,6 +26,7 @@ from tallyboard.store.schema import SCHEMA_VERSION
 
 DEEPBOARD_TABLES = frozenset({"experiments", "results", "logs"})  # SQLite names ignore case
 MAX_LISTED_TABLES = 5
+NO_FILE = "no file"
 
 
 class Access(Enum):
@@ -76,7 +77,7 @@ class Found:
         if self.kind is Kind.NOTHING:
             if access is Access.WRITE:
                 return
-            if self.what == "no file":
+            if self.what == NO_FILE:
                 raise FileNotFoundError(
                     f"no result table at {where!r}: the file does not exist (nothing was created)"
                 )
@@ -111,7 +112,7 @@ def describe_sqlite_path(path: str) -> Found | None:
     on it (a lock belongs to the process, not to the descriptor), and a SQLite connection of this
     process that lost its lock may see its WAL deleted under it by another process."""
     if not os.path.lexists(path):
-        return Found(path, Kind.NOTHING, "no file")
+        return Found(path, Kind.NOTHING, NO_FILE)
     if os.path.isdir(path):
         return Found(path, Kind.OTHER, "a directory")
     if os.path.getsize(path) == 0:
