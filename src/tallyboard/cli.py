@@ -1,4 +1,4 @@
-"""The `tallyboard` command: serve, demo, runs, export, import, copy.
+"""The `tallyboard` command: serve, demo, runs, export, import, copy, migrate.
 
 Each subcommand is a thin shell over a library function, so anything the CLI does can be scripted
 from Python too. Heavy modules (the dashboard, numpy, scikit-learn, tensorboard) are imported only by
@@ -109,6 +109,23 @@ def cmd_copy(args: argparse.Namespace) -> None:
     print(f"copied {_describe(counts)} to {args.destination}")
 
 
+def cmd_migrate(args: argparse.Namespace) -> None:
+    from tallyboard.store import Access, open_store
+
+    open_store(args.target, access=Access.READ).close()  # an existing table, never a new one
+    store = open_store(args.target)
+    try:
+        before = store.schema_version
+        store.ready_for_writing()
+        after = store.schema_version
+    finally:
+        store.close()
+    if before == after:
+        print(f"{args.target}: already at version {after}")
+    else:
+        print(f"{args.target}: migrated from schema version {before} to {after}")
+
+
 def _describe(counts: dict[str, int]) -> str:
     return ", ".join(f"{count} {name}" for name, count in counts.items())
 
@@ -213,6 +230,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     copy.add_argument("source", metavar="SRC", help="the table to copy from (file or URL)")
     copy.add_argument("destination", metavar="DST", help="the table to copy into (file or URL)")
+
+    migrate = _parser(
+        commands,
+        "migrate",
+        "Bring a table written by an older tallyboard to this version (logging into it does it too).",
+        "  tallyboard migrate results.db\n  tallyboard migrate postgresql://me@db-host/experiments\n",
+        cmd_migrate,
+        progress=False,
+    )
+    migrate.add_argument("target", metavar="PATH_OR_URL", help="the table to migrate")
     return parser
 
 
@@ -239,6 +266,8 @@ def _one_line(error: Exception) -> str:
     if isinstance(error, ModuleNotFoundError) and not (error.name or "tallyboard").startswith("tallyboard"):
         return f"{error.name} is not installed; install tallyboard with: pip install 'tallyboard[all]'"
     message = " ".join(str(error).split()) or type(error).__name__
-    if isinstance(error, (FileNotFoundError, ValueError)):
+    from tallyboard.store import StoreError
+
+    if isinstance(error, (FileNotFoundError, ValueError, StoreError)):  # written for the user
         return message
     return f"{type(error).__name__}: {message}"

@@ -332,7 +332,7 @@ class LogWriter:
                 raise ValueError(f"{name!r} is a column of every run; choose another {kind} name")
             rows.append((self._run_id, name, json_value(name, value)))
         if rows:
-            self._row_store().put_values(kind, rows)
+            self._change_row(lambda store: store.put_values(kind, rows))
 
     def add_hparams(self, param_dict: dict[str, Any] | None = None, **kwargs: Any) -> None:
         """Record hyperparameters (columns of the result table); JSON scalars only."""
@@ -368,9 +368,22 @@ class LogWriter:
         loaded or ended one through its table's."""
         return self._store if self._read_only else self._sink.store
 
+    def _change_row(self, change: Callable[[Store], None]) -> None:
+        """Apply a change to the run's row now; should the database refuse the data itself (a
+        constraint, a trigger), the caller gets a ValueError at this call and nothing else is held
+        back (queued records are quarantined instead; see sink.py)."""
+        store = self._row_store()
+        try:
+            change(store)
+        except Exception as error:
+            if not store.is_record_error(error):
+                raise
+            first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+            raise ValueError(f"the database refused this change to run {self._run_id}: {first}") from error
+
     def _set(self, **values: Any) -> None:
         if not self._disabled:  # editing a loaded (read-only) run's row is allowed
-            self._row_store().update_run(self._run_id, **values)
+            self._change_row(lambda store: store.update_run(self._run_id, **values))
 
     def set_status(self, status: Status) -> None:
         """Set the run's status now. 'finished' or 'failed' is also what `close()` ends the run with:

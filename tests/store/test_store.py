@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from tallyboard.store import Batch, DuplicateRunError, open_store, schema
+from tallyboard.store import Access, Batch, DuplicateRunError, open_store, schema
 
 
 def new_run(store, **fields):
@@ -22,7 +22,7 @@ def test_reopening_keeps_the_recorded_unique_columns(db_url):
     assert json.loads(open_store(db_url, ("tag",)).meta("unique_columns")) == ["experiment"]
 
 
-def test_an_older_file_is_migrated_forward(db_url, monkeypatch):
+def test_an_older_file_is_migrated_forward_by_the_first_write(db_url, monkeypatch):
     open_store(db_url).close()
     newer = schema.SCHEMA_VERSION + 1
     monkeypatch.setattr("tallyboard.store.migrations.SCHEMA_VERSION", newer)
@@ -30,8 +30,10 @@ def test_an_older_file_is_migrated_forward(db_url, monkeypatch):
         schema.MIGRATIONS, newer - 1, "ALTER TABLE runs ADD COLUMN host TEXT; CREATE INDEX x ON runs (host)"
     )
     store = open_store(db_url)
+    assert store.meta("schema_version") == str(newer - 1)  # opening alone changes nothing
+    new_run(store)
     assert store.meta("schema_version") == str(newer)
-    assert store._execute("SELECT host FROM runs") == []
+    assert store._execute("SELECT host FROM runs") == [(None,)]
 
 
 def test_create_run_refuses_a_duplicate_but_not_a_failed_hidden_or_debug_one(db_url):
@@ -154,3 +156,17 @@ def test_filters_of_media_and_texts(db_url):
     assert [r[-1] for r in store.texts(run, "fragment", tag="t")] == ["<b>"]
     with pytest.raises(TypeError, match="unknown filter"):
         store.texts(run, None, colour="red")
+
+
+def test_reads_in_a_snapshot_do_not_see_commits_made_meanwhile(db_url):
+    """What `tallyboard copy` relies on to copy a table that is being logged to."""
+    writer = open_store(db_url)
+    new_run(writer)
+    reader = open_store(db_url, access=Access.READ)
+    with reader.snapshot():
+        before = reader.runs()
+        new_run(writer)
+        assert reader.runs() == before
+    assert len(reader.runs()) == 2
+    reader.close()
+    writer.close()

@@ -24,8 +24,7 @@ from tallyboard.dashboard.openapi import openapi_schema
 from tallyboard.dashboard.params import MAX_ID, BadRequest, Json
 from tallyboard.dashboard.runs_table import RunsTable
 from tallyboard.dashboard.security import FRAGMENT_CSP, BodyTooLarge, SecurityMiddleware, usable_token
-from tallyboard.store import open_store
-from tallyboard.store.queries import DashboardQueries
+from tallyboard.store.queries import open_for_dashboard
 
 HERE = Path(__file__).parent
 OUT_OF_RANGE = MAX_ID + 1
@@ -63,8 +62,7 @@ def create_app(url_or_path: str, *, token: str | None = None, read_only: bool = 
     Raises FileNotFoundError for a missing SQLite file, ValueError for a file that is not a
     result table and for an empty or blank token, before anything is served."""
     token = usable_token(token)
-    queries = DashboardQueries(url_or_path)
-    store = None if read_only else open_store(url_or_path)  # migrates an older table forward
+    queries, store = open_for_dashboard(url_or_path, read_only)  # creates nothing, migrates nothing
     csrf_secret = secrets.token_urlsafe(32)
     pages = {name: _page(name, csrf_secret, read_only) for name in PAGES}
     fragment_frame = (HERE / "templates" / "fragment.html").read_text(encoding="utf-8")

@@ -2,18 +2,22 @@
 
 An import may be the first thing ever written to a file; the table it creates must behave exactly
 like one created by `ResultTable(path)` (same unique columns), so that training runs logged into it
-afterwards keep their uniqueness check. A command that only reads must not create anything: opening
-a SQLite path that does not exist would silently make an empty table.
+afterwards keep their uniqueness check. A command that only reads must not create anything: it opens
+the table for reading (store/location.py), which never creates, migrates or writes.
+
+Every importer writes runs under ids it chose (a DeepBoard run keeps its id where it is free), so
+leaving an import target re-syncs the id sequences: the next `new_run` on PostgreSQL gets a fresh id.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from tallyboard.store import Store, is_postgres_url, open_store
+from tallyboard.store import Access, Store, is_postgres_url, open_store
 
 
 def require_existing(url_or_path: str | os.PathLike[str]) -> str:
@@ -26,14 +30,21 @@ def require_existing(url_or_path: str | os.PathLike[str]) -> str:
 
 @contextmanager
 def open_target(url_or_path: str | os.PathLike[str], create: bool = True) -> Iterator[Store]:
-    """The store at `url_or_path`, closed when the block ends; created (like `ResultTable` would)
-    only when `create` is true."""
+    """The store at `url_or_path`, closed when the block ends: opened to write (created like
+    `ResultTable` would where there is none) when `create` is true, else only to read."""
     from tallyboard.table import DEFAULT_UNIQUE_COLUMNS
 
-    store = open_store(
-        url_or_path if create else require_existing(url_or_path), unique_columns=DEFAULT_UNIQUE_COLUMNS
-    )
+    access = Access.WRITE if create else Access.READ
+    store = open_store(url_or_path, unique_columns=DEFAULT_UNIQUE_COLUMNS, access=access)
     try:
         yield store
+    except BaseException:
+        if create:  # some batches may have landed all the same
+            with contextlib.suppress(Exception):
+                store.sync_id_sequences()
+        raise
+    else:
+        if create:
+            store.sync_id_sequences()  # rows went in under explicit ids: new ids start above them
     finally:
         store.close()

@@ -14,6 +14,7 @@ writer thread and a `ResultTable` each open their own.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import logging
 import os
@@ -21,11 +22,14 @@ import threading
 import time
 import weakref
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from tallyboard.store.schema import BLOCK_BITS, BLOCK_STEPS, RUN_COLUMNS, UNIQUE_KEY_PREFIX
+
+if TYPE_CHECKING:
+    from tallyboard.store.location import Access, Found
 
 T = TypeVar("T")
 
@@ -166,12 +170,59 @@ class Store(ABC):
     """A result table in one database. Subclasses provide the connection and the primitives."""
 
     url: str
+    schema_version: int | None  # of the table as opened (None: none yet)
 
     def __init__(self) -> None:
         self._lock = threading.RLock()
         self._tag_ids: dict[str, int] = {}
         self._opened_by = os.getpid()
         _live_stores.add(self)
+        self._migrate_with: tuple[str, ...] | None = None  # see `_opened`
+
+    # ---- creating and migrating the schema (see store/location.py for when) -----------------
+    @abstractmethod
+    def _prepare_schema(self, unique_columns: tuple[str, ...]) -> None:
+        """Create the schema (recording `unique_columns`) or migrate it to the current version."""
+
+    def _schema_version(self) -> int | None:
+        from tallyboard.store.migrations import stored_version
+
+        with self._lock:
+            return stored_version(self)
+
+    def _opened(self, found: Found, access: Access, unique_columns: tuple[str, ...]) -> None:
+        """What opening does with what it found (store/location.py): a writing open creates a table
+        where there is nothing; an existing table is left for the first write to migrate if it is
+        older, so that a program that opens a table only to read it leaves it as it was."""
+        from tallyboard.store.location import Access, Kind
+
+        self.schema_version = found.version
+        if access is not Access.WRITE:
+            return
+        if found.kind is Kind.NOTHING:
+            self._prepare_schema(unique_columns)
+        else:
+            self._migrate_with = unique_columns
+
+    def _engine_ready(self) -> bool:
+        """Whether the engine's own bookkeeping exists (PostgreSQL's commit log); see `_prepare_schema`."""
+        return True
+
+    def ready_for_writing(self) -> None:
+        """Migrate an older table now (every write does it first; `tallyboard migrate` calls this)."""
+        from tallyboard.store import migrations
+
+        with self._lock:
+            if self._migrate_with is None:
+                return
+            if migrations.stored_version(self) != migrations.SCHEMA_VERSION or not self._engine_ready():
+                self._prepare_schema(self._migrate_with)
+            self._migrate_with = None
+
+    @contextlib.contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """Reads inside the block see one consistent state of the table (engines override it)."""
+        yield
 
     # ---- engine primitives --------------------------------------------------------------
     @abstractmethod
@@ -231,6 +282,7 @@ class Store(ABC):
         dense on both engines, whatever order debug and real runs come in. An import that keeps its
         own ids passes `run_id` in `fields`.
         """
+        self.ready_for_writing()
         names = [name for name in fields if name in RUN_FIELDS]
         now = time.time()
 
@@ -284,6 +336,7 @@ class Store(ABC):
         Like `create_run`, atomic with a uniqueness check: a failed run whose configuration was
         run again since cannot come back to life beside that run (`DuplicateRunError`). Raises
         `KeyError` for an unknown run."""
+        self.ready_for_writing()
 
         def reopen() -> ResumePoint:
             self._lock_runs()
@@ -328,6 +381,7 @@ class Store(ABC):
 
     def update_run(self, run_id: int, **values: Any) -> None:
         """Set editable columns of a run now (in its own transaction) and bump `updated_at`."""
+        self.ready_for_writing()
         with self._lock:
             self._atomic(lambda: self._update_run(run_id, values))
 
@@ -388,6 +442,7 @@ class Store(ABC):
     def set_columns(self, changes: dict[str, dict[str, Any]]) -> None:
         """Set `alias` and/or `position` of columns ({name: {"alias": .., "position": ..}}) atomically;
         unknown column names raise `KeyError` and change nothing."""
+        self.ready_for_writing()
 
         def update() -> None:
             known = {row[0] for row in self._execute("SELECT name FROM columns")}
@@ -406,6 +461,7 @@ class Store(ABC):
     # ---- the sink's one write path ---------------------------------------------------------
     def write_batch(self, batch: Batch) -> None:
         """Commit everything in `batch` in one transaction (retried as a whole when busy)."""
+        self.ready_for_writing()
         with self._lock:
             new_tags: dict[str, int] = {}
             self._atomic(lambda: self._write(batch, new_tags))
@@ -460,6 +516,7 @@ class Store(ABC):
     def put_values(self, kind: str, rows: list[tuple[int, str, str]]) -> None:
         """Write hparams (`kind='hparams'`) or results (`'results'`) now, in their own transaction:
         rows of (run_id, name, json_value); a name already set is overwritten."""
+        self.ready_for_writing()
         if kind not in ("hparams", "results"):
             raise ValueError(f"kind must be 'hparams' or 'results', not {kind!r}")
         with self._lock:
@@ -497,6 +554,7 @@ class Store(ABC):
     # ---- records the database rejected (see store/quarantine.py) -------------------------------
     def quarantine(self, record: Quarantined) -> None:
         """Set a rejected record aside, in its own transaction."""
+        self.ready_for_writing()
         row = (record.run_id, record.kind, record.tag, record.error, record.record, record.quarantined_at)
         with self._lock:
             self._atomic(

@@ -11,6 +11,10 @@ Why it is built this way:
 - Flat memory: tables are read in primary-key order a chunk at a time (keyset pagination, which
   both engines answer from the primary key's index), each chunk one transaction at the destination.
 - Engine-neutral: it speaks only the `Store` primitives, so any pair of engines works.
+- Safe on a live source: the source is opened read-only and read in one snapshot, so a table being
+  logged to meanwhile is copied as it was at one instant. Into a new SQLite file, a SQLite source
+  is copied with SQLite's online backup API instead (page by page, the `-wal` included): that is
+  how to copy a table that is being written to, which `cp results.db` is not.
 """
 
 from __future__ import annotations
@@ -18,8 +22,9 @@ from __future__ import annotations
 import json
 
 from tallyboard.progress import progress_bar
-from tallyboard.store import Store, StoreError, open_store
+from tallyboard.store import Access, Store, StoreError, is_postgres_url, open_store
 from tallyboard.store.base import RUN_FIELDS
+from tallyboard.store.location import Kind, require_current
 
 # (table, primary key, other columns, rows per chunk), parents before children.
 _RECORD = ("run_id", "tag_id", "rep", "step", "epoch", "walltime_ms", "kind")
@@ -47,16 +52,51 @@ def copy_table(src_url: str, dst_url: str, progress: bool = True) -> dict[str, i
 
     Raises `StoreError` when the destination holds other runs or tags under the same ids, or was
     created with other unique columns."""
-    src = open_store(src_url)
+    src = open_store(src_url, access=Access.READ)
     try:
+        if not is_postgres_url(src_url) and _new_sqlite_file(dst_url):
+            return _backup(src, dst_url, progress)
+        require_current(src.url, src.schema_version, "a copy into an existing table or PostgreSQL")
         unique_columns = tuple(json.loads(src.meta("unique_columns") or "[]"))
         dst = open_store(dst_url, unique_columns)
         try:
-            return _copy(src, dst, unique_columns, progress)
+            dst.ready_for_writing()
+            with src.snapshot():
+                return _copy(src, dst, unique_columns, progress)
         finally:
             dst.close()
     finally:
         src.close()
+
+
+def _new_sqlite_file(url_or_path: str) -> bool:
+    if is_postgres_url(url_or_path):
+        return False
+    from tallyboard.store.sqlite import describe_file
+
+    return describe_file(url_or_path).kind is Kind.NOTHING
+
+
+def _backup(src: Store, dst_path: str, progress: bool) -> dict[str, int]:
+    """Copy a SQLite table into a new file with the online backup API (a consistent snapshot of a
+    live source), then bring the copy to the current schema version.
+
+    In one step: a backup done in steps starts over whenever another process commits to the
+    source, so a table logged to twice a second might never finish. The bar reports the rows."""
+    from tallyboard.store.sqlite import SqliteStore
+
+    assert isinstance(src, SqliteStore)
+    src.backup_to(dst_path)
+    dst = open_store(dst_path)
+    try:
+        dst.ready_for_writing()
+        counts = {table: dst._execute(f"SELECT count(*) FROM {table}")[0][0] for table, *_ in TABLES}
+    finally:
+        dst.close()
+    total = sum(counts.values())
+    with progress_bar(total, f"copying to {dst_path}", enabled=progress, unit="row") as bar:
+        bar.update(total)
+    return counts
 
 
 def _copy(src: Store, dst: Store, unique_columns: tuple[str, ...], progress: bool) -> dict[str, int]:

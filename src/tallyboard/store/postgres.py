@@ -22,25 +22,31 @@ Why it is built this way:
   the same batch again later: it goes under the same id (see `write_batch`), so the rule holds.
 - A forked child (a DataLoader worker) that uses its parent's table connects on its own and never
   talks through, nor closes, the parent's connection: that would end the parent's session.
+- Opening follows store/location.py: a URL must name its database (libpq would otherwise pick the
+  login user's), a reading open runs every transaction read-only (`default_transaction_read_only`)
+  and creates nothing, and an older schema is migrated by the first write, not by opening it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
 import os
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
 
 import psycopg
 from psycopg import errors
+from psycopg.conninfo import conninfo_to_dict
 
 from tallyboard.store import migrations
 from tallyboard.store.base import WALLTIME_MS_SQL, Batch, ScalarRow, Store, walltime_ms
+from tallyboard.store.location import Access, Found, Kind, NotAResultTable
 from tallyboard.store.schema import BLOCK_BITS
 
 T = TypeVar("T")
@@ -103,6 +109,17 @@ def block_extremes(run_id: int, tag_id: int, rows: Iterable[ScalarRow]) -> list[
     ]
 
 
+def require_database_name(url: str) -> None:
+    """Raise unless `url` names its database: without one, libpq connects to the database named
+    like the login user, which is never what `postgresql://` was meant to say."""
+    try:
+        database = conninfo_to_dict(url).get("dbname")
+    except psycopg.ProgrammingError as error:
+        raise NotAResultTable(f"{url!r} is not a valid PostgreSQL URL ({error})") from None
+    if not database:
+        raise NotAResultTable(f"{url!r} names no database: write postgresql://[USER@]HOST[:PORT]/DATABASE")
+
+
 @functools.lru_cache(maxsize=512)
 def _psycopg_sql(sql: str) -> str:
     """`Store` writes `?` placeholders; psycopg wants `%s` (and a literal % doubled)."""
@@ -135,9 +152,12 @@ class PostgresStore(Store):
         unique_columns: tuple[str, ...] = (),
         retry_for: float = 60.0,
         sleep: Callable[[float], None] = time.sleep,
+        access: Access = Access.WRITE,
     ) -> None:
         super().__init__()
+        require_database_name(url)
         self.url = url
+        self.access = access
         self.retry_for = retry_for
         self._sleep = sleep
         self._conn: psycopg.Connection | None = None
@@ -151,14 +171,30 @@ class PostgresStore(Store):
         self._resend_id: uuid.UUID | None = None
         self._gave_up_on: uuid.UUID | None = None  # the id of an _atomic that raised, outcome unknown
         self._connection()  # a wrong URL or a server that is down fails here, at once
-        if not self._ready():
-            self._atomic(lambda: self._prepare(unique_columns))
+        found = self._describe()
+        found.check(access)
+        self._opened(found, access, unique_columns)
 
-    def _ready(self) -> bool:
-        """Whether the tables exist at the current version (then opening needs no write access)."""
-        return self._table_exists("tallyboard_commits") and (
-            migrations.stored_version(self) == migrations.SCHEMA_VERSION
-        )
+    def _describe(self) -> Found:
+        """What the connection's schema holds (read only; see store/location.py)."""
+        schema = self._execute("SELECT current_schema()")[0][0]
+        if schema is None:
+            return Found(self.url, Kind.NOTHING, "no schema on the search path")
+        if not self._table_exists("meta"):
+            return Found(self.url, Kind.NOTHING, f"no tallyboard tables in schema {schema!r}")
+        version = migrations.stored_version(self) if self._table_exists("runs") else None
+        if version is None:
+            return Found(
+                self.url, Kind.OTHER, f"a database whose `meta` table in schema {schema!r} is not ours"
+            )
+        return Found(self.url, Kind.TABLE, "a result table", version)
+
+    def _engine_ready(self) -> bool:
+        return self._table_exists("tallyboard_commits")
+
+    def _prepare_schema(self, unique_columns: tuple[str, ...]) -> None:
+        self._atomic(lambda: self._prepare(unique_columns))
+        self.schema_version = self._schema_version()
 
     def _prepare(self, unique_columns: tuple[str, ...]) -> None:
         """Create or migrate the schema, once however many processes open a new table at once."""
@@ -179,6 +215,8 @@ class PostgresStore(Store):
                 self.url, autocommit=True, connect_timeout=10, application_name="tallyboard",
                 keepalives=1, keepalives_idle=30, keepalives_interval=10, keepalives_count=3,
             )  # fmt: skip
+            if self.access is Access.READ:  # every transaction of this session, reconnects included
+                self._conn.execute("SET default_transaction_read_only = on")
         return self._conn
 
     def _disconnect(self) -> None:
@@ -301,6 +339,19 @@ class PostgresStore(Store):
 
     def _table_exists(self, name: str) -> bool:
         return bool(self._execute("SELECT to_regclass(?) IS NOT NULL", (name,))[0][0])
+
+    @contextlib.contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """Every read inside the block sees the table as it was when the block began."""
+        with self._lock:
+            conn = self._connection()
+            conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            self._in_transaction = True
+            try:
+                yield
+            finally:
+                self._in_transaction = False
+                self._rollback()
 
     def close(self) -> None:
         with self._lock:

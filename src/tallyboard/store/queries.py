@@ -4,8 +4,9 @@ Why a module of its own: the dashboard reads in ways the logging path never does
 runs table, one bucketed range of a series, a PNG by id) and it must never block training. It
 opens its own connections, one per serving thread, and every query is a short statement that an
 index answers (a series is one range scan of the `scalars` primary key). SQL is plain standard SQL
-written with `?` placeholders; for PostgreSQL they are rewritten to psycopg's `%s`. Connections
-are opened read-write only so that SQLite can maintain its WAL index; nothing here writes.
+written with `?` placeholders; for PostgreSQL they are rewritten to psycopg's `%s`. Nothing here
+writes; the connections of a read-only dashboard cannot (SQLite `mode=ro`, PostgreSQL read-only
+transactions), so it works on a read-only file system or a file its user may not write.
 """
 
 from __future__ import annotations
@@ -18,8 +19,11 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from tallyboard.store.base import Store
+from tallyboard.store.location import Access, require_current
 from tallyboard.store.schema import BLOCK_BITS
 
 RUN_FIELDS = (
@@ -60,6 +64,26 @@ def _is_postgres(url_or_path: str) -> bool:
     return url_or_path.startswith(("postgresql://", "postgres://"))
 
 
+def open_for_dashboard(url_or_path: str, read_only: bool) -> tuple[DashboardQueries, Store | None]:
+    """The dashboard's queries and, unless `read_only`, the store its edits go through.
+
+    Opening creates nothing and migrates nothing (store/location.py): a location without a result
+    table, or with an older one, is an error that says what is there or which command migrates it."""
+    from tallyboard.store import open_store
+
+    store = open_store(url_or_path, access=Access.READ if read_only else Access.EDIT)
+    try:
+        require_current(store.url, store.schema_version, "the dashboard")
+        queries = DashboardQueries(url_or_path, read_only=read_only)
+    except BaseException:
+        store.close()
+        raise
+    if read_only:
+        store.close()
+        return queries, None
+    return queries, store
+
+
 class DashboardQueries:
     """Thread-safe access to one store for the dashboard, through a small pool of connections.
 
@@ -67,8 +91,9 @@ class DashboardQueries:
     and each connection holds its own page cache, so per-thread connections would let memory grow
     with the number of threads that ever served a request."""
 
-    def __init__(self, url_or_path: str, connections: int = 4) -> None:
+    def __init__(self, url_or_path: str, connections: int = 4, read_only: bool = False) -> None:
         self.url = url_or_path
+        self.read_only = read_only
         self.postgres = _is_postgres(url_or_path)
         if not self.postgres and not os.path.isfile(url_or_path):
             raise FileNotFoundError(f"no result table at {url_or_path!r}: the file does not exist")
@@ -85,8 +110,15 @@ class DashboardQueries:
         if self.postgres:
             import psycopg
 
-            return psycopg.connect(self.url, autocommit=True)
-        uri = "file:" + os.path.abspath(self.url) + "?mode=rw"  # never creates a file
+            conn = psycopg.connect(self.url, autocommit=True)
+            if self.read_only:
+                conn.execute("SET default_transaction_read_only = on")
+            return conn
+        if self.read_only:
+            from tallyboard.store.sqlite import connect_read_only
+
+            return connect_read_only(self.url, timeout=10)
+        uri = Path(self.url).resolve().as_uri() + "?mode=rw"  # never creates a file
         conn = sqlite3.connect(uri, uri=True, timeout=10, check_same_thread=False)
         conn.isolation_level = None  # autocommit: no read transaction outlives its statement
         return conn

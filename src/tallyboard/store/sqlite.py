@@ -9,23 +9,46 @@ Why these settings:
   the uniqueness check of a new run is atomic with its insert. A busy database (another process
   writing, a reader holding the write lock) is waited for (`busy_timeout`) and then retried with
   back-off for as long as it takes: training never dies because the file was busy.
+- Opening never writes by itself (see store/location.py): what is at the path is looked at through
+  a `mode=ro` connection first, a table is created only by a writing open where there is nothing,
+  and an older table is migrated by the first write, not by opening it.
+- One file: when the last writer of a file in this process closes, and at process exit, the WAL is
+  checkpointed into the main file and truncated, so `results.db` alone holds everything. While a
+  table is being written to, it is the `.db` plus its `-wal`: copy a live one with `tallyboard copy`
+  (SQLite's online backup API), never with `cp`.
 """
 
 from __future__ import annotations
 
+import atexit
+import contextlib
+import logging
 import os
 import sqlite3
+import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+import weakref
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
 from typing import Any, TypeVar
 
 from tallyboard.store.base import Store
+from tallyboard.store.location import (
+    NOT_SQLITE,
+    Access,
+    Found,
+    Kind,
+    describe_sqlite_path,
+    describe_sqlite_tables,
+)
 from tallyboard.store.migrations import ensure_schema
 
 T = TypeVar("T")
 
 DDL_TYPES = {"pk": "INTEGER PRIMARY KEY", "blob": "BLOB", "without_rowid": "WITHOUT ROWID"}
 MAX_RETRY_SLEEP = 1.0
+CHECKPOINT_TIMEOUT_MS = 2000  # how long a closing writer waits for readers to let the WAL be truncated
+log = logging.getLogger(__name__)
 
 
 def _is_busy(error: sqlite3.OperationalError) -> bool:
@@ -47,32 +70,109 @@ def is_record_error(error: BaseException) -> bool:
     return isinstance(error, sqlite3.OperationalError) and "too big" in message
 
 
+def connect_read_only(path: str, timeout: float = 5.0) -> sqlite3.Connection:
+    """A connection that cannot write `path` (`mode=ro`), autocommit, usable from any thread.
+
+    A WAL table whose `-wal` is gone (it was checkpointed and closed) can only be read by a
+    connection that may create the `-shm` index beside it. Where nobody may create files (a
+    read-only file system, a folder without write permission) nobody can be writing the table
+    either, since a writer needs that `-wal` too: then the file is opened `immutable`, as it is."""
+    uri = Path(path).resolve().as_uri() + "?mode=ro"
+    conn = sqlite3.connect(uri, uri=True, timeout=timeout, isolation_level=None, check_same_thread=False)
+    try:
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchall()
+    except sqlite3.OperationalError:
+        folder = os.path.dirname(os.path.abspath(path))
+        if os.path.exists(path + "-wal") or os.access(folder, os.W_OK):
+            conn.close()
+            raise
+        conn.close()
+        conn = sqlite3.connect(uri + "&immutable=1", uri=True, isolation_level=None, check_same_thread=False)
+    return conn
+
+
+def describe_file(path: str) -> Found:
+    """What is at `path`, found through connections that cannot write (see store/location.py).
+
+    A file nobody has open (no `-wal`, no `-journal`) is read `immutable`, so that looking at a WAL
+    database does not leave a new `-wal` and `-shm` behind; should a writer have started meanwhile,
+    it is looked at again through a plain `mode=ro` connection. Looking at a database that another
+    program is writing in WAL mode updates its `-shm` read marks, as every reader does."""
+    found = describe_sqlite_path(path)
+    if found is not None:
+        return found
+    quiet = not os.path.exists(path + "-wal") and not os.path.exists(path + "-journal")
+    try:
+        try:
+            tables, version = _tables_and_version(path, immutable=quiet)
+        except sqlite3.DatabaseError:
+            if not quiet:
+                raise
+            tables, version = _tables_and_version(path, immutable=False)
+    except sqlite3.DatabaseError as error:
+        if "not a database" not in str(error):
+            raise
+        return Found(path, Kind.OTHER, NOT_SQLITE)
+    return describe_sqlite_tables(path, tables, version)
+
+
+def _tables_and_version(path: str, immutable: bool) -> tuple[list[str], str | None]:
+    if immutable:
+        uri = Path(path).resolve().as_uri() + "?mode=ro&immutable=1"
+        conn = sqlite3.connect(uri, uri=True, isolation_level=None)
+    else:
+        conn = connect_read_only(path)
+    try:
+        tables = [row[0] for row in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+        )]  # fmt: skip
+        version = None
+        if "meta" in (name.lower() for name in tables):
+            with contextlib.suppress(sqlite3.Error):  # a `meta` table of another shape: not ours
+                rows = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchall()
+                version = rows[0][0] if rows else None
+    finally:
+        conn.close()
+    return tables, version
+
+
 class SqliteStore(Store):
-    """A result table in one SQLite file (created if missing)."""
+    """A result table in one SQLite file, opened as `access` says (see store/location.py)."""
 
     def __init__(
         self,
         path: str | os.PathLike[str],
         unique_columns: tuple[str, ...] = (),
         busy_timeout: float = 5.0,
+        access: Access = Access.WRITE,
     ) -> None:
         super().__init__()
         self.path = os.fspath(path)
         self.url = self.path
+        self.access = access
         self._busy_timeout = busy_timeout
         self._in_transaction = False
+        found = describe_file(self.path)
+        found.check(access)
         self._connect()
-        self._retry(lambda: self._conn.execute("PRAGMA journal_mode=WAL"))
-        ensure_schema(self, DDL_TYPES, unique_columns)
+        if access is not Access.READ:
+            _writers.add(self)
+        self._opened(found, access, unique_columns)
 
     def _connect(self) -> None:
         """Open this process's connection. A forked child (a DataLoader worker, say) opens its own:
         SQLite connections must not cross a fork."""
         self._pid = os.getpid()
-        self._conn = sqlite3.connect(
-            self.path, timeout=self._busy_timeout, isolation_level=None, check_same_thread=False
-        )
-        self._conn.execute("PRAGMA synchronous=FULL")
+        if self.access is Access.READ:
+            self._conn = connect_read_only(self.path, self._busy_timeout)
+            return
+        self._conn = open_for_writing(self.path, self._busy_timeout)
+
+    def _prepare_schema(self, unique_columns: tuple[str, ...]) -> None:
+        if self.schema_version is None:  # a new table: WAL, so readers never block the writer
+            self._retry(lambda: self._connection().execute("PRAGMA journal_mode=WAL"))
+        ensure_schema(self, DDL_TYPES, unique_columns)
+        self.schema_version = self._schema_version()
 
     def _connection(self) -> sqlite3.Connection:
         if self._pid != os.getpid():
@@ -122,9 +222,100 @@ class SqliteStore(Store):
     def _table_exists(self, name: str) -> bool:
         return bool(self._execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)))
 
-    def close(self) -> None:
+    @contextlib.contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """Every read inside the block sees the file as it was when the block began (WAL lets a
+        writer go on meanwhile)."""
         with self._lock:
+            conn = self._connection()
+            conn.execute("BEGIN")
+            try:
+                yield
+            finally:
+                conn.execute("COMMIT")
+
+    def backup_to(self, path: str) -> None:
+        """Copy the whole table, what is still in its `-wal` included, into a new file at `path`
+        with SQLite's online backup API: one consistent state, while writers go on."""
+        target = sqlite3.connect(path)
+        try:
+            with self._lock:
+                self._connection().backup(target)
+        finally:
+            target.close()
+
+    def checkpoint(self) -> None:
+        """Move everything in the WAL into the main file and truncate the WAL (best effort: a
+        reader in the middle of a long transaction may keep it from being truncated now)."""
+        with contextlib.suppress(OSError):
+            if os.path.getsize(self.path + "-wal") == 0:
+                return  # nothing to fold back: spare the fsyncs
+        with self._lock:
+            conn = self._connection()
+            try:
+                conn.execute(f"PRAGMA busy_timeout = {CHECKPOINT_TIMEOUT_MS}")
+                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+            except sqlite3.Error as error:
+                log.debug("tallyboard: could not checkpoint %s: %s", self.path, error)
+            finally:
+                conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout * 1000)}")
+
+    def close(self) -> None:
+        """Close the connection; the last writer of the file in this process checkpoints first."""
+        with self._lock:
+            if _writers.remove(self):
+                self.checkpoint()
             self._conn.close()
 
     def is_record_error(self, error: BaseException) -> bool:
         return is_record_error(error)
+
+
+def open_for_writing(path: str, timeout: float) -> sqlite3.Connection:
+    """A read-write connection (creating the file if it is missing), autocommit, any thread."""
+    conn = sqlite3.connect(path, timeout=timeout, isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA synchronous=FULL")
+    return conn
+
+
+class _Writers:
+    """This process's open writing stores, so that the last one of a file to close, or the exit
+    of the process, checkpoints it (a process that exits without closing its connections would
+    otherwise leave the newest rows in the `-wal` only). Weak references: a store dropped without
+    `close()` is closed by the garbage collector as before, and SQLite folds its WAL back itself."""
+
+    def __init__(self) -> None:
+        self._stores: weakref.WeakValueDictionary[int, SqliteStore] = weakref.WeakValueDictionary()
+        self._lock = threading.Lock()
+
+    def add(self, store: SqliteStore) -> None:
+        with self._lock:
+            self._stores[id(store)] = store
+
+    def remove(self, store: SqliteStore) -> bool:
+        """Forget `store`; True when it was the last open writer of its file in this process."""
+        with self._lock:
+            if self._stores.pop(id(store), None) is None:
+                return False
+            return not any(_same_file(store, other) for other in list(self._stores.values()))
+
+    def checkpoint_all(self) -> None:
+        """At exit: checkpoint each file that this process still has open for writing, once."""
+        with self._lock:
+            stores = [s for s in list(self._stores.values()) if s._pid == os.getpid()]
+        done: list[SqliteStore] = []
+        for store in stores:
+            if not any(_same_file(store, other) for other in done):
+                store.checkpoint()
+                done.append(store)
+
+
+def _same_file(one: SqliteStore, other: SqliteStore) -> bool:
+    try:
+        return os.path.samefile(one.path, other.path)
+    except OSError:
+        return os.path.abspath(one.path) == os.path.abspath(other.path)
+
+
+_writers = _Writers()
+atexit.register(_writers.checkpoint_all)  # registered before the sink's hooks, so it runs after them
