@@ -34,10 +34,12 @@ Conventions every reader relies on:
 - `media.kind` is 'image' or 'figure'; `texts.kind` is 'text' or 'fragment' (HTML);
 - `columns` lists every column the result table can show: `kind` is 'run' (a column of `runs`),
   'hparam' or 'result'; `position` NULL means hidden from the default view;
+- `runs.note` and `runs.tag` are NULL when empty (v3; v1 and v2 stored ''), so the filter
+  `note == null` finds runs without a note;
 - `meta` holds 'schema_version' (integer as text) and 'unique_columns' (JSON array of names).
 """
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 BLOCK_BITS = 8
 BLOCK_STEPS = 1 << BLOCK_BITS  # steps per row of scalar_blocks (why 256: docs/dashboard.md)
 
@@ -179,4 +181,5 @@ CREATE TABLE scalar_blocks (
 # MIGRATIONS[n] upgrades a store at version n to n + 1. Version 1 is the first released schema.
 MIGRATIONS: dict[int, str] = {
     1: SCALAR_BLOCKS + ";" + BACKFILL_BLOCKS,  # v2: block summaries, backfilled
+    # 2 -> 3: empty note and tag become NULL; differs per engine: migrations.nullable_note_and_tag
 }
