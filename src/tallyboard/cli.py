@@ -64,10 +64,14 @@ def cmd_serve(args: argparse.Namespace) -> None:
 
 
 def cmd_demo(args: argparse.Namespace) -> None:
+    import time
+
     from tallyboard.demo import run_demo
 
+    started = time.perf_counter()
     run_ids = run_demo(args.db, epochs=args.epochs, progress=not args.quiet)
-    print(f"logged {len(run_ids)} runs into {args.db}: {', '.join(map(str, run_ids))}")
+    took = time.perf_counter() - started
+    print(f"logged {len(run_ids)} runs into {args.db} in {took:.1f} s: {', '.join(map(str, run_ids))}")
     if args.no_serve:
         print(f"browse them with: tallyboard serve {args.db}")
         return
