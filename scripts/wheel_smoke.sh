@@ -22,8 +22,16 @@ trap cleanup EXIT
 pip_install() { "$work/venv/bin/python" -m pip install --quiet --disable-pip-version-check "$@"; }
 
 echo "== building the wheel =="
-# --no-isolation: the build backend (setuptools) is already installed; no download, no 20 s venv.
-python -m build --wheel --no-isolation --outdir "$work/dist" "$repo" >"$work/build.log" 2>&1 ||
+# From a copy of the files git knows (tracked, or new and not ignored), as a clean clone has them:
+# no stale build/ or egg-info of the working tree can slip into the wheel. --no-isolation: the
+# build backend (setuptools) is already installed; no download, no extra venv.
+(cd "$repo" && git ls-files -z --cached --others --exclude-standard) | (cd "$repo" && python -c '
+import os, shutil, sys
+for name in sys.stdin.buffer.read().decode().split("\0"):
+    if name and os.path.isfile(name):
+        os.makedirs(os.path.join(sys.argv[1], os.path.dirname(name)), exist_ok=True)
+        shutil.copy2(name, os.path.join(sys.argv[1], name))' "$work/source")
+python -m build --wheel --no-isolation --outdir "$work/dist" "$work/source" >"$work/build.log" 2>&1 ||
   { tail -30 "$work/build.log"; exit 1; }
 wheel="$(ls "$work"/dist/tallyboard-*.whl)"
 echo "$wheel"
