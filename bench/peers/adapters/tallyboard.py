@@ -11,6 +11,7 @@ tb = None
 def setup_imports():
     global tb
     import numpy  # noqa: F401  (read_C's arrays; imported here, untimed, as other adapters import theirs)
+
     import tallyboard as _tb
 
     tb = _tb
