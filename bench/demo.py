@@ -30,7 +30,6 @@ def reference(epochs: int) -> None:
 
     import numpy as np
     from sklearn.exceptions import ConvergenceWarning
-    from sklearn.neural_network import MLPClassifier
 
     from tallyboard.demo import (
         DEBUG_HPARAMS,
@@ -39,6 +38,7 @@ def reference(epochs: int) -> None:
         batches,
         evaluate,
         load_digits_split,
+        make_model,
         sweep,
     )
 
@@ -47,13 +47,7 @@ def reference(epochs: int) -> None:
     plan += [({"lr": DIVERGING_LEARNING_RATE, "hidden_units": 64}, 0, 1), (DEBUG_HPARAMS, 0, 1)]
     warnings.simplefilter("ignore", ConvergenceWarning)
     for hparams, seed, run_epochs in plan:
-        model = MLPClassifier(
-            hidden_layer_sizes=(hparams["hidden_units"],),
-            learning_rate_init=hparams["lr"],
-            solver="sgd",
-            momentum=0.9,
-            random_state=seed,
-        )
+        model = make_model(hparams, seed)
         rng = np.random.default_rng(seed)
         for _ in range(run_epochs):
             for batch_x, batch_y in batches(data, rng):

@@ -126,6 +126,19 @@ def report_fragment(truth: np.ndarray, predicted: np.ndarray, hparams: dict[str,
     )
 
 
+def make_model(hparams: dict[str, Any], seed: int) -> Any:
+    """The classifier of one repetition (bench/demo.py trains the same one without tallyboard)."""
+    from sklearn.neural_network import MLPClassifier
+
+    return MLPClassifier(
+        hidden_layer_sizes=(hparams["hidden_units"],),
+        learning_rate_init=hparams["lr"],
+        solver="sgd",
+        momentum=0.9,
+        random_state=seed,
+    )
+
+
 def batches(data: Digits, rng: np.random.Generator) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     order = rng.permutation(len(data.train_y))
     for start in range(0, len(order), BATCH_SIZE):
@@ -156,17 +169,10 @@ def train_repetition(
 
     import numpy as np
     from sklearn.exceptions import ConvergenceWarning
-    from sklearn.neural_network import MLPClassifier
 
     from tallyboard import ResultTableEventHandler, monitor
 
-    model = MLPClassifier(
-        hidden_layer_sizes=(hparams["hidden_units"],),
-        learning_rate_init=hparams["lr"],
-        solver="sgd",
-        momentum=0.9,
-        random_state=seed,
-    )
+    model = make_model(hparams, seed)
     classes = np.arange(10)
     rng = np.random.default_rng(seed)
     handle = monitor.register_event_handler(ResultTableEventHandler(run))
