@@ -4,16 +4,7 @@ import os
 import sqlite3
 import time
 
-
-class _NoTimer:
-    def start(self):
-        pass
-
-    def lap(self):
-        pass
-
-    def stop(self):
-        pass
+from adapters._common import NoTimer
 
 
 class SqliteRef:
@@ -108,7 +99,7 @@ class SqliteRef:
         self._log(out, tags, vals, t)
 
     def prepare_C(self, out, tag, vals):
-        self._log(out, [tag], vals, _NoTimer())
+        self._log(out, [tag], vals, NoTimer())
 
     def read_C(self, out, tag):
         con = sqlite3.connect(os.path.join(out, "bench.db"))
@@ -116,7 +107,8 @@ class SqliteRef:
         if self.normalized:
             tk = con.execute("SELECT id FROM tags WHERE name=?", (tag,)).fetchone()[0]
         rows = con.execute(
-            "SELECT step, value FROM scalars WHERE run=? AND tag=? ORDER BY step", (self.run_key(0), tk)
+            "SELECT step, value FROM scalars WHERE run=? AND tag=? ORDER BY step",
+            (self.run_key(0), tk),
         ).fetchall()
         con.close()
         return rows
@@ -127,7 +119,10 @@ class SqliteRef:
     def start_run_D(self, out, i):
         con = self.connect(out)
         con.execute("BEGIN")
-        con.execute("INSERT INTO runs VALUES (?,?,?)", (self.run_key(i + 1), f"run-{i}", time.time()))
+        con.execute(
+            "INSERT INTO runs VALUES (?,?,?)",
+            (self.run_key(i + 1), f"run-{i}", time.time()),
+        )
         tk = self.tag_key(con, "train/loss")
         con.execute(self.insert, (self.run_key(i + 1), tk, 0, 1.0, time.time()))
         con.execute("COMMIT")

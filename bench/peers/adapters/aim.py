@@ -55,17 +55,6 @@ def workload_B(out, tags, vals, t):
     t.stop()
 
 
-class _NoTimer:
-    def start(self):
-        pass
-
-    def lap(self):
-        pass
-
-    def stop(self):
-        pass
-
-
 def prepare_C(out, tag, vals):
     r = _run(out)
     h = r.hash

@@ -5,9 +5,14 @@ Close = add_scalar(..., flush=True) on the last call + set_status('finished').""
 
 import os
 
+from adapters._common import NoTimer, scalar_workloads
+
 PACKAGE = "deepboard"
 LABEL = "deepboard 0.3.0 ResultTable (SQLite)"
-MAX_N = {"A": 20_000, "B": 1_000}  # a commit per 10 scalars: ~600/s here; measured at reduced n
+MAX_N = {
+    "A": 20_000,
+    "B": 1_000,
+}  # a commit per 10 scalars: ~600/s here; measured at reduced n
 ResultTable = None
 FLUSH_EACH = 10  # library default
 
@@ -40,27 +45,11 @@ def _log(out, tags, vals, t, flush_each=None):
     return lw
 
 
-def workload_A(out, tag, vals, t):
-    _log(out, [tag], vals, t)
-
-
-def workload_B(out, tags, vals, t):
-    _log(out, tags, vals, t)
-
-
-class _NoTimer:
-    def start(self):
-        pass
-
-    def lap(self):
-        pass
-
-    def stop(self):
-        pass
+workload_A, workload_B, _ = scalar_workloads(_log)
 
 
 def prepare_C(out, tag, vals):
-    _log(out, [tag], vals, _NoTimer(), flush_each=1000)  # same rows on disk, fewer commits
+    _log(out, [tag], vals, NoTimer(), flush_each=1000)  # same rows on disk, fewer commits
 
 
 def read_C(out, tag):

@@ -5,6 +5,7 @@ import os
 import time
 
 from adapters import mlflow_log_metric as base
+from adapters._common import NoTimer, scalar_workloads
 
 PACKAGE = "mlflow"
 LABEL = "mlflow MlflowClient.log_batch x1000 (sqlite store)"
@@ -52,27 +53,11 @@ def _log(out, tags, vals, t):
     return run_id
 
 
-def workload_A(out, tag, vals, t):
-    _log(out, [tag], vals, t)
-
-
-def workload_B(out, tags, vals, t):
-    _log(out, tags, vals, t)
-
-
-class _NoTimer:
-    def start(self):
-        pass
-
-    def lap(self):
-        pass
-
-    def stop(self):
-        pass
+workload_A, workload_B, _ = scalar_workloads(_log)
 
 
 def prepare_C(out, tag, vals):
-    run_id = _log(out, [tag], vals, _NoTimer())
+    run_id = _log(out, [tag], vals, NoTimer())
     with open(os.path.join(out, "run_id.txt"), "w") as f:
         f.write(run_id)
 

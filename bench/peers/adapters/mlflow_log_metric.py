@@ -6,7 +6,10 @@ from pathlib import Path
 
 PACKAGE = "mlflow"
 LABEL = "mlflow log_metric per call (sqlite store)"
-MAX_N = {"A": 5000, "B": 250}  # ~1-2 ms per call: measured at reduced n, throughput scaled
+MAX_N = {
+    "A": 5000,
+    "B": 250,
+}  # ~1-2 ms per call: measured at reduced n, throughput scaled
 mlflow = None
 
 

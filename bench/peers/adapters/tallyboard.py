@@ -3,6 +3,8 @@ thread batches the rows), close = run.close(), which returns once every row is d
 
 import os
 
+from adapters._common import scalar_workloads
+
 PACKAGE = "tallyboard"
 LABEL = "tallyboard ResultTable (SQLite)"
 tb = None
@@ -35,27 +37,7 @@ def _log(out, tags, vals, t):
     table.close()
 
 
-def workload_A(out, tag, vals, t):
-    _log(out, [tag], vals, t)
-
-
-def workload_B(out, tags, vals, t):
-    _log(out, tags, vals, t)
-
-
-class _NoTimer:
-    def start(self):
-        pass
-
-    def lap(self):
-        pass
-
-    def stop(self):
-        pass
-
-
-def prepare_C(out, tag, vals):
-    _log(out, [tag], vals, _NoTimer())
+workload_A, workload_B, prepare_C = scalar_workloads(_log)
 
 
 def read_C(out, tag):

@@ -1,6 +1,8 @@
 """tensorboardX.SummaryWriter.add_scalar per call; read back with tensorboard's
 EventAccumulator (size_guidance scalars=0 = keep all)."""
 
+from adapters._common import scalar_workloads
+
 PACKAGE = "tensorboardX"
 LABEL = "tensorboardX SummaryWriter"
 SummaryWriter = None
@@ -13,18 +15,7 @@ def setup_imports():
     SummaryWriter = SW
 
 
-def workload_A(out, tag, vals, t):
-    w = SummaryWriter(out)
-    t.start()
-    add = w.add_scalar
-    for i, v in enumerate(vals):
-        add(tag, v, i)
-    t.lap()
-    w.close()
-    t.stop()
-
-
-def workload_B(out, tags, vals, t):
+def _log(out, tags, vals, t):
     w = SummaryWriter(out)
     t.start()
     add = w.add_scalar
@@ -36,19 +27,7 @@ def workload_B(out, tags, vals, t):
     t.stop()
 
 
-class _NoTimer:
-    def start(self):
-        pass
-
-    def lap(self):
-        pass
-
-    def stop(self):
-        pass
-
-
-def prepare_C(out, tag, vals):
-    workload_A(out, tag, vals, _NoTimer())
+workload_A, workload_B, prepare_C = scalar_workloads(_log)
 
 
 def read_event_accumulator(out, tag):

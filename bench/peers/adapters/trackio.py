@@ -3,6 +3,8 @@ no CPU/GPU auto-logging), trackio.log({tag: v}, step=i), trackio.finish(). Write
 SQLite file through a background batching thread. Read back with SQLiteStorage.get_metric_values
 (what the `trackio get metric` CLI uses; trackio has no other Python read API for values)."""
 
+from adapters._common import scalar_workloads
+
 PACKAGE = "trackio"
 LABEL = "trackio (local SQLite)"
 trackio = None
@@ -19,18 +21,7 @@ def _init(name="run"):
     return trackio.init(project="bench", name=name, embed=False, auto_log_cpu=False, auto_log_gpu=False)
 
 
-def workload_A(out, tag, vals, t):
-    _init()
-    log = trackio.log
-    t.start()
-    for i, v in enumerate(vals):
-        log({tag: v}, step=i)
-    t.lap()
-    trackio.finish()
-    t.stop()
-
-
-def workload_B(out, tags, vals, t):
+def _log(out, tags, vals, t):
     _init()
     log = trackio.log
     t.start()
@@ -41,19 +32,7 @@ def workload_B(out, tags, vals, t):
     t.stop()
 
 
-class _NoTimer:
-    def start(self):
-        pass
-
-    def lap(self):
-        pass
-
-    def stop(self):
-        pass
-
-
-def prepare_C(out, tag, vals):
-    workload_A(out, tag, vals, _NoTimer())
+workload_A, workload_B, prepare_C = scalar_workloads(_log)
 
 
 def read_C(out, tag):

@@ -6,6 +6,8 @@ process into <out>/wandb/offline-run-*/run-*.wandb.
 No workload C: wandb has no public API to read an offline run's history locally
 (it must be `wandb sync`ed to a server and read with wandb.Api())."""
 
+from adapters._common import scalar_workloads
+
 PACKAGE = "wandb"
 MAX_N = {"A": 50_000}  # ~3,000/s on one tag: measured at reduced n
 LABEL = "wandb offline"
@@ -33,18 +35,7 @@ def _init(out, name="run"):
     return wandb.init(project="bench", name=name, dir=out, mode="offline", settings=s)
 
 
-def workload_A(out, tag, vals, t):
-    run = _init(out)
-    log = run.log
-    t.start()
-    for i, v in enumerate(vals):
-        log({tag: v}, step=i)
-    t.lap()
-    run.finish()
-    t.stop()
-
-
-def workload_B(out, tags, vals, t):
+def _log(out, tags, vals, t):
     run = _init(out)
     log = run.log
     t.start()
@@ -53,6 +44,9 @@ def workload_B(out, tags, vals, t):
     t.lap()
     run.finish()
     t.stop()
+
+
+workload_A, workload_B, _ = scalar_workloads(_log)  # no reader: no workload C
 
 
 def setup_D(out):
