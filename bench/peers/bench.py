@@ -436,7 +436,7 @@ def report(rows, infos=None):
                     f"{_f(s.get('D_ms'), '.1f')} ({ratio(s.get('D_ms'), ref.get('D_ms'))})"
                     if s.get("D_ms") is not None
                     else "–",
-                    f"{s['K_survived']:.0%}" if s.get("K_survived") is not None else "–",
+                    f"{s['K_survived']:.1%}" if s.get("K_survived") is not None else "–",
                     _f(s.get("import_s"), ".2f"),
                 ]
             )
