@@ -15,8 +15,10 @@ if [ -z "$work" ]; then work="$(mktemp -d)"; keep=0; fi
 mkdir -p "$work"
 server=""
 cleanup() {
-  if [ -n "$server" ]; then kill "$server" 2>/dev/null; wait "$server" 2>/dev/null; fi
+  local status=$?  # the script's own: the server's SIGTERM status must not replace it
+  if [ -n "$server" ]; then kill "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true; fi
   if [ $keep = 0 ]; then rm -rf "$work"; fi
+  exit $status
 }
 trap cleanup EXIT
 pip_install() { "$work/venv/bin/python" -m pip install --quiet --disable-pip-version-check "$@"; }
