@@ -1,7 +1,26 @@
 #!/usr/bin/env bash
-# Makes sure the real services the tests use are present: a PostgreSQL server on 127.0.0.1:5432
-# and Debian's headless Chromium. Installs them with apt where they are missing (needs root).
+# Makes sure the real services the tests use are there: a PostgreSQL server the tests can log in to,
+# and Debian's headless Chromium. Where one is missing it installs it with apt and starts it (needs
+# root or sudo). It changes how PostgreSQL authenticates (a `trust` line for user postgres on
+# 127.0.0.1 in pg_hba.conf) only on a CI machine (CI=true) or when asked:
+#
+#   bash scripts/ensure_services.sh --configure-postgres
+#
+# Elsewhere it prints that command instead, and the PostgreSQL tests skip (under CI=true a skip is a
+# failure). To test against a server of your own instead, give its URL (any database the user may
+# create databases in; the tests make and drop a scratch database per session):
+#
+#   export TALLYBOARD_TEST_PG_URL=postgresql://me:secret@localhost:5432/postgres
 set -uo pipefail
+
+configure_postgres=0
+[ "${CI:-}" = true ] && configure_postgres=1
+for arg in "$@"; do
+  case "$arg" in
+    --configure-postgres) configure_postgres=1 ;;
+    *) echo "usage: $0 [--configure-postgres]" >&2; exit 2 ;;
+  esac
+done
 
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else return 1; fi; }
 apt_ready=0
@@ -9,35 +28,56 @@ apt_install() {
   if [ $apt_ready = 0 ]; then as_root apt-get update -qq || return 1; apt_ready=1; fi
   DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq "$@" >/dev/null
 }
+can_log_in() { psql "$1" -Atqc 'SELECT 1' >/dev/null 2>&1; }
 
-pg_up() { pg_isready -h 127.0.0.1 -p 5432 -q 2>/dev/null; }
-if ! pg_up; then
-  echo "== starting PostgreSQL =="
-  command -v pg_ctlcluster >/dev/null || apt_install postgresql
-  if ! ls /etc/postgresql/*/main >/dev/null 2>&1; then as_root pg_createcluster 15 main || true; fi
-  for v in $(ls /etc/postgresql 2>/dev/null); do
-    as_root pg_ctlcluster --skip-systemctl-redirect "$v" main start 2>/dev/null || as_root pg_ctlcluster "$v" main start || true
-  done
-  for _ in $(seq 1 30); do pg_up && break; sleep 1; done
-  pg_up || echo "warning: PostgreSQL did not come up on 127.0.0.1:5432"
-fi
-# The tests log in as postgres without a password (tests/pg_support.py). A freshly installed
-# cluster asks for one on TCP: trust loopback connections (this script is for test machines only)
-# and create the database `test`.
-pg_test_login() { psql -h 127.0.0.1 -U postgres -d test -Atqc 'SELECT 1' >/dev/null 2>&1; }
-if pg_up && ! pg_test_login; then
-  echo "== configuring PostgreSQL for the tests (trust on 127.0.0.1, database test) =="
-  for hba in /etc/postgresql/*/main/pg_hba.conf; do
-    as_root grep -q '^host all postgres 127.0.0.1/32 trust' "$hba" ||
-      as_root sed -i '1i host all postgres 127.0.0.1/32 trust' "$hba"
-  done
-  for v in $(ls /etc/postgresql 2>/dev/null); do as_root pg_ctlcluster "$v" main reload || true; done
-  psql -h 127.0.0.1 -U postgres -d postgres -qc 'CREATE DATABASE test' 2>/dev/null || true
-  pg_test_login || echo "warning: cannot log in to PostgreSQL as postgres on 127.0.0.1 (tests/pg_support.py)"
+# The name the tests read (tests/pg_support.py); TALLYBOARD_TEST_PG is its older spelling.
+given_url="${TALLYBOARD_TEST_PG_URL:-${TALLYBOARD_TEST_PG:-}}"
+default_url=postgresql://postgres@127.0.0.1:5432/test
+
+if [ -n "$given_url" ]; then
+  command -v psql >/dev/null || apt_install postgresql-client || true
+  if can_log_in "$given_url"; then
+    echo "== PostgreSQL: using the server in TALLYBOARD_TEST_PG_URL =="
+  else
+    echo "warning: cannot log in with TALLYBOARD_TEST_PG_URL; the PostgreSQL tests will skip (fail under CI=true)"
+  fi
+else
+  pg_up() { pg_isready -h 127.0.0.1 -p 5432 -q 2>/dev/null; }
+  if ! pg_up; then
+    echo "== installing and starting PostgreSQL on 127.0.0.1:5432 =="
+    command -v pg_ctlcluster >/dev/null || apt_install postgresql
+    if ! ls /etc/postgresql/*/main >/dev/null 2>&1; then as_root pg_createcluster 15 main || true; fi
+    for v in $(ls /etc/postgresql 2>/dev/null); do
+      as_root pg_ctlcluster --skip-systemctl-redirect "$v" main start 2>/dev/null || as_root pg_ctlcluster "$v" main start || true
+    done
+    for _ in $(seq 1 30); do pg_up && break; sleep 1; done
+    pg_up || echo "warning: PostgreSQL did not come up on 127.0.0.1:5432"
+  fi
+  if pg_up && ! can_log_in "$default_url"; then
+    if [ $configure_postgres = 1 ]; then
+      # A fresh cluster asks for a password on TCP: trust user postgres from 127.0.0.1 only.
+      echo "== configuring PostgreSQL for the tests: trust user postgres on 127.0.0.1, database test =="
+      for hba in /etc/postgresql/*/main/pg_hba.conf; do
+        as_root grep -q '^host all postgres 127.0.0.1/32 trust' "$hba" ||
+          as_root sed -i '1i host all postgres 127.0.0.1/32 trust' "$hba"
+      done
+      for v in $(ls /etc/postgresql 2>/dev/null); do as_root pg_ctlcluster "$v" main reload || true; done
+      psql -h 127.0.0.1 -U postgres -d postgres -qc 'CREATE DATABASE test' 2>/dev/null || true
+      can_log_in "$default_url" || echo "warning: still cannot log in as $default_url"
+    else
+      echo "PostgreSQL runs on 127.0.0.1:5432, but the tests cannot log in as $default_url."
+      echo "Either let this script allow it (adds a trust line for user postgres on 127.0.0.1 to"
+      echo "pg_hba.conf and creates the database test):"
+      echo "    bash scripts/ensure_services.sh --configure-postgres"
+      echo "or point the tests at a server you can log in to:"
+      echo "    export TALLYBOARD_TEST_PG_URL=postgresql://USER:PASSWORD@HOST:5432/postgres"
+      echo "Until then the PostgreSQL tests skip."
+    fi
+  fi
 fi
 
 if ! command -v chromium >/dev/null; then
-  echo "== installing Debian's chromium =="
-  apt_install chromium || echo "warning: could not install chromium"
+  echo "== installing Debian's chromium (the browser tests drive it headless) =="
+  apt_install chromium || echo "warning: could not install chromium; the browser tests will skip"
 fi
 exit 0

@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
-# Installs everything the test suite needs, starts the services it talks to, and runs the tests.
-# Used by the README's test command and by .ci/run; safe to run again.
+# Installs everything the test suite needs, lints, starts the services the tests talk to, and runs
+# the tests. The README's test command and exactly what CI runs (.ci/run, with CI=true); safe to run
+# again. What it installs and starts, and how to keep it off your PostgreSQL: README "Development".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 echo "== installing tallyboard with its test extras (and torch 2.13.0, CPU) =="
 python -m pip install --quiet --disable-pip-version-check -e ".[test]" "torch==2.13.0"
+
+echo "== lint: ruff =="
+python -m ruff check src tests bench examples
+python -m ruff format --check src tests bench examples
 
 bash scripts/ensure_services.sh
 

@@ -10,10 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from demo_table import demo_table
 from live_runs import scratch_table
 from pg_support import pg_database, pg_url, scratch_schema
 
-__all__ = ["db_url", "pg_database", "pg_url", "table"]  # pg_*: the session database and a schema of one's own
+# pg_*: the session database and a schema of one's own; demo_table: the demo's table, made once
+__all__ = ["db_url", "demo_table", "pg_database", "pg_url", "table"]
 
 SQLITE_ONLY = ("test_sqlite", "test_crash")  # module names whose tests open the file with sqlite3
 

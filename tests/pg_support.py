@@ -1,10 +1,10 @@
 """A real PostgreSQL server for tests: one scratch database per session, one schema per test.
 
 The server is the one CI starts (127.0.0.1:5432, trust auth, user postgres); set
-TALLYBOARD_TEST_PG to point elsewhere. A schema per test is cheap (milliseconds, unlike a
-database) and isolates tests completely: the store finds its tables through `search_path`,
-which the URL carries as `options=-csearch_path=...`, so every process and every reconnect of
-a test lands in that test's schema.
+TALLYBOARD_TEST_PG_URL to point elsewhere (TALLYBOARD_TEST_PG, its older name, still works). A
+schema per test is cheap (milliseconds, unlike a database) and isolates tests completely: the store
+finds its tables through `search_path`, which the URL carries as `options=-csearch_path=...`, so
+every process and every reconnect of a test lands in that test's schema.
 """
 
 from __future__ import annotations
@@ -19,7 +19,11 @@ import pytest
 
 from support import require
 
-SERVER_URL = os.environ.get("TALLYBOARD_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
+SERVER_URL = (
+    os.environ.get("TALLYBOARD_TEST_PG_URL")
+    or os.environ.get("TALLYBOARD_TEST_PG")
+    or "postgresql://postgres@127.0.0.1:5432/test"
+)
 
 
 def _connect(url: str, **kwargs):

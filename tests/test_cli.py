@@ -48,6 +48,8 @@ def test_usage_errors_exit_2_with_usage() -> None:
     result = run_cli(check=False)
     assert result.returncode == 2
     assert "usage: tallyboard" in result.stderr and "Traceback" not in result.stderr
+    for command in COMMANDS:  # a bare `tallyboard` lists what it can do
+        assert f"\n    {command} " in result.stderr, result.stderr
     assert run_cli("export", "x.db", "--format", "xml", "--out", "o", check=False).returncode == 2
 
 
@@ -106,6 +108,49 @@ def test_reading_commands_never_create_a_missing_table(tmp_path: Path) -> None:
     for args in (("runs", missing), ("serve", missing), ("copy", missing, tmp_path / "b.db")):
         assert_one_line_error(run_cli(*args, check=False), "missing.db")
     assert not missing.exists() and not (tmp_path / "b.db").exists()
+
+
+def test_a_directory_is_called_a_directory(tmp_path: Path) -> None:
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    for command in ("serve", "runs", "copy"):
+        args = (command, folder, tmp_path / "b.db") if command == "copy" else (command, folder)
+        assert_one_line_error(run_cli(*args, check=False), "it is a directory")
+
+
+# A command whose extra is missing: the hint names the extra that brings the module, and no other.
+WITHOUT_MODULE = """
+import sys
+sys.modules[sys.argv[1]] = None  # importing it now raises ModuleNotFoundError
+from tallyboard.cli import main
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+@pytest.mark.parametrize(
+    ("module", "extra", "args"),
+    [("starlette", "dashboard", ("serve",)), ("sklearn", "demo", ("demo", "--no-serve"))],
+)
+def test_a_missing_module_names_its_extra(tmp_path: Path, module: str, extra: str, args: tuple) -> None:
+    target = sample_table_in(tmp_path) if args[0] == "serve" else "--db=" + str(tmp_path / "d.db")
+    result = subprocess.run(
+        [sys.executable, "-c", WITHOUT_MODULE, module, *args, target],
+        capture_output=True,
+        text=True,
+        timeout=CLI_TIMEOUT_S,
+    )
+    assert_one_line_error(result, f"{module} is not installed", f"pip install 'tallyboard[{extra}]'")
+    assert f"pip install -e '.[{extra}]'" in result.stderr
+
+
+def test_every_extra_named_in_a_hint_exists() -> None:
+    import tomllib
+
+    from tallyboard.extras import EXTRA_OF_MODULE
+
+    pyproject = Path(__file__).resolve().parents[1] / "pyproject.toml"
+    extras = tomllib.loads(pyproject.read_text())["project"]["optional-dependencies"]
+    assert set(EXTRA_OF_MODULE.values()) <= set(extras)
 
 
 def test_copy_copies_every_run(sample_db: str, db_url: str) -> None:

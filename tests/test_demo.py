@@ -15,21 +15,18 @@ from pathlib import Path
 
 import pytest
 
-from cli_runner import run_cli
+from demo_table import DEMO_EPOCHS, copy_of
 from tallyboard.demo import HIDDEN_WIDTHS, LEARNING_RATES, REPETITIONS
 from tallyboard.store import open_store
 
-EPOCHS = 2
+EPOCHS = DEMO_EPOCHS
 STEPS_PER_EPOCH = 23  # ceil(1437 training digits / batch of 64)
 
 
-@pytest.fixture(scope="module")
-def demo_db(tmp_path_factory: pytest.TempPathFactory) -> str:
-    path = tmp_path_factory.mktemp("demo") / "demo.db"
-    result = run_cli("demo", "--db", path, "--no-serve", "--quiet", "--epochs", str(EPOCHS))
-    assert "logged 8 runs" in result.stdout
-    assert f"tallyboard serve {path}" in result.stdout
-    return str(path)
+@pytest.fixture
+def demo_db(demo_table: str) -> str:
+    """The session's demo table (tests/conftest.py), trained once for every test that reads it."""
+    return demo_table
 
 
 def test_the_sweep_is_six_runs_of_three_repetitions_that_learned(demo_db: str) -> None:
@@ -98,31 +95,19 @@ def test_one_run_fails_on_purpose_and_one_is_the_debug_run(demo_db: str) -> None
         store.close()
 
 
-def test_running_the_demo_again_adds_a_second_sweep(tmp_path: Path) -> None:
-    path = tmp_path / "twice.db"
-    for _ in range(2):
-        run_cli("demo", "--db", path, "--no-serve", "--quiet", "--epochs", "1")
-    store = open_store(str(path))
-    try:
-        assert len([run for run in store.runs() if run["tag"] == "sweep"]) == 12
-    finally:
-        store.close()
-
-
 def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
 
 
-def test_the_demo_then_serves_the_dashboard(tmp_path: Path) -> None:
+def test_the_demo_run_again_adds_a_second_sweep_then_serves_it(demo_db: str, tmp_path: Path) -> None:
+    path = copy_of(demo_db, tmp_path / "twice.db")
     port = _free_port()
-    command = [sys.executable, "-m", "tallyboard", "demo", "--db", str(tmp_path / "d.db")]
-    server = subprocess.Popen(
-        [*command, "--epochs", "1", "--quiet", "--port", str(port)], stdout=subprocess.PIPE
-    )
+    command = [sys.executable, "-m", "tallyboard", "demo", "--db", str(path), "--epochs", "1", "--quiet"]
+    server = subprocess.Popen([*command, "--port", str(port)], stdout=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + 240
         while True:
             assert server.poll() is None, "the demo exited instead of serving"
             try:
@@ -134,4 +119,10 @@ def test_the_demo_then_serves_the_dashboard(tmp_path: Path) -> None:
                 time.sleep(0.2)
     finally:
         server.terminate()
-        server.wait(timeout=30)
+        output, _ = server.communicate(timeout=30)
+    assert "logged 8 runs" in output and "val accuracy" in output
+    store = open_store(str(path))
+    try:
+        assert len([run for run in store.runs() if run["tag"] == "sweep"]) == 12
+    finally:
+        store.close()

@@ -66,11 +66,8 @@ def test_disabled_draws_nothing(without_tqdm):
     assert log.getvalue() == ""
 
 
-def test_copy_without_tqdm_shows_progress_on_stderr(tmp_path):
-    from tallyboard.demo import run_demo
-
-    source = str(tmp_path / "demo.db")
-    run_demo(source, epochs=1, progress=False)
+def test_copy_without_tqdm_shows_progress_on_stderr(tmp_path, demo_table):
+    source = demo_table  # read only: the copy goes to tmp_path
     script = (
         "import sys; sys.modules['tqdm'] = None; from tallyboard.cli import main;"
         " sys.exit(main(['copy', sys.argv[1], sys.argv[2]]))"

@@ -165,8 +165,8 @@ def test_get_results_shows_hparams_and_results_as_columns(table):
     assert result.col_ids == ["run_id", "experiment", "tag", "config_path", "comment", "lr", "acc", "loss"]
     assert result.is_hparam == [False] * 5 + [True, False, False]
     assert result.data == [
-        [1, "exp", "", None, None, 0.1, 0.9, None],
-        [2, "exp", "", None, "2", None, None, 0.2],
+        [1, "exp", None, None, None, 0.1, 0.9, None],  # no tag is NULL (schema v3), like other empty cells
+        [2, "exp", None, None, "2", None, None, 0.2],
     ]
     assert table.get_results(run_id=2).data == [result.data[1]]
     frame = table.to_pd()

@@ -18,6 +18,7 @@ from typing import Any
 
 DEFAULT_TABLE = "results.db"
 EXIT_ERROR = 1
+EXIT_USAGE = 2  # argparse's code for a usage error
 EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 141
 
@@ -51,19 +52,26 @@ def _parser(
 
 
 def cmd_serve(args: argparse.Namespace) -> None:
+    from tallyboard.exchange.target import require_existing
+
+    target = require_existing(args.target or default_target())  # before the dashboard's imports
     from tallyboard.dashboard import serve
 
     options: dict[str, Any] = {"host": args.host, "token": args.token, "read_only": args.read_only}
     if args.port is not None:
         options["port"] = args.port
-    serve(args.target or default_target(), **options)
+    serve(target, **options)
 
 
 def cmd_demo(args: argparse.Namespace) -> None:
+    import time
+
     from tallyboard.demo import run_demo
 
+    started = time.perf_counter()
     run_ids = run_demo(args.db, epochs=args.epochs, progress=not args.quiet)
-    print(f"logged {len(run_ids)} runs into {args.db}: {', '.join(map(str, run_ids))}")
+    took = time.perf_counter() - started
+    print(f"logged {len(run_ids)} runs into {args.db} in {took:.1f} s: {', '.join(map(str, run_ids))}")
     if args.no_serve:
         print(f"browse them with: tallyboard serve {args.db}")
         return
@@ -245,7 +253,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `tallyboard` console script and of `python -m tallyboard`."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    arguments = sys.argv[1:] if argv is None else list(argv)
+    if not arguments:  # a bare `tallyboard`: the commands and what they do, not a terse usage line
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    args = parser.parse_args(arguments)
     handler: Callable[[argparse.Namespace], None] = args.handler
     try:
         handler(args)
@@ -264,7 +277,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _one_line(error: Exception) -> str:
     if isinstance(error, ModuleNotFoundError) and not (error.name or "tallyboard").startswith("tallyboard"):
-        return f"{error.name} is not installed; install tallyboard with: pip install 'tallyboard[all]'"
+        from tallyboard.extras import install_hint
+
+        return install_hint(error.name or "a module")
     message = " ".join(str(error).split()) or type(error).__name__
     from tallyboard.store import StoreError
 

@@ -126,6 +126,19 @@ def report_fragment(truth: np.ndarray, predicted: np.ndarray, hparams: dict[str,
     )
 
 
+def make_model(hparams: dict[str, Any], seed: int) -> Any:
+    """The classifier of one repetition (bench/demo.py trains the same one without tallyboard)."""
+    from sklearn.neural_network import MLPClassifier
+
+    return MLPClassifier(
+        hidden_layer_sizes=(hparams["hidden_units"],),
+        learning_rate_init=hparams["lr"],
+        solver="sgd",
+        momentum=0.9,
+        random_state=seed,
+    )
+
+
 def batches(data: Digits, rng: np.random.Generator) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     order = rng.permutation(len(data.train_y))
     for start in range(0, len(order), BATCH_SIZE):
@@ -156,17 +169,10 @@ def train_repetition(
 
     import numpy as np
     from sklearn.exceptions import ConvergenceWarning
-    from sklearn.neural_network import MLPClassifier
 
     from tallyboard import ResultTableEventHandler, monitor
 
-    model = MLPClassifier(
-        hidden_layer_sizes=(hparams["hidden_units"],),
-        learning_rate_init=hparams["lr"],
-        solver="sgd",
-        momentum=0.9,
-        random_state=seed,
-    )
+    model = make_model(hparams, seed)
     classes = np.arange(10)
     rng = np.random.default_rng(seed)
     handle = monitor.register_event_handler(ResultTableEventHandler(run))
@@ -225,13 +231,21 @@ def run_demo(
 
     data = load_digits_split()
     table = ResultTable(str(db), nocommit_action=NoCommitAction.NOP)
+    announce(
+        f"training {len(sweep())} configurations x {REPETITIONS} repetitions, one run that diverges and"
+        f" one debug run, {epochs} epoch{'' if epochs == 1 else 's'} each, into {db}"
+    )
     sweep_id = datetime.now().strftime("%Y-%m-%d %H:%M:%S")
     grid = sweep()
     total = len(grid) * REPETITIONS * steps_per_run(data, epochs) + steps_per_run(data, 1)
     run_ids: list[int] = []
+    finished: list[tuple[int, dict[str, Any], float]] = []  # reported once the bar is gone
     try:
-        with progress_bar(total, "demo sweep", enabled=progress) as bar:
-            run_ids.extend(_sweep_run(table, data, hparams, sweep_id, epochs, bar.update) for hparams in grid)
+        with progress_bar(total, "demo sweep", enabled=progress, unit="step") as bar:
+            for hparams in grid:
+                run_id, accuracy = _sweep_run(table, data, hparams, sweep_id, epochs, bar.update)
+                run_ids.append(run_id)
+                finished.append((run_id, hparams, accuracy))
             failed_id, failure = _diverging_run(table, data, sweep_id, epochs)
             run_ids.append(failed_id)
             debug = table.new_debug_run(EXPERIMENT, cli=dict(DEBUG_HPARAMS), comment="debug: one epoch")
@@ -240,14 +254,18 @@ def run_demo(
             run_ids.append(debug.run_id)
     finally:
         table.close()
+    for run_id, hparams, accuracy in finished:
+        settings = ", ".join(f"{name}={value}" for name, value in hparams.items())
+        announce(f"run {run_id} ({settings}): val accuracy {accuracy:.3f}")
     announce(f"run {failed_id} failed on purpose ({failure}); run -1 is the debug run")
     return run_ids
 
 
 def _sweep_run(
     table: Any, data: Digits, hparams: dict[str, Any], sweep_id: str, epochs: int, on_step: Callable[[], None]
-) -> int:
-    """One point of the grid, trained `REPETITIONS` times; its results aggregate the repetitions."""
+) -> tuple[int, float]:
+    """One point of the grid, trained `REPETITIONS` times; its results aggregate the repetitions.
+    Returns its run id and mean val accuracy."""
     import numpy as np
 
     run = table.new_run(EXPERIMENT, cli=dict(hparams), comment=f"demo sweep {sweep_id}", tag="sweep")
@@ -259,12 +277,13 @@ def _sweep_run(
             run.new_repetition()
         finals.append(train_repetition(run, data, hparams, repetition, epochs, on_step))
     accuracies = [final["val_accuracy"] for final in finals]
+    mean_accuracy = float(np.mean(accuracies))
     run.write_result(
-        val_accuracy=float(np.mean(accuracies)),
+        val_accuracy=mean_accuracy,
         val_accuracy_std=float(np.std(accuracies)),
         val_loss=float(np.mean([final["val_loss"] for final in finals])),
     )
-    return run.run_id
+    return run.run_id, mean_accuracy
 
 
 def _diverging_run(table: Any, data: Digits, sweep_id: str, epochs: int) -> tuple[int, str]:

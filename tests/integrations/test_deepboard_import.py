@@ -66,8 +66,9 @@ def test_every_row_arrives(deepboard_db: Path, db_url: str) -> None:
             assert new["config_content"] == configs[old["run_id"]]
             expected_cli = dict(token.split("=") for token in old["cli"].split()) if old["cli"] else None
             assert (json.loads(new["cli"]) if new["cli"] else None) == expected_cli
+            # an empty note or tag is NULL (schema v3)
             assert (new["command"], new["comment"], new["note"], new["tag"]) == (
-                old["command"], old["comment"], old["note"], old["tag"]
+                old["command"], old["comment"], old["note"] or None, old["tag"] or None
             )  # fmt: skip
             assert new["color"] == (f"#{old['color'].lower()}" if old["color"] else None)
             assert new["start_time"] == datetime.fromisoformat(old["start"]).timestamp()

@@ -170,3 +170,34 @@ def test_reads_in_a_snapshot_do_not_see_commits_made_meanwhile(db_url):
     assert len(reader.runs()) == 2
     reader.close()
     writer.close()
+
+
+def test_empty_notes_and_tags_of_a_version_2_table_become_null(db_url, monkeypatch):
+    """v2 stored "no note" as '', so the documented filter `note == null` found nothing; v4 stores NULL."""
+    with monkeypatch.context() as old:  # the table exactly as tallyboard with schema v2 made it
+        old.setattr("tallyboard.store.migrations.SCHEMA_VERSION", 2)
+        store = open_store(db_url)
+        store._atomic(
+            lambda: store._execute(
+                "INSERT INTO runs (experiment, start_time, updated_at, note, tag)"
+                " VALUES ('a', 0, 0, '', ''), ('b', 0, 0, 'kept', 'base')"
+            )
+        )
+        store._execute("CREATE INDEX runs_by_tag ON runs (tag)")  # an index of a later step survives
+        store.close()
+    store = open_store(db_url)
+    try:
+        store.ready_for_writing()  # what every write does first
+        assert store.meta("schema_version") == str(schema.SCHEMA_VERSION)
+        assert [(r["experiment"], r["note"], r["tag"]) for r in store.runs()] == [
+            ("a", None, None),
+            ("b", "kept", "base"),
+        ]
+        blank = new_run(store, note="", tag="")
+        store.update_run(1, note="x")
+        store.update_run(1, note="")
+        assert store.run(blank)["note"] is None and store.run(blank)["tag"] is None
+        assert store.run(1)["note"] is None
+        assert new_run(store) == blank + 1  # ids go on from the copied rows
+    finally:
+        store.close()

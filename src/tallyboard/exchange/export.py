@@ -40,8 +40,8 @@ RUNS = Layout(
     "runs",
     (
         ("run_id", int, False), ("experiment", str, False), ("status", str, False),
-        ("start_time", float, False), ("end_time", float, True), ("tag", str, False),
-        ("note", str, False), ("color", str, True), ("hidden", int, False), ("comment", str, True),
+        ("start_time", float, False), ("end_time", float, True), ("tag", str, True),
+        ("note", str, True), ("color", str, True), ("hidden", int, False), ("comment", str, True),
         ("config_path", str, True), ("config_hash", str, True), ("config_content", str, True),
         ("cli", str, True), ("command", str, True), ("git_commit", str, True), ("git_diff", str, True),
         ("unique_key", str, True),

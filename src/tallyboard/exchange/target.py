@@ -21,10 +21,17 @@ from tallyboard.store import Access, Store, is_postgres_url, open_store
 
 
 def require_existing(url_or_path: str | os.PathLike[str]) -> str:
-    """`url_or_path` as text, or FileNotFoundError when it names a SQLite file that does not exist."""
+    """`url_or_path` as text, or FileNotFoundError when it names no SQLite file (nothing there, or a
+    directory, which says so: a directory is a common slip, e.g. a TensorBoard log folder)."""
     target = os.fspath(url_or_path)
     if not is_postgres_url(target) and not Path(target).is_file():
-        raise FileNotFoundError(f"no result table at {target!r}")
+        if Path(target).is_dir():
+            raise FileNotFoundError(
+                f"no result table at {target!r}: it is a directory, not a SQLite file (nothing was created)"
+            )
+        raise FileNotFoundError(
+            f"no result table at {target!r}: the file does not exist (nothing was created)"
+        )
     return target
 
 

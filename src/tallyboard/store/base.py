@@ -124,6 +124,16 @@ class Quarantined:
 
 # Columns of `runs` a caller may edit through `update_run`, so no other name ever reaches the SQL.
 EDITABLE_RUN_FIELDS = frozenset({"note", "tag", "color", "status", "hidden", "end_time"})
+NULL_WHEN_EMPTY = ("note", "tag")  # schema v4: an empty note or tag is NULL, so `note == null` finds it
+
+
+def empty_text_as_null(fields: dict[str, Any]) -> dict[str, Any]:
+    """`fields` with an empty note or tag replaced by None, as the table stores it."""
+    return {
+        name: None if name in NULL_WHEN_EMPTY and value == "" else value for name, value in fields.items()
+    }
+
+
 RUN_FIELDS = (*(name for name, _, _ in RUN_COLUMNS), "config_content", "unique_key", "updated_at")
 # Tables that hold a run's rows, children first: what deleting a run clears.
 RUN_TABLES = (
@@ -283,6 +293,7 @@ class Store(ABC):
         own ids passes `run_id` in `fields`.
         """
         self.ready_for_writing()
+        fields = empty_text_as_null(fields)
         names = [name for name in fields if name in RUN_FIELDS]
         now = time.time()
 
@@ -389,6 +400,7 @@ class Store(ABC):
         unknown = set(values) - EDITABLE_RUN_FIELDS
         if unknown:
             raise ValueError(f"cannot edit run column(s) {sorted(unknown)}")
+        values = empty_text_as_null(values)
         assignments = ", ".join(f"{name} = ?" for name in values)
         self._execute(
             f"UPDATE runs SET {assignments}, updated_at = ? WHERE run_id = ?",

@@ -7,6 +7,8 @@ inside the engine's `_atomic`, so two processes opening a new file at once creat
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from tallyboard.store.schema import MIGRATIONS, RUN_COLUMNS, SCHEMA_V1, SCHEMA_VERSION
@@ -55,9 +57,53 @@ def ensure_schema(store: Store, ddl_types: dict[str, str], unique_columns: tuple
                 f"{SCHEMA_VERSION}: upgrade tallyboard to open it"
             )
         for step in range(version, SCHEMA_VERSION):
-            for sql in _statements(MIGRATIONS[step], ddl_types):
-                store._execute(sql)
+            if step in PYTHON_MIGRATIONS:
+                PYTHON_MIGRATIONS[step](store)
+            else:
+                for sql in _statements(MIGRATIONS[step], ddl_types):
+                    store._execute(sql)
             store._execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(step + 1),))
 
     if stored_version(store) != SCHEMA_VERSION:
         store._atomic(upgrade)
+
+
+# ---- v3 -> v4: an empty note or tag is NULL -----------------------------------------------------
+# Why: the docs' filter `note == null` / `tag == null` ("null matches empty cells") found nothing,
+# because v1 to v3 stored "no note" as ''. From v4 on, `Store.create_run` / `update_run` store '' as NULL
+# (`empty_text_as_null`), and this step drops the NOT NULL DEFAULT '' of both columns and turns
+# existing '' into NULL. PostgreSQL alters the columns in place. SQLite cannot drop a NOT NULL, so
+# the table is rebuilt from its own stored DDL (whatever columns later steps added stay), rows
+# copied with their ids, and its indexes recreated.
+_RUNS_TABLE = re.compile(r'CREATE TABLE\s+"?runs"?', re.IGNORECASE)  # after a rename SQLite quotes it
+_NOT_NULL_EMPTY = re.compile(r"\b(note|tag)(\s+TEXT)\s+NOT\s+NULL\s+DEFAULT\s+''", re.IGNORECASE)
+
+
+def nullable_note_and_tag(store: Store) -> None:
+    from tallyboard.store import is_postgres_url
+
+    if is_postgres_url(store.url):
+        store._execute(
+            "ALTER TABLE runs ALTER COLUMN note DROP NOT NULL, ALTER COLUMN note DROP DEFAULT,"
+            " ALTER COLUMN tag DROP NOT NULL, ALTER COLUMN tag DROP DEFAULT"
+        )
+    else:
+        table_sql = store._execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'runs'")
+        indexes = store._execute(
+            "SELECT sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 'runs' AND sql IS NOT NULL"
+        )
+        rebuilt = _NOT_NULL_EMPTY.sub(r"\1\2", table_sql[0][0])
+        rebuilt = _RUNS_TABLE.sub("CREATE TABLE runs_v3", rebuilt, count=1)
+        store._execute(rebuilt)
+        store._execute("INSERT INTO runs_v3 SELECT * FROM runs")
+        store._execute("DROP TABLE runs")
+        store._execute("ALTER TABLE runs_v3 RENAME TO runs")
+        for (index_sql,) in indexes:
+            store._execute(index_sql)
+    store._execute(
+        "UPDATE runs SET note = NULLIF(note, ''), tag = NULLIF(tag, '') WHERE note = '' OR tag = ''"
+    )
+
+
+# Steps that are not one SQL script for both engines, by the version they upgrade from.
+PYTHON_MIGRATIONS: dict[int, Callable[[Store], None]] = {3: nullable_note_and_tag}

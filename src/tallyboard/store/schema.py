@@ -44,10 +44,12 @@ Conventions every reader relies on:
   float seconds since the Unix epoch. A run's quarantined records go with the run;
 - `runs_by_unique_key` (v3) indexes the first `UNIQUE_KEY_PREFIX` characters of `unique_key`, not
   the whole: a long CLI dict would make the key longer than PostgreSQL's index rows can be
-  (2704 bytes); the lookup compares the prefix through the index, then the whole key.
+  (2704 bytes); the lookup compares the prefix through the index, then the whole key;
+- `runs.note` and `runs.tag` are NULL when empty (v4; v1 to v3 stored ''), so the filter
+  `note == null` finds runs without a note.
 """
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 UNIQUE_KEY_PREFIX = 256
 BLOCK_BITS = 8
 BLOCK_STEPS = 1 << BLOCK_BITS  # steps per row of scalar_blocks (why 256: docs/dashboard.md)
@@ -206,4 +208,5 @@ CREATE INDEX runs_by_unique_key ON runs (substr(unique_key, 1, {UNIQUE_KEY_PREFI
 MIGRATIONS: dict[int, str] = {
     1: SCALAR_BLOCKS + ";" + BACKFILL_BLOCKS,  # v2: block summaries, backfilled
     2: QUARANTINE,  # v3: quarantined records; the unique key indexed by its prefix
+    # 3 -> 4: empty note and tag become NULL; differs per engine: migrations.nullable_note_and_tag
 }

@@ -1,0 +1,36 @@
+"""Which pip extra of tallyboard brings which third-party module, for the hints of missing ones.
+
+The core installs nothing (the logging path is standard library only), so a command that needs more
+fails with ModuleNotFoundError; the hint must name the extra that really provides the module, not a
+catch-all, and say how to install it from a clone too, since that is how most users get tallyboard.
+Keep this table in step with `[project.optional-dependencies]` in pyproject.toml (a test checks it).
+"""
+
+from __future__ import annotations
+
+EXTRA_OF_MODULE: dict[str, str] = {
+    "starlette": "dashboard",
+    "uvicorn": "dashboard",
+    "psycopg": "postgres",
+    "numpy": "media",
+    "PIL": "media",
+    "sklearn": "demo",
+    "matplotlib": "demo",
+    "pyarrow": "export",
+    "pandas": "export",
+    "tensorboard": "tensorboard",
+    "psutil": "integrations",
+    "pynvml": "integrations",
+    "lightning": "integrations",
+    "transformers": "integrations",
+}
+
+
+def install_hint(module: str) -> str:
+    """One line telling how to install the extra that provides `module` (its top-level package)."""
+    package = module.partition(".")[0]
+    extra = EXTRA_OF_MODULE.get(package, "all")
+    return (
+        f"{package} is not installed; it comes with the [{extra}] extra: pip install 'tallyboard[{extra}]'"
+        f" (from a clone: pip install -e '.[{extra}]')"
+    )
