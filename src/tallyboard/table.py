@@ -18,7 +18,7 @@ from typing import IO, Any, NamedTuple
 
 from tallyboard import capture
 from tallyboard.media import open_png
-from tallyboard.sink import DEFAULT_COMMIT_INTERVAL, sink_for
+from tallyboard.sink import DEFAULT_COMMIT_INTERVAL, arm_signals, sink_for
 from tallyboard.store import Column, StoreError, open_store
 from tallyboard.writer import LogWriter
 
@@ -82,6 +82,7 @@ class ResultTable:
                 f"open it with ResultTable({self.db_path!r}, unique_columns={stored}) or use a new table"
             )
         self.unique_columns = stored
+        arm_signals()  # from the main thread, so that runs of any thread are ended on SIGTERM
 
     # ---- starting runs ------------------------------------------------------------------------
     def _run_fields(self, experiment_name, configfile, cli, comment, tag, with_git) -> dict[str, Any]:

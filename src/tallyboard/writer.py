@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from tallyboard.media import open_png
-from tallyboard.sink import MAX_PENDING_ROWS, Sink, closed, opened
+from tallyboard.sink import SeriesQueue, Sink, closed, end_run, opened
 from tallyboard.store import Store
 from tallyboard.store.base import RUN_FIELDS
 from tallyboard.values import INT64_MAX, INT64_MIN, json_value, to_float, to_int, to_walltime
@@ -54,14 +54,14 @@ _ARRAY_COLUMNS = {
 }
 
 
-class _Series:
+class _Series(SeriesQueue):
     """The state of one tag in the current repetition; `rows` is drained by the sink."""
 
-    __slots__ = ("calls", "rows")
+    __slots__ = ("calls",)
 
-    def __init__(self, rows: list) -> None:
+    def __init__(self, run_id: int, tag: str) -> None:
+        super().__init__(run_id, tag)
         self.calls = 0
-        self.rows = rows
 
 
 def _record_reader(table: str, kind: str, doc: str) -> Callable[..., list[dict[str, Any]]]:
@@ -113,7 +113,7 @@ class LogWriter:
         self._tracker: Any = None  # media.FigureTracker, shared by the plt.show hook and manual calls
         self._chosen_end: str | None = None  # an end status the user set; close() keeps it
         if not self._read_only:
-            opened(self)
+            opened(self, sink)
             if auto_log_plt:
                 from tallyboard import media
 
@@ -159,14 +159,15 @@ class LogWriter:
         )
         if flush:
             self.flush()
-        elif len(rows) >= MAX_PENDING_ROWS:
-            self._sink.wait_for_room()
+        elif len(rows) >= series.limit:  # the sink's back-pressure (see sink.SeriesQueue)
+            self._sink.wait_for_room(series)
         return None
 
     def _new_series(self, tag: str) -> _Series:
         if not isinstance(tag, str) or not tag:
             raise TypeError(f"tag must be a non-empty string, got {tag!r}")
-        series = self._series[tag] = _Series(self._sink.series(self._run_id, tag))
+        series = self._series[tag] = _Series(self._run_id, tag)
+        self._sink.track(series)
         return series
 
     def _refuse(self) -> None:
@@ -360,11 +361,9 @@ class LogWriter:
         for stop in self._stoppers:  # e.g. the system-metrics thread, which may still be logging
             stop()
         self._read_only = True
-        self._sink.put("run_updates", (self._run_id, {"status": status, "end_time": time.time()}))
         try:
-            self._sink.flush()
+            end_run(self._sink, self._run_id, status)
         finally:
-            self._sink.release(self._run_id)
             closed(self)
 
     def close(self, status: Literal["finished", "failed"] | None = None) -> None:

@@ -134,6 +134,9 @@ class Store(ABC):
     """A result table in one database. Subclasses provide the connection and the primitives."""
 
     url: str
+    # How long one call waits for a database it lost (a server restarting) before it raises;
+    # meaningful for engines that can lose one (PostgreSQL). The sink shortens it for its store.
+    retry_for: float = 0.0
 
     def __init__(self) -> None:
         self._lock = threading.RLock()
