@@ -260,9 +260,15 @@ class PostgresStore(Store):
             conn.execute("ROLLBACK")
 
     def _prune_commits(self) -> None:
-        self._execute(
-            "DELETE FROM tallyboard_commits WHERE committed_at < ?", (time.time() - KEEP_COMMITS_FOR,)
-        )
+        """Bookkeeping after a commit, so it must never fail that commit: an error here reached the
+        sink as a failed write, which then sent the batch again under a new id and stored it twice."""
+        try:
+            self._connection().execute(
+                "DELETE FROM tallyboard_commits WHERE committed_at < %s", (time.time() - KEEP_COMMITS_FOR,)
+            )
+        except psycopg.Error as error:  # the connection died meanwhile: prune after a later write
+            self._commits -= 1
+            log.info("tallyboard: pruning tallyboard_commits on %s failed (%s); later", self.url, error)
 
     def _execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
         def run() -> list[tuple]:
