@@ -51,7 +51,7 @@ ROW_BYTES = 200
 RECORD_BYTES = 400
 # Seconds of commit work the queue may hold when producers outrun the database: with commits
 # started every `commit_interval`, what SIGKILL can lose stays within the interval plus two commits.
-COMMIT_BUDGET = 0.25
+COMMIT_BUDGET = 0.2
 FIRST_RATE = 200_000  # rows per second assumed before the first measured commit
 MIN_BUDGET_ROWS = 4096  # never make batches smaller than this, however slow commits look
 # How long one write of the sink's store waits for a lost database before the sink takes over

@@ -167,7 +167,6 @@ def test_a_second_signal_during_the_drain_ends_the_process_quickly_keeping_what_
     code, err = finish(proc, timeout=15)
     assert code != 0 and time.time() - first < 15, err
     status, steps, last = found(db_url)
-    print("LOSS", killed - last if "killed" in dir() else None, len(steps))
     assert status == "failed", err
     assert_gapless(steps)
     assert last >= first - LOSS_WINDOW - KILL_LATENCY  # what was committed before the signal stays
@@ -181,7 +180,6 @@ def test_sigkill_at_a_random_moment_loses_at_most_the_loss_window(db_url):
     proc.kill()
     finish(proc)
     status, steps, last = found(db_url)
-    print("LOSS", killed - last if "killed" in dir() else None, len(steps))
     assert status == "running"
     assert_gapless(steps)
     assert killed - last <= LOSS_WINDOW + KILL_LATENCY, f"lost the last {killed - last:.2f} s"
@@ -200,7 +198,6 @@ def test_os_exit_loses_at_most_the_loss_window(db_url):
     out, err = proc.communicate(timeout=60)
     exited = float(out.split()[-1])
     status, steps, last = found(db_url)
-    print("LOSS", killed - last if "killed" in dir() else None, len(steps))
     assert status == "running", err
     assert_gapless(steps)
     assert exited - last <= LOSS_WINDOW + KILL_LATENCY, f"lost the last {exited - last:.2f} s"
