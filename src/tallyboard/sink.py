@@ -65,6 +65,9 @@ OUTAGE_WAIT = 30.0
 IDLE_STOP = 5.0
 
 
+RECORD_KINDS = ("media", "texts", "hparams", "results", "repetitions", "run_updates")  # Batch lists
+
+
 class NotDurableError(RuntimeError):
     """What was logged is queued in memory but the database did not take it (yet): it will be
     written when the database is back, as long as the process lives."""
@@ -152,12 +155,12 @@ class Sink:
 
     def put(self, kind: str, row: tuple, wait: bool = True) -> None:
         """Queue one record for the `Batch` list `kind` ('media', 'texts', 'hparams', 'run_updates', ...).
-        When the records' half of the queue is full, wait for room first (`wait=False`: the record
+        When the records' quarter of the budget is full, wait for room first (`wait=False`: the record
         that ends a run, which must never wait)."""
         self._check_process()
         size = record_bytes(row)
         with self._cond:
-            while wait and self._queued_bytes and self._queued_bytes + size > self.max_queue_bytes // 2:
+            while wait and self._queued_bytes and self._queued_bytes + size > self.max_queue_bytes // 4:
                 self._wait_for_take()
             self._records.append((kind, row))
             self._queued_bytes += size
@@ -223,6 +226,16 @@ class Sink:
         carry = self._carry
         return sum(len(q.rows) for q in self._series[:]) + len(self._records) + (len(carry) if carry else 0)
 
+    def queued_bytes(self) -> int:
+        """Memory of what waits, by the estimates the budget uses: the queue and a failed batch."""
+        carry = self._carry
+        rows = sum(len(q.rows) for q in self._series[:])
+        records = self._queued_bytes
+        if carry is not None:
+            rows += sum(len(chunk) for _, _, chunk in carry.scalars)
+            records += sum(record_bytes(row) for kind in RECORD_KINDS for row in getattr(carry, kind))
+        return rows * ROW_BYTES + records
+
     def release(self, run_id: int) -> None:
         """A run has ended: its series are dropped once drained, one user fewer."""
         with self._cond:
@@ -236,9 +249,10 @@ class Sink:
     # ---- the budget --------------------------------------------------------------------------------
     def _budget_rows(self) -> int:
         """Scalar rows the queue may hold: what commits in `COMMIT_BUDGET` seconds at the measured
-        rate, and what fits in half of `max_queue_bytes` even if every series filled its limit
-        twice over (limits are refreshed only at each take)."""
-        by_bytes = self.max_queue_bytes // 2 // (2 * ROW_BYTES)
+        rate, and what fits in a quarter of `max_queue_bytes` even if every series filled its limit
+        twice over (limits are refreshed only at each take). The other quarters: the batch being
+        committed (taken from the queue, so no larger), and the records' queue and batch alike."""
+        by_bytes = self.max_queue_bytes // 4 // (2 * ROW_BYTES)
         return max(1, min(by_bytes, max(MIN_BUDGET_ROWS, int(self._rate * COMMIT_BUDGET))))
 
     def _set_limits(self, active: int) -> None:

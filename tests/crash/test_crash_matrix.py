@@ -54,7 +54,9 @@ def on_term(signum, frame):
     os.kill(os.getpid(), signum)
 signal.signal(signal.SIGTERM, on_term)
 """
-OPEN = 'table = tb.ResultTable(sys.argv[1], nocommit_action=tb.NoCommitAction.NOP)\nrun = table.new_run("r")\n'
+OPEN = (
+    'table = tb.ResultTable(sys.argv[1], nocommit_action=tb.NoCommitAction.NOP)\nrun = table.new_run("r")\n'
+)
 
 
 def launch(db_url: str, body: str) -> subprocess.Popen:
@@ -187,8 +189,7 @@ def test_sigkill_at_a_random_moment_loses_at_most_the_loss_window(db_url):
 
 def test_os_exit_loses_at_most_the_loss_window(db_url):
     body = OPEN + (
-        "log_for(run, 1.0 + float(os.environ['EXTRA']))\n"
-        "print(time.time(), flush=True)\nos._exit(0)\n"
+        "log_for(run, 1.0 + float(os.environ['EXTRA']))\nprint(time.time(), flush=True)\nos._exit(0)\n"
     )
     os.environ["EXTRA"] = str(random.uniform(0.0, 2.0))
     try:

@@ -200,7 +200,8 @@ class PostgresStore(Store):
                 self._disconnect()
                 if time.monotonic() >= deadline:
                     raise
-                log.warning("tallyboard: lost the connection to %s (%s); reconnecting", self.url, error)
+                # info, not warning: the sink reports an outage that outlasts this loop, once per 10 s
+                log.info("tallyboard: lost the connection to %s (%s); reconnecting", self.url, error)
             self._sleep(delay)
             delay = min(delay * 2, MAX_RETRY_DELAY)
 
