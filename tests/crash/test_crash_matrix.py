@@ -54,9 +54,8 @@ def on_term(signum, frame):
     os.kill(os.getpid(), signum)
 signal.signal(signal.SIGTERM, on_term)
 """
-OPEN = (
-    'table = tb.ResultTable(sys.argv[1], nocommit_action=tb.NoCommitAction.NOP)\nrun = table.new_run("r")\n'
-)
+TABLE = "table = tb.ResultTable(sys.argv[1], nocommit_action=tb.NoCommitAction.NOP)\n"
+OPEN = TABLE + 'run = table.new_run("r")\n'
 
 
 def launch(db_url: str, body: str) -> subprocess.Popen:
@@ -137,7 +136,7 @@ def test_sigint_keeps_every_row_and_fails_the_run(db_url):
 def test_a_run_of_a_worker_thread_is_drained_and_failed_on_sigterm(db_url):
     body = (
         REPORT_ON_SIGTERM
-        + "table = tb.ResultTable(sys.argv[1], nocommit_action=tb.NoCommitAction.NOP)\n"
+        + TABLE
         + "def work():\n    log_for(table.new_run('r'), 60, ready_after=1.0)\n"
         + "threading.Thread(target=work, daemon=True).start()\nthreading.Event().wait()\n"
     )
