@@ -201,3 +201,27 @@ def test_os_exit_loses_at_most_the_loss_window(db_url):
     assert status == "running", err
     assert_gapless(steps)
     assert exited - last <= LOSS_WINDOW + KILL_LATENCY, f"lost the last {exited - last:.2f} s"
+
+
+def test_a_forked_child_logging_to_its_parents_run_is_told_at_its_first_call(db_url):
+    body = OPEN + textwrap.dedent("""
+        run.add_scalar("train/loss", 0.0, step=0)
+        pid = os.fork()
+        if pid == 0:  # a DataLoader worker, say, with a copy of the parent's run
+            refusals = []
+            for call in (lambda: run.add_scalar("train/loss", 1.0, step=1), lambda: run.add_text("t")):
+                try:
+                    call()
+                except RuntimeError as error:
+                    refusals.append(str(error))
+            print(len(refusals), "forked child" in refusals[0], flush=True)
+            os._exit(0)
+        os.waitpid(pid, 0)
+        run.add_scalar("train/loss", 2.0, step=2)
+        run.close()
+    """)
+    proc = launch(db_url, body)
+    out, err = proc.communicate(timeout=60)
+    assert (proc.returncode, out) == (0, "2 True\n"), err
+    status, steps, _ = found(db_url)
+    assert (status, steps) == ("finished", [0, 2])
