@@ -45,6 +45,10 @@ log = logging.getLogger(__name__)
 DEFAULT_COMMIT_INTERVAL = 0.5
 # What the queue of one sink may hold, scalars and other records together (see `SeriesQueue.limit`).
 MAX_QUEUE_BYTES = 64 * 2**20
+# How the bound is shared: the scalars' queue and the batch being committed get SCALAR_SHARE each,
+# the other records' queue and batch RECORD_SHARE each (2 x (3/8 + 1/8) = all of it).
+SCALAR_SHARE, RECORD_SHARE = 3 / 8, 1 / 8
+OVERCOMMIT = 1.5  # how far the series' limits may add up beyond the budget (see Sink._share)
 # Memory of one queued scalar row: a 5-tuple, two floats and an int (168 B measured) plus margin.
 ROW_BYTES = 200
 # Bytes one queued record costs besides its strings and bytes (the tuple, ints, the list slot).
@@ -130,6 +134,7 @@ class Sink:
         self._taken = 0  # batches taken from the queue so far (room made for the producers)
         self._waiting = 0  # producers waiting for room
         self._rate = float(FIRST_RATE)  # rows per second the store commits (measured)
+        self._shared_among = 1  # series when the limits were last shared out
         self._error: BaseException | None = None  # the last failed commit's error
         self._failures = 0  # failed commits so far
         self._streak = 0  # failed commits since the last success (the back-off grows with it)
@@ -146,7 +151,10 @@ class Sink:
         self._check_process()
         with self._cond:  # not racing `_take`, which rebuilds the list of series
             self._series.append(queue)
-            queue.limit = max(1, self._budget_rows() // len(self._series))
+            if len(self._series) >= 2 * self._shared_among:
+                self._share(set())
+            else:
+                queue.limit = max(1, self._budget_rows() // (4 * len(self._series)))
         return queue
 
     def series(self, run_id: int, tag: str) -> list:
@@ -155,12 +163,16 @@ class Sink:
 
     def put(self, kind: str, row: tuple, wait: bool = True) -> None:
         """Queue one record for the `Batch` list `kind` ('media', 'texts', 'hparams', 'run_updates', ...).
-        When the records' quarter of the budget is full, wait for room first (`wait=False`: the record
+        When the records' share of the queue is full, wait for room first (`wait=False`: the record
         that ends a run, which must never wait)."""
         self._check_process()
         size = record_bytes(row)
         with self._cond:
-            while wait and self._queued_bytes and self._queued_bytes + size > self.max_queue_bytes // 4:
+            while (
+                wait
+                and self._queued_bytes
+                and self._queued_bytes + size > self.max_queue_bytes * RECORD_SHARE
+            ):
                 self._wait_for_take()
             self._records.append((kind, row))
             self._queued_bytes += size
@@ -249,25 +261,29 @@ class Sink:
     # ---- the budget --------------------------------------------------------------------------------
     def _budget_rows(self) -> int:
         """Scalar rows the queue may hold: what commits in `COMMIT_BUDGET` seconds at the measured
-        rate, and what fits in a quarter of `max_queue_bytes` even if every series filled its limit
-        twice over (limits are refreshed only at each take). The other quarters: the batch being
-        committed (taken from the queue, so no larger), and the records' queue and batch alike."""
-        by_bytes = self.max_queue_bytes // 4 // (2 * ROW_BYTES)
+        rate, and what fits in `SCALAR_SHARE` of `max_queue_bytes` even when the limits add up to
+        `OVERCOMMIT` times the budget (see `_share`). The batch being committed is taken from the
+        queue, so it is no larger; the records' queue and batch have the rest."""
+        by_bytes = int(self.max_queue_bytes * SCALAR_SHARE / (OVERCOMMIT * ROW_BYTES))
         return max(1, min(by_bytes, max(MIN_BUDGET_ROWS, int(self._rate * COMMIT_BUDGET))))
 
-    def _set_limits(self, active: int) -> None:
-        """Share the budget among the series that had rows in the last take; the others get a share
-        of all series, so that a series waking up cannot overshoot the budget by much."""
-        budget = self._budget_rows()
-        busy, idle = max(1, budget // max(1, active)), max(1, budget // max(1, len(self._series)))
+    def _share(self, busy: set[int]) -> None:
+        """Set every series' limit: the series that had rows in the last take (`busy`, by id) share
+        the budget; the others, and series registered since, get a quarter of an equal share of all
+        series, and all are shared out again when their number doubles. So the limits add up to at
+        most 1.5 times the budget (`OVERCOMMIT`), however many series come and go between takes."""
+        budget, count = self._budget_rows(), max(1, len(self._series))
+        busy_limit, idle_limit = max(1, budget // max(1, len(busy))), max(1, budget // (4 * count))
         for queue in self._series:
-            queue.limit = busy if queue.rows else idle
+            queue.limit = busy_limit if id(queue) in busy else idle_limit
+        self._shared_among = count
 
     # ---- the writer thread ----------------------------------------------------------------------
     def _take(self) -> Batch:
         if self._carry is not None:  # a failed batch goes again as it was (see the module's notes)
             return self._carry
         batch = Batch()
+        busy: set[int] = set()
         with self._cond:
             for queue in self._series[:]:
                 rows = queue.rows
@@ -276,11 +292,12 @@ class Sink:
                     chunk = rows[:count]
                     del rows[:count]
                     batch.scalars.append((queue.run_id, queue.tag, chunk))
+                    busy.add(id(queue))
                 elif queue.released:
                     self._series.remove(queue)
             records, self._records, self._queued_bytes = self._records, [], 0  # put() appends under the lock
             self._taken += 1
-            self._set_limits(len(batch.scalars))
+            self._share(busy)
             self._cond.notify_all()
         for kind, row in records:
             getattr(batch, kind).append(row)
