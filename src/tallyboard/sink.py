@@ -2,26 +2,36 @@
 
 Why it is built this way:
 - The training thread must never wait on the database. `LogWriter.add_scalar` appends a plain tuple
-  to a list owned by its series; appending is atomic under the GIL, so no lock is taken per call.
-  The writer thread takes what is there with `rows[:n]` and `del rows[:n]` (each also atomic), so
-  a row appended meanwhile is simply left for the next commit: nothing is ever lost or doubled.
-- One commit per `commit_interval` (0.5 s by default), one transaction per commit: SQLite's cost is
-  per transaction, so batching is where the speed comes from, and after a SIGKILL at most the rows
-  of the last interval and the commit in flight are missing.
+  to its series' list and compares the list's length with the series' `limit`; appending is atomic
+  under the GIL, so no lock is taken per call. The writer thread takes what is there with
+  `rows[:n]` and `del rows[:n]` (each also atomic), so a row appended meanwhile is simply left for
+  the next commit: nothing is ever lost or doubled.
+- One commit every `commit_interval` (0.5 s by default), one transaction per commit: SQLite's cost
+  is per transaction, so batching is where the speed comes from.
+- The queue is bounded in time and in bytes, so that the loss window is a number that holds at any
+  logging rate: the series' limits share a budget of rows that commit in `COMMIT_BUDGET` seconds at
+  the measured commit rate (and fit in their share of `MAX_QUEUE_BYTES`); other records (images,
+  texts, run updates) have a byte budget. A producer at its limit waits until the writer takes the
+  queue, i.e. the end of the commit in flight: back-pressure slows training to the database's pace
+  instead of growing the queue. SIGKILL then loses at most the interval plus two commits (< 1 s).
 - One sink (one thread, one connection) per database per process, shared by every run logging
   there, so a start of a run costs no thread and no connection after the first.
 - `flush()` counts: it asks for a commit and waits until a commit that started after the request
-  is done. A commit that fails for another reason than a busy database keeps its rows for the
-  next attempt and makes `flush()` raise, so an error is loud and nothing logged is dropped.
+  is done. A commit that fails for another reason than a busy database (an outage, a full disk)
+  keeps its rows for the next attempt; the writer backs off, warns (no traceback) every
+  `REPORT_EVERY` seconds, and `flush()` raises `NotDurableError` instead of waiting for the database.
   The failed batch is sent again alone and unchanged, before what was logged meanwhile: a store
   that could not tell whether it landed (PostgreSQL, see store/postgres.py) knows it by identity.
 - Exit paths: `atexit`, SIGTERM and uncaught exceptions (main thread or any thread) end the open
   runs they concern (see `end_runs`) and drain the queue; the hooks are installed while at least
-  one run is open and restored when the last one closes.
+  one run is open and restored when the last one closes. A second SIGTERM/SIGINT during a drain
+  gives up draining (`_abandon_runs`): impatient users and schedulers get a quick exit, and the
+  runs are marked failed on a connection of their own.
 - A forked child (a DataLoader worker, `os.fork()`) inherits copies of the parent's runs, sinks and
   hooks. The parent's runs are the parent's to end: the exit paths compare `os.getpid()` with the
   process that opened the run, so a child leaving a `with` block or running its atexit hooks
   neither marks them failed nor drains the parent's sink (whose thread the child does not have).
+  A child that logs to such a copy is told so at its first call (`_forget_parent`).
 """
 
 from __future__ import annotations
