@@ -495,11 +495,13 @@ def end_run(sink: Sink, run_id: int, status: str) -> None:
     if _abandoned:
         return
     sink.put("run_updates", (run_id, {"status": status, "end_time": time.time()}), wait=False)
-    _draining += 1
+    with _hooks_lock:  # threads may drain at once: a lost update would make a first signal a second
+        _draining += 1
     try:
         sink.flush(wait=OUTAGE_WAIT)
     finally:
-        _draining -= 1
+        with _hooks_lock:
+            _draining -= 1
         sink.release(run_id)
 
 
