@@ -269,6 +269,7 @@ class PostgresStore(Store):
             )
         except psycopg.Error as error:  # the connection died meanwhile: prune after a later write
             self._commits -= 1
+            self._disconnect()  # the next write starts on a fresh connection
             log.info("tallyboard: pruning tallyboard_commits on %s failed (%s); later", self.url, error)
 
     def _execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
