@@ -65,9 +65,9 @@ ROW_BYTES = 200
 RECORD_BYTES = 400
 # Seconds of commit work the queue may hold when producers outrun the database: with commits
 # started every `commit_interval`, what SIGKILL can lose stays within the interval plus two commits.
-COMMIT_BUDGET = 0.2
+COMMIT_BUDGET = 0.3
 FIRST_RATE = 200_000  # rows per second assumed before the first measured commit
-MIN_BUDGET_ROWS = 4096  # never make batches smaller than this, however slow commits look
+MIN_BUDGET_ROWS = 8192  # never make batches smaller than this, however slow commits look
 # How long one write of the sink's store waits for a lost database before the sink takes over
 # (keeping the batch, backing off, reporting); and its longest back-off between two tries.
 STORE_RETRY_FOR = 1.0
