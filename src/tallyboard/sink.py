@@ -65,9 +65,10 @@ ROW_BYTES = 200
 RECORD_BYTES = 400
 # Seconds of commit work the queue may hold when producers outrun the database: with commits
 # started every `commit_interval`, what SIGKILL can lose stays within the interval plus two commits.
-COMMIT_BUDGET = 0.3
-FIRST_RATE = 200_000  # rows per second assumed before the first measured commit
-MIN_BUDGET_ROWS = 8192  # never make batches smaller than this, however slow commits look
+COMMIT_BUDGET = 0.25
+FIRST_RATE = 50_000  # rows per second assumed before the first measured commit (a slow disk's)
+RATE_STEP = 1.25  # the most the estimated rate rises per commit: one fast commit is not a trend
+MIN_BUDGET_ROWS = 2048  # never make batches smaller than this, however slow commits look
 # How long one write of the sink's store waits for a lost database before the sink takes over
 # (keeping the batch, backing off, reporting); and its longest back-off between two tries.
 STORE_RETRY_FOR = 1.0
@@ -371,8 +372,8 @@ class Sink:
     def _succeeded(self, size: int, seconds: float) -> None:
         """Learn the commit rate from batches large enough to measure it; end an outage."""
         self._streak = 0
-        if size >= 1000 and seconds > 0:
-            self._rate = (self._rate + size / seconds) / 2
+        if size >= 1000 and seconds > 0:  # slower at once (the loss window), faster by steps
+            self._rate = min(size / seconds, self._rate * RATE_STEP)
         if self._down_since is not None:
             down = time.monotonic() - self._down_since
             log.warning("tallyboard: %s accepts writes again after %.0f s", self.store.url, down)
