@@ -94,6 +94,13 @@ def assert_gapless(steps: list[int]) -> None:
     assert steps == list(range(len(steps))), "rows found are not a prefix of those logged"
 
 
+def assert_nothing_lost(steps: list[int], logged: int) -> None:
+    """Every row counted as logged is found. A signal handler runs between two bytecodes, possibly
+    after `add_scalar` appended its row but before the script counted it: one more row may be found."""
+    assert_gapless(steps)
+    assert logged <= len(steps) <= logged + 1, (logged, len(steps))
+
+
 ENDINGS = {  # ending -> script body after the prelude; each reports how many rows it logged
     "normal exit without close": OPEN + "try:\n    log_for(run, 1.5)\nfinally:\n    report()\n",
     "exception": OPEN + "try:\n    log_for(run, 1.5)\nfinally:\n    report()\nraise ValueError('boom')\n",
@@ -117,8 +124,8 @@ def test_sigterm_keeps_every_row_and_fails_the_run(db_url):
     code, err = finish(proc)
     assert code == -signal.SIGTERM, err
     status, steps, _ = found(db_url)
-    assert (status, len(steps)) == ("failed", logged_count(err))
-    assert_gapless(steps)
+    assert status == "failed"
+    assert_nothing_lost(steps, logged_count(err))
 
 
 def test_sigint_keeps_every_row_and_fails_the_run(db_url):
@@ -129,8 +136,8 @@ def test_sigint_keeps_every_row_and_fails_the_run(db_url):
     code, err = finish(proc)
     assert "KeyboardInterrupt" in err and code != 0
     status, steps, _ = found(db_url)
-    assert (status, len(steps)) == ("failed", logged_count(err))
-    assert_gapless(steps)
+    assert status == "failed"
+    assert_nothing_lost(steps, logged_count(err))
 
 
 def test_a_run_of_a_worker_thread_is_drained_and_failed_on_sigterm(db_url):
