@@ -155,9 +155,9 @@ def test_a_run_of_a_worker_thread_is_drained_and_failed_on_sigterm(db_url):
     status, steps, _ = found(db_url)
     assert status == "failed"
     assert_gapless(steps)
-    # The worker may append one row between its read-only check and the end of the run: that row
-    # is the only one that can be missing.
-    assert logged_count(err) - 1 <= len(steps) <= logged_count(err)
+    # The worker may append one row between its read-only check and the end of the run (that row
+    # is the only one that can be missing), or one it had not counted yet when the count was taken.
+    assert logged_count(err) - 1 <= len(steps) <= logged_count(err) + 1
 
 
 @pytest.mark.parametrize("gap", [0.02, 0.3], ids=["20ms", "300ms"])
