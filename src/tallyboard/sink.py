@@ -174,10 +174,11 @@ class Sink:
 
     def put(self, kind: str, row: tuple, wait: bool = True) -> None:
         """Queue one record for the `Batch` list `kind` ('media', 'texts', 'hparams', 'run_updates', ...).
-        When the records' share of the queue is full, wait for room first (`wait=False`: the record
-        that ends a run, which must never wait)."""
+        When the records' share of the queue is full, wait for room first; not for the records that
+        end a run (`wait=False`, and results: `write_result` waits `OUTAGE_WAIT` at most, in its flush)."""
         self._check_process()
         size = record_bytes(row)
+        wait = wait and kind != "results"
         with self._cond:
             while (
                 wait
