@@ -8,6 +8,7 @@ import pytest
 import torch
 
 import tallyboard as tb
+from tallyboard import sink as sink_module
 from tallyboard import writer as writer_module
 from tallyboard.sink import end_runs
 
@@ -349,8 +350,8 @@ def test_auto_log_plt_logs_figures_when_plt_show_is_called_and_stops_at_close(ta
     assert len(writer.get_figures()) == 1
 
 
-def test_a_series_outgrowing_the_queue_waits_for_a_commit_and_loses_nothing(run, monkeypatch):
-    monkeypatch.setattr(writer_module, "MAX_PENDING_ROWS", 10)
+def test_a_series_outgrowing_the_queue_waits_for_a_commit_and_loses_nothing(run):
+    run._sink.max_queue_bytes = 10 * 4 * sink_module.ROW_BYTES  # a budget of 10 rows
     for step in range(95):
         run.add_scalar("x", float(step))
     assert len(run._series["x"].rows) < 10  # the writer thread committed along the way

@@ -19,7 +19,7 @@ from typing import IO, Any, NamedTuple
 
 from tallyboard import capture, left_out
 from tallyboard.media import open_png
-from tallyboard.sink import DEFAULT_COMMIT_INTERVAL, sink_for
+from tallyboard.sink import DEFAULT_COMMIT_INTERVAL, arm_signals, sink_for
 from tallyboard.store import Column, Quarantined, StoreError, open_store
 from tallyboard.store.base import DEBUG_RUN_ID
 from tallyboard.values import check_text, to_int
@@ -52,6 +52,25 @@ class TableTuple(NamedTuple):
     data: list[list[Any]]
 
 
+def require_writable_file(path: str) -> None:
+    """Refuse, at `ResultTable(...)`, a SQLite location that logging could not write: otherwise the
+    table opens (reading needs no write access) and every commit of the writer thread fails later.
+    SQLite writes the file and creates `<file>-wal` and `<file>-shm` beside it."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise IsADirectoryError(f"{path!r} is a folder; give the path of a result table file in it")
+    if not os.path.isdir(folder):
+        raise FileNotFoundError(
+            f"cannot create the result table {path!r}: the folder {folder!r} does not exist"
+        )
+    for what, where in (("folder", folder), ("file", path)):
+        if os.path.exists(where) and not os.access(where, os.W_OK):
+            raise PermissionError(
+                f"cannot write the result table {path!r}: this process may not write to the {what} "
+                f"{where!r} (SQLite writes the file and creates its -wal and -shm files beside it)"
+            )
+
+
 def _normalise_unique(columns: tuple[str, ...] | list[str]) -> tuple[str, ...]:
     names = tuple(DEEPBOARD_NAMES.get(name, name) for name in columns)
     unknown = [name for name in names if name not in UNIQUE_CANDIDATES]
@@ -76,6 +95,8 @@ class ResultTable:
         self.db_path = db_path if isinstance(db_path, str) and "://" in db_path else os.fspath(db_path)
         self.nocommit_action = NoCommitAction(nocommit_action)
         self.commit_interval = commit_interval
+        if "://" not in self.db_path:
+            require_writable_file(self.db_path)
         self._store = open_store(self.db_path, DEFAULT_UNIQUE_COLUMNS if wanted is None else wanted)
         stored = tuple(json.loads(self._store.meta("unique_columns") or "[]"))
         if wanted is not None and set(wanted) != set(stored):
@@ -85,6 +106,7 @@ class ResultTable:
                 f"open it with ResultTable({self.db_path!r}, unique_columns={stored}) or use a new table"
             )
         self.unique_columns = stored
+        arm_signals()  # from the main thread, so that runs of any thread are ended on SIGTERM
 
     # ---- starting runs ------------------------------------------------------------------------
     def _run_fields(self, experiment_name, configfile, cli, comment, tag, with_git) -> dict[str, Any]:

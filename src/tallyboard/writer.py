@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from tallyboard.media import open_png
-from tallyboard.sink import AT_EXIT, MAX_PENDING_ROWS, Sink, closed, opened
+from tallyboard.sink import AT_EXIT, SeriesQueue, Sink, closed, end_run, opened
 from tallyboard.store import Store
 from tallyboard.store.base import RUN_FIELDS, ResumePoint
 from tallyboard.values import (
@@ -78,14 +78,14 @@ def let_go(sink: Sink, run_id: int) -> None:
         previous._end(None)
 
 
-class _Series:
+class _Series(SeriesQueue):
     """The state of one tag in the current repetition; `rows` is drained by the sink."""
 
-    __slots__ = ("calls", "rows")
+    __slots__ = ("calls",)
 
-    def __init__(self, rows: list) -> None:
+    def __init__(self, run_id: int, tag: str) -> None:
+        super().__init__(run_id, tag)
         self.calls = 0
-        self.rows = rows
 
 
 def _record_tag(kind: str, tag: str | None) -> str:
@@ -146,7 +146,7 @@ class LogWriter:
         self._chosen_end: str | None = None  # an end status the user set; close() keeps it
         if not self._read_only:
             _writing[(sink.key, run_id)] = self
-            opened(self)
+            opened(self, sink)
             if resume is not None:
                 self._continue(resume)
             if auto_log_plt:
@@ -202,8 +202,8 @@ class LogWriter:
         )
         if flush:
             self.flush()
-        elif len(rows) >= MAX_PENDING_ROWS:
-            self._sink.wait_for_room()
+        elif len(rows) >= series.limit:  # the sink's back-pressure (see sink.SeriesQueue)
+            self._sink.wait_for_room(series)
         return None
 
     def _new_series(self, tag: str) -> _Series:
@@ -211,7 +211,8 @@ class LogWriter:
         if not isinstance(tag, str) or not tag:
             raise TypeError(f"tag must be a non-empty string, got {tag!r}")
         check_key("add_scalar tag", tag)
-        series = self._series[tag] = _Series(self._sink.series(self._run_id, tag))
+        series = self._series[tag] = _Series(self._run_id, tag)
+        self._sink.track(series)
         return series
 
     def _refuse(self) -> None:
@@ -435,12 +436,9 @@ class LogWriter:
         for stop in self._stoppers:  # see before_end
             stop()
         self._read_only = True
-        if status is not None:
-            self._sink.put("run_updates", (self._run_id, {"status": status, "end_time": time.time()}))
         try:
-            self._sink.flush()
+            end_run(self._sink, self._run_id, status)
         finally:
-            self._sink.release(self._run_id)
             closed(self)
             if _writing.get((self._sink.key, self._run_id)) is self:
                 del _writing[(self._sink.key, self._run_id)]

@@ -181,6 +181,9 @@ class Store(ABC):
 
     url: str
     schema_version: int | None  # of the table as opened (None: none yet)
+    # How long one call waits for a database it lost (a server restarting) before it raises;
+    # meaningful for engines that can lose one (PostgreSQL). The sink shortens it for its store.
+    retry_for: float = 0.0
 
     def __init__(self) -> None:
         self._lock = threading.RLock()
