@@ -13,6 +13,7 @@ import json
 import os
 import time
 import warnings
+from collections.abc import Mapping
 from enum import Enum
 from typing import IO, Any, NamedTuple
 
@@ -111,9 +112,10 @@ class ResultTable:
             fields["git_commit"], fields["git_diff"] = git.commit, git.diff
         return fields
 
-    def _unique_key(self, fields: dict[str, Any]) -> str | None:
-        """The run's values of the unique columns; None (no check) for a table without any."""
-        if not self.unique_columns:
+    def _unique_key(self, fields: dict[str, Any], unique: bool | Mapping[str, Any] = True) -> str | None:
+        """The run's values of the unique columns, then the values of a `unique` mapping; None (no
+        check) for a table without unique columns or when `unique` is False."""
+        if not self.unique_columns or unique is False:
             return None
 
         def canonical(name: str) -> Any:
@@ -121,10 +123,13 @@ class ResultTable:
                 return json.dumps(json.loads(fields["cli"]), sort_keys=True)
             return fields.get(name)
 
-        return json.dumps([canonical(name) for name in self.unique_columns])
+        key = [canonical(name) for name in self.unique_columns]
+        if isinstance(unique, Mapping) and unique:
+            key.append(json.dumps(dict(unique), sort_keys=True, default=str))
+        return json.dumps(key)
 
     def _start(self, debug, name, configfile, cli, comment, tag, flush_each, keep_each, auto_log_plt,
-               disable, system_metrics) -> LogWriter:  # fmt: skip
+               disable, system_metrics, unique=True) -> LogWriter:  # fmt: skip
         """What new_run and new_debug_run share; a debug run skips git and uniqueness."""
         if disable:
             return LogWriter(self._store, None, -1 if debug else DISABLED_RUN_ID, disable=True)
@@ -132,7 +137,7 @@ class ResultTable:
             raise ValueError("keep_each and flush_each must be 1 or more")
         fields = self._run_fields(name, configfile, cli, comment, tag, with_git=not debug)
         if not debug:
-            fields["unique_key"] = self._unique_key(fields)
+            fields["unique_key"] = self._unique_key(fields, unique)
         run_id = self._store.create_run(fields, debug=debug)
         sink = sink_for(self.db_path, self.commit_interval)
         writer = LogWriter(self._store, sink, run_id, keep_each, auto_log_plt)
@@ -154,12 +159,18 @@ class ResultTable:
         auto_log_plt: bool = True,
         disable: bool = False,
         system_metrics: bool = False,
+        unique: bool | Mapping[str, Any] = True,
     ) -> LogWriter:
         """Start a run and return its writer. Raises `DuplicateRunError` if a visible, non-failed run
         has the same unique columns. `flush_each` is accepted for DeepBoard compatibility: commits
-        happen every `commit_interval` seconds instead, which bounds what a crash can lose by time."""
+        happen every `commit_interval` seconds instead, which bounds what a crash can lose by time.
+
+        `unique=False` skips the check for this run, and later runs are not compared with it: each
+        launch of a training script is a run of its own, the way framework loggers count versions.
+        A mapping (e.g. the hyperparameters) is checked too: same columns and same mapping is a
+        duplicate."""
         return self._start(False, experiment_name, configfile, cli, comment, tag, flush_each, keep_each,
-                           auto_log_plt, disable, system_metrics)  # fmt: skip
+                           auto_log_plt, disable, system_metrics, unique)  # fmt: skip
 
     def new_debug_run(
         self,

@@ -349,9 +349,10 @@ class LogWriter:
         if self._sink is not None and not self._disabled:
             self._sink.flush()
 
-    def _end(self, status: str) -> None:
-        """Final status + end time, drain, become read-only; a second end is a no-op. In a forked
-        child the run is the parent's to end: the child's copy only becomes read-only."""
+    def _end(self, status: str | None) -> None:
+        """Final status + end time (none when `status` is None: `detach`), drain, become read-only; a
+        second end is a no-op. In a forked child the run is the parent's to end: the child's copy
+        only becomes read-only."""
         if self._read_only:
             return
         if self.pid != os.getpid():
@@ -360,7 +361,8 @@ class LogWriter:
         for stop in self._stoppers:  # e.g. the system-metrics thread, which may still be logging
             stop()
         self._read_only = True
-        self._sink.put("run_updates", (self._run_id, {"status": status, "end_time": time.time()}))
+        if status is not None:
+            self._sink.put("run_updates", (self._run_id, {"status": status, "end_time": time.time()}))
         try:
             self._sink.flush()
         finally:
@@ -375,6 +377,18 @@ class LogWriter:
         if status is not None and status not in END_STATUSES:
             raise ValueError(f"a run ends with a status of {END_STATUSES}, got {status!r}")
         self._end(status or self._chosen_end or "finished")
+
+    def detach(self) -> None:
+        """Stop writing from this process without ending the run: drain what was logged and become
+        read-only, leaving the run's status and end to the process that owns it (a spawned DDP
+        worker logs into the run its launching process started, and that process ends it)."""
+        self._end(None)
+
+    @property
+    def writable(self) -> bool:
+        """False once the run has ended here (or was loaded read-only). Adapters ask before ending a
+        run, because an exit path (an uncaught exception, SIGTERM) may have ended it already."""
+        return not self._read_only
 
     def __enter__(self) -> LogWriter:
         return self
