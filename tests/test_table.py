@@ -112,6 +112,48 @@ def test_debug_runs_replace_each_other_and_skip_git(table):
     assert table.load_run(-1).get_scalar("x") == []
 
 
+def test_a_debug_run_created_first_neither_shifts_real_ids_nor_opens_a_hole_in_uniqueness(table):
+    table.new_debug_run("exp", auto_log_plt=False).close()
+    first = start(table)
+    assert first.run_id == 1  # not 0, the id after the debug run's -1
+    with pytest.raises(DuplicateRunError, match="run id 1"):
+        start(table)  # the same configuration, refused at every id
+    table.new_debug_run("exp", auto_log_plt=False).close()  # replaces -1, shifts nothing
+    second = start(table, comment="other")
+    assert second.run_id == 2
+    assert sorted(table.runs) == [-1, 1, 2]
+
+
+def test_run_ids_stay_dense_when_a_duplicate_is_refused(table):
+    ids = [start(table, comment="a").run_id]
+    with pytest.raises(DuplicateRunError):
+        start(table, comment="a")
+    ids.append(start(table, comment="b").run_id)
+    assert ids == [1, 2]
+
+
+def test_row_changes_are_visible_to_this_process_at_once(db_url):
+    table = tb.ResultTable(db_url, nocommit_action=tb.NoCommitAction.NOP, commit_interval=3600)
+    try:  # the sink would not commit for an hour: each change must not wait for it
+        run = start(table)
+        run.set_status("failed")
+        again = start(table)  # the uniqueness check sees the failure
+        again.set_tag("best")
+        again.set_note("lr too high")
+        again.set_color("#00ff00")
+        again.add_hparams(lr=0.1)
+        row = table.get_experiment_raw(again.run_id)
+        assert (row["tag"], row["note"], row["color"]) == ("best", "lr too high", "#00ff00")
+        assert table.get_results(run_id=again.run_id).data[0][-1] == 0.1
+        again.write_result(acc=0.5)
+        assert table.get_results(run_id=again.run_id).data[0][-2:] == [0.1, 0.5]
+        table.hide_run(again.run_id)
+        assert start(table).run_id == 3  # hidden: the configuration may run again
+    finally:
+        end_runs("failed")
+        table.close()
+
+
 def test_get_results_shows_hparams_and_results_as_columns(table):
     writer = start(table)
     writer.add_hparams(lr=0.1)

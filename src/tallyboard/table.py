@@ -21,7 +21,8 @@ from tallyboard import capture
 from tallyboard.media import open_png
 from tallyboard.sink import DEFAULT_COMMIT_INTERVAL, sink_for
 from tallyboard.store import Column, StoreError, open_store
-from tallyboard.writer import LogWriter
+from tallyboard.store.base import DEBUG_RUN_ID
+from tallyboard.writer import LogWriter, let_go
 
 DEFAULT_UNIQUE_COLUMNS = ("experiment", "config_path", "config_hash", "cli", "comment", "tag")
 UNIQUE_CANDIDATES = (
@@ -132,7 +133,7 @@ class ResultTable:
                disable, system_metrics, unique=True) -> LogWriter:  # fmt: skip
         """What new_run and new_debug_run share; a debug run skips git and uniqueness."""
         if disable:
-            return LogWriter(self._store, None, -1 if debug else DISABLED_RUN_ID, disable=True)
+            return LogWriter(self._store, None, DEBUG_RUN_ID if debug else DISABLED_RUN_ID, disable=True)
         if keep_each < 1 or flush_each < 1:
             raise ValueError("keep_each and flush_each must be 1 or more")
         fields = self._run_fields(name, configfile, cli, comment, tag, with_git=not debug)
@@ -140,7 +141,11 @@ class ResultTable:
             fields["unique_key"] = self._unique_key(fields, unique)
         run_id = self._store.create_run(fields, debug=debug)
         sink = sink_for(self.db_path, self.commit_interval)
-        writer = LogWriter(self._store, sink, run_id, keep_each, auto_log_plt)
+        return self._writer(sink, run_id, keep_each, auto_log_plt, system_metrics)
+
+    def _writer(self, sink, run_id, keep_each, auto_log_plt, system_metrics, resume=None) -> LogWriter:
+        """The writer of a run just created or reopened (with where it stopped, if reopened)."""
+        writer = LogWriter(self._store, sink, run_id, keep_each, auto_log_plt, resume=resume)
         if system_metrics:
             from tallyboard import system_metrics as metrics
 
@@ -185,9 +190,36 @@ class ResultTable:
         disable: bool = False,
         system_metrics: bool = False,
     ) -> LogWriter:
-        """Start the debug run: id -1, replaced by the next debug run, no git capture, no uniqueness."""
+        """Start the debug run: id -1 (`DEBUG_RUN_ID`), replaced by the next debug run, no git
+        capture, no uniqueness; real runs' ids are never shifted by it."""
         return self._start(True, experiment_name, configfile, cli, comment, tag, flush_each, keep_each,
                            auto_log_plt, disable, system_metrics)  # fmt: skip
+
+    def resume_run(
+        self, run_id: int, keep_each: int = 1, auto_log_plt: bool = True, system_metrics: bool = False
+    ) -> LogWriter:
+        """Reopen a run for writing and return its writer: a job restarting from a checkpoint, or
+        requeued after preemption, continues its own run instead of starting another.
+
+        The status goes back to 'running' (end time cleared) at once. Logging continues in the
+        run's last repetition: auto steps after the last logged step of each tag, walltimes from
+        that repetition's start; `new_repetition()` starts the one after it. A scalar logged again
+        at a (tag, repetition, step) that holds one replaces it, so steps re-logged since the
+        checkpoint leave one clean series (images and texts have no such key: they are added).
+        A writer of the same run still open in this process is drained and let go first (the run
+        is not ended). Raises `KeyError` for an unknown run, and `DuplicateRunError` if the run
+        had failed and a visible run of the same configuration was started since."""
+        if keep_each < 1:
+            raise ValueError(f"keep_each must be 1 or more, got {keep_each}")
+        self._require(run_id)
+        sink = sink_for(self.db_path, self.commit_interval)
+        try:
+            let_go(sink, run_id)
+            point = self._store.reopen_run(run_id)
+        except BaseException:
+            sink.release(run_id)
+            raise
+        return self._writer(sink, run_id, keep_each, auto_log_plt, system_metrics, point)
 
     def load_run(self, run_id: int) -> LogWriter:
         """A read-only writer of an existing run, to read what it logged."""

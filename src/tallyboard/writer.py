@@ -20,7 +20,7 @@ from typing import Any, Literal
 from tallyboard.media import open_png
 from tallyboard.sink import MAX_PENDING_ROWS, Sink, closed, opened
 from tallyboard.store import Store
-from tallyboard.store.base import RUN_FIELDS
+from tallyboard.store.base import RUN_FIELDS, ResumePoint
 from tallyboard.values import INT64_MAX, INT64_MIN, json_value, to_float, to_int, to_walltime
 
 Status = Literal["running", "finished", "failed"]
@@ -52,6 +52,19 @@ _ARRAY_COLUMNS = {
     "walltime": "walltime_ms",
     "value": "value_or_nan",
 }
+
+
+# The open writer of each run in this process, by (sink key, run id): see `_take_over`.
+_writing: dict[tuple[str | None, int], LogWriter] = {}
+
+
+def let_go(sink: Sink, run_id: int) -> None:
+    """Drain and make read-only the writer of `run_id` still open in this process, if any (a
+    trainer that resumes the run it is logging, a notebook cell run again), without ending the run:
+    two writers must never count the steps of one series."""
+    previous = _writing.get((sink.key, run_id))
+    if previous is not None and previous.pid == os.getpid():
+        previous._end(None)
 
 
 class _Series:
@@ -95,6 +108,7 @@ class LogWriter:
         auto_log_plt: bool = False,
         disable: bool = False,
         read_only: bool = False,
+        resume: ResumePoint | None = None,
     ) -> None:
         if keep_each < 1:
             raise ValueError(f"keep_each must be 1 or more, got {keep_each}")
@@ -113,7 +127,10 @@ class LogWriter:
         self._tracker: Any = None  # media.FigureTracker, shared by the plt.show hook and manual calls
         self._chosen_end: str | None = None  # an end status the user set; close() keeps it
         if not self._read_only:
+            _writing[(sink.key, run_id)] = self
             opened(self)
+            if resume is not None:
+                self._continue(resume)
             if auto_log_plt:
                 from tallyboard import media
 
@@ -122,6 +139,14 @@ class LogWriter:
     @property
     def run_id(self) -> int:
         return self._run_id
+
+    def _continue(self, resume: ResumePoint) -> None:
+        """Pick up a resumed run where it stopped: its last repetition, walltimes measured from
+        that repetition's start, and each tag's auto step after its last logged one."""
+        self._rep = resume.rep
+        self._rep_start = _clock() - max(0.0, time.time() - resume.rep_start)
+        for tag, step in resume.next_steps.items():
+            self._new_series(tag).calls = step
 
     # ---- scalars: the hot path -------------------------------------------------------------------
     def add_scalar(
@@ -276,6 +301,7 @@ class LogWriter:
 
     # ---- hparams, results, run fields -----------------------------------------------------------
     def _put_values(self, kind: str, values: dict[str, Any]) -> None:
+        """Validate every value, then write them all at once (see `_row_store`)."""
         rows = []
         for name, value in values.items():  # validate all before queueing any
             if not isinstance(name, str) or not name:
@@ -283,8 +309,8 @@ class LogWriter:
             if name in RUN_FIELDS:
                 raise ValueError(f"{name!r} is a column of every run; choose another {kind} name")
             rows.append((self._run_id, name, json_value(name, value)))
-        for row in rows:
-            self._sink.put(kind, row)
+        if rows:
+            self._row_store().put_values(kind, rows)
 
     def add_hparams(self, param_dict: dict[str, Any] | None = None, **kwargs: Any) -> None:
         """Record hyperparameters (columns of the result table); JSON scalars only."""
@@ -312,13 +338,17 @@ class LogWriter:
         self._sink.put("repetitions", (self._run_id, self._rep, time.time()))
         return None
 
+    def _row_store(self) -> Store:
+        """Where changes to the run's row, hparams and results go: written at once, in their own
+        small transaction, so this process sees them at once (its next `new_run`'s uniqueness
+        check included), as DeepBoard did. They are rare, so the training thread can afford it.
+        An open run writes through its sink's connection, in turn with the sink's batches; a
+        loaded or ended one through its table's."""
+        return self._store if self._read_only else self._sink.store
+
     def _set(self, **values: Any) -> None:
-        if self._disabled:
-            return
-        if self._read_only:
-            self._store.update_run(self._run_id, **values)  # editing a loaded run's row is allowed
-        else:
-            self._sink.put("run_updates", (self._run_id, values))
+        if not self._disabled:  # editing a loaded (read-only) run's row is allowed
+            self._row_store().update_run(self._run_id, **values)
 
     def set_status(self, status: Status) -> None:
         """Set the run's status now. 'finished' or 'failed' is also what `close()` ends the run with:
@@ -350,9 +380,9 @@ class LogWriter:
             self._sink.flush()
 
     def _end(self, status: str | None) -> None:
-        """Final status + end time (none when `status` is None: `detach`), drain, become read-only; a
-        second end is a no-op. In a forked child the run is the parent's to end: the child's copy
-        only becomes read-only."""
+        """Final status + end time, drain, become read-only; a second end is a no-op. In a forked
+        child the run is the parent's to end: the child's copy only becomes read-only. Status None
+        drains and lets go without ending the run (a newer writer of the run takes over; `detach`)."""
         if self._read_only:
             return
         if self.pid != os.getpid():
@@ -368,6 +398,8 @@ class LogWriter:
         finally:
             self._sink.release(self._run_id)
             closed(self)
+            if _writing.get((self._sink.key, self._run_id)) is self:
+                del _writing[(self._sink.key, self._run_id)]
 
     def close(self, status: Literal["finished", "failed"] | None = None) -> None:
         """End the run and make it durable; a second close (or one after `write_result`) is a no-op.

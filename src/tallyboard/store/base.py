@@ -19,7 +19,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from tallyboard.store.schema import BLOCK_BITS, BLOCK_STEPS, RUN_COLUMNS
 
@@ -28,6 +28,9 @@ T = TypeVar("T")
 # Rows a writer hands to the sink. `walltime` is in seconds; the store converts it to
 # schema's `walltime_ms`. A scalar row is (rep, step, epoch, walltime, value) with value None for NaN.
 ScalarRow = tuple[int, int, "int | None", float, "float | None"]
+
+
+DEBUG_RUN_ID = -1  # the debug run's id: replaced by the next debug run, never a real run's
 
 
 class StoreError(Exception):
@@ -76,6 +79,15 @@ class Batch:
             + len(self.repetitions)
             + len(self.run_updates)
         )
+
+
+class ResumePoint(NamedTuple):
+    """Where a run's logging stopped (`Store.reopen_run`): its last repetition, that repetition's
+    start time (seconds since the epoch), and the next auto step of each tag logged in it."""
+
+    rep: int
+    rep_start: float
+    next_steps: dict[str, int]
 
 
 @dataclass(frozen=True)
@@ -181,9 +193,15 @@ class Store(ABC):
     def create_run(self, fields: dict[str, Any], debug: bool = False) -> int:
         """Insert a run; `fields` maps `runs` columns to values (start_time required).
 
-        A debug run replaces run -1 and everything logged under it. Otherwise, when
-        `fields['unique_key']` is not None and a visible run that is neither failed nor the debug
-        run has the same key, raise `DuplicateRunError` -- checked and inserted in one transaction.
+        A debug run replaces run `DEBUG_RUN_ID` and everything logged under it. Otherwise, when
+        `fields['unique_key']` is not None and a visible run that is not failed has the same key,
+        raise `DuplicateRunError` -- checked and inserted in one transaction.
+
+        A new run's id is one more than the largest id in the table (or 1), chosen under the runs
+        lock rather than by the engine: SQLite's rowid would follow the debug run's -1 with 0, and
+        a PostgreSQL sequence leaves a hole for every rolled-back insert. So ids are positive and
+        dense on both engines, whatever order debug and real runs come in. An import that keeps its
+        own ids passes `run_id` in `fields`.
         """
         names = [name for name in fields if name in RUN_FIELDS]
         now = time.time()
@@ -191,17 +209,14 @@ class Store(ABC):
         def insert() -> int:
             self._lock_runs()
             if debug:
-                self._delete_run(-1)
-            elif fields.get("unique_key") is not None:
-                same = self._execute(
-                    "SELECT run_id FROM runs WHERE unique_key = ? AND hidden = 0"
-                    " AND status <> 'failed' AND run_id > 0 ORDER BY run_id LIMIT 1",
-                    (fields["unique_key"],),
-                )
-                if same:
-                    raise DuplicateRunError(same[0][0])
-            cols = ["updated_at", *names] + (["run_id"] if debug else [])
-            values = [now, *(fields[name] for name in names)] + ([-1] if debug else [])
+                self._delete_run(DEBUG_RUN_ID)
+            else:
+                self._refuse_duplicate(fields.get("unique_key"))
+            cols = ["updated_at", *names]
+            values = [now, *(fields[name] for name in names)]
+            if "run_id" not in fields:
+                cols.append("run_id")
+                values.append(DEBUG_RUN_ID if debug else self._next_run_id())
             marks = ", ".join("?" * len(cols))
             rows = self._execute(
                 f"INSERT INTO runs ({', '.join(cols)}) VALUES ({marks}) RETURNING run_id", values
@@ -215,6 +230,68 @@ class Store(ABC):
 
         with self._lock:
             return self._atomic(insert)
+
+    def _next_run_id(self) -> int:
+        """Inside the runs lock: the id of the next real run (see `create_run`)."""
+        largest = self._execute("SELECT MAX(run_id) FROM runs")[0][0]
+        return max(largest or 0, 0) + 1
+
+    def _refuse_duplicate(self, unique_key: str | None, run_id: int | None = None) -> None:
+        """Inside the runs lock: raise `DuplicateRunError` if a visible run other than `run_id` that
+        is not failed has this unique key (NULL, the debug run's key, never matches)."""
+        if unique_key is None:
+            return
+        same = self._execute(
+            "SELECT run_id FROM runs WHERE unique_key = ? AND hidden = 0 AND status <> 'failed'"
+            " AND run_id <> ? ORDER BY run_id LIMIT 1",
+            (unique_key, DEBUG_RUN_ID if run_id is None else run_id),
+        )
+        if same:
+            raise DuplicateRunError(same[0][0])
+
+    def reopen_run(self, run_id: int) -> ResumePoint:
+        """Set a run back to 'running' (no end time) and return where its logging stopped.
+
+        Like `create_run`, atomic with a uniqueness check: a failed run whose configuration was
+        run again since cannot come back to life beside that run (`DuplicateRunError`). Raises
+        `KeyError` for an unknown run."""
+
+        def reopen() -> ResumePoint:
+            self._lock_runs()
+            row = self._execute("SELECT unique_key, hidden FROM runs WHERE run_id = ?", (run_id,))
+            if not row:
+                raise KeyError(f"no run with id {run_id}")
+            if not row[0][1]:
+                self._refuse_duplicate(row[0][0], run_id)
+            self._update_run(run_id, {"status": "running", "end_time": None})
+            return self._resume_point(run_id)
+
+        with self._lock:
+            return self._atomic(reopen)
+
+    def _resume_point(self, run_id: int) -> ResumePoint:
+        """The last repetition of a run, its start time and, per tag, the step after its last one.
+        The tags come from `scalar_blocks` and each last step from one index seek, so it costs
+        the same for a run of a million points as for one of ten."""
+        reps = self._execute(
+            "SELECT rep, start_time FROM repetitions WHERE run_id = ? ORDER BY rep DESC LIMIT 1", (run_id,)
+        )
+        rep, start = reps[0] if reps else (0, time.time())
+        tags = self._execute(
+            "SELECT t.tag_id, t.name FROM tags t WHERE EXISTS (SELECT 1 FROM scalar_blocks b"
+            " WHERE b.run_id = ? AND b.rep = ? AND b.tag_id = t.tag_id)",
+            (run_id, rep),
+        )
+        next_steps = {}
+        for tag_id, name in tags:
+            last = self._execute(
+                "SELECT step FROM scalars WHERE run_id = ? AND tag_id = ? AND rep = ?"
+                " ORDER BY step DESC LIMIT 1",
+                (run_id, tag_id, rep),
+            )
+            if last:
+                next_steps[name] = last[0][0] + 1
+        return ResumePoint(rep, start, next_steps)
 
     def _delete_run(self, run_id: int) -> None:
         for table in RUN_TABLES:
@@ -339,23 +416,9 @@ class Store(ABC):
                 f" VALUES (?, ?, ?, ?, ?, {WALLTIME_MS_SQL}, ?, ?)",
                 [(r[0], tag_id(r[1]), *r[2:]) for r in batch.texts],
             )
-        for kind, rows in (("hparam", batch.hparams), ("result", batch.results)):
-            if not rows:
-                continue
-            self._executemany(
-                f"INSERT INTO {kind}s (run_id, name, value) VALUES (?, ?, ?)"
-                " ON CONFLICT (run_id, name) DO UPDATE SET value = excluded.value",
-                rows,
-            )
-            self._executemany(
-                "INSERT INTO columns (name, kind, alias, position)"
-                " SELECT ?, ?, ?, COALESCE(MAX(position), -1) + 1 FROM columns WHERE true"
-                " ON CONFLICT (name) DO NOTHING",
-                [(name, kind, name) for name in dict.fromkeys(name for _, name, _ in rows)],
-            )
-            now = time.time()
-            touched = {run_id for run_id, _, _ in rows}
-            self._executemany("UPDATE runs SET updated_at = ? WHERE run_id = ?", [(now, r) for r in touched])
+        for kind, rows in (("hparams", batch.hparams), ("results", batch.results)):
+            if rows:
+                self._write_values(kind, rows)
         if batch.repetitions:
             self._executemany(
                 "INSERT INTO repetitions (run_id, rep, start_time) VALUES (?, ?, ?)"
@@ -364,6 +427,31 @@ class Store(ABC):
             )
         for run_id, values in batch.run_updates:
             self._update_run(run_id, values)
+
+    def put_values(self, kind: str, rows: list[tuple[int, str, str]]) -> None:
+        """Write hparams (`kind='hparams'`) or results (`'results'`) now, in their own transaction:
+        rows of (run_id, name, json_value); a name already set is overwritten."""
+        if kind not in ("hparams", "results"):
+            raise ValueError(f"kind must be 'hparams' or 'results', not {kind!r}")
+        with self._lock:
+            self._atomic(lambda: self._write_values(kind, rows))
+
+    def _write_values(self, kind: str, rows: list[tuple[int, str, str]]) -> None:
+        """Hparams or results, each name also a column of the table, and the runs' `updated_at`."""
+        self._executemany(
+            f"INSERT INTO {kind} (run_id, name, value) VALUES (?, ?, ?)"
+            " ON CONFLICT (run_id, name) DO UPDATE SET value = excluded.value",
+            rows,
+        )
+        self._executemany(
+            "INSERT INTO columns (name, kind, alias, position)"
+            " SELECT ?, ?, ?, COALESCE(MAX(position), -1) + 1 FROM columns WHERE true"
+            " ON CONFLICT (name) DO NOTHING",
+            [(name, kind[:-1], name) for name in dict.fromkeys(name for _, name, _ in rows)],
+        )
+        now = time.time()
+        touched = {run_id for run_id, _, _ in rows}
+        self._executemany("UPDATE runs SET updated_at = ? WHERE run_id = ?", [(now, r) for r in touched])
 
     def _rebuild_blocks(self, series: list[tuple[int, int, list[ScalarRow]]]) -> None:
         """Recompute, from `scalars`, the `scalar_blocks` rows of the blocks that the rows of
