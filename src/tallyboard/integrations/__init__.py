@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import atexit
 import dataclasses
+import logging
 import os
 from argparse import Namespace
 from collections.abc import Mapping
@@ -22,6 +23,8 @@ from tallyboard.relaunch import record_launch, run_to_resume
 if TYPE_CHECKING:  # pragma: no cover
     from tallyboard.table import ResultTable
     from tallyboard.writer import LogWriter
+
+log = logging.getLogger(__name__)
 
 JsonScalar = str | int | float | bool | None
 
@@ -209,8 +212,12 @@ class FrameworkRun:
     def _at_exit(self) -> None:
         """The process is ending: so is the run, unless the user or a crash ended it already."""
         atexit.unregister(self._at_exit)
-        if self.writable and self.owner:
+        if not (self.writable and self.owner):
+            return
+        try:
             self.fail() if self.in_phase else self.finish()
+        except Exception:  # the interpreter is going away; say so, never raise from here
+            log.exception("tallyboard: could not end run %s at exit", self._run_id)
 
 
 def last_values(writer: LogWriter) -> dict[str, float]:
