@@ -39,14 +39,15 @@ if TYPE_CHECKING:  # pragma: no cover
     from tallyboard.table import ResultTable
     from tallyboard.writer import LogWriter
 
-_SPLIT_PREFIXES = (("eval_", "eval/"), ("test_", "test/"))
+_SPLIT_PREFIXES = (("eval_", "eval/"), ("test_", "test/"), ("predict_", "predict/"))
 # Written into every checkpoint folder: the run that checkpoint belongs to.
 RUN_FILE = "tallyboard_run.json"
 REPORT_TO_NAME = "tallyboard"
 
 
 def split_tag(key: str) -> str:
-    """``eval_loss`` -> ``eval/loss``, ``test_f1`` -> ``test/f1``, anything else -> ``train/<key>``."""
+    """``eval_loss`` -> ``eval/loss``, ``test_f1`` -> ``test/f1``, ``predict_loss`` -> ``predict/loss``,
+    anything else -> ``train/<key>``."""
     for prefix, split in _SPLIT_PREFIXES:
         if key.startswith(prefix):
             return split + key[len(prefix) :]
@@ -174,6 +175,17 @@ class TallyboardCallback(TrainerCallback):
         # ours is the index of the epoch the step belongs to.
         epoch = None if state.epoch is None else max(0, math.ceil(state.epoch) - 1)
         self._run.log_metrics(metrics, step=state.global_step, epoch=epoch)
+
+    def on_predict(
+        self,
+        args: TrainingArguments,
+        state: TrainerState,
+        control: TrainerControl,
+        metrics: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """``predict`` reports its metrics (``test_loss``...) here only, never through ``on_log``."""
+        self.on_log(args, state, control, logs=metrics, **kwargs)
 
     def on_save(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
