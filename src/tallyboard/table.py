@@ -13,6 +13,7 @@ import json
 import os
 import time
 import warnings
+from datetime import datetime
 from collections.abc import Mapping
 from enum import Enum
 from typing import IO, Any, NamedTuple
@@ -31,6 +32,14 @@ UNIQUE_CANDIDATES = (
 # DeepBoard's names for the same columns, accepted in `unique_columns`.
 DEEPBOARD_NAMES = {"config": "config_path", "commit_hash": "git_commit", "diff": "git_diff"}
 DISABLED_RUN_ID = -2
+
+
+def deepboard_keys(row: dict[str, Any]) -> dict[str, Any]:
+    """A run row's values under DeepBoard's column names; `start` as DeepBoard's SQLite file returns
+    it, the ISO text of a local datetime ('2025-01-31T12:00:00.123456')."""
+    keys = {deepboard: row[ours] for deepboard, ours in DEEPBOARD_NAMES.items()}
+    keys["start"] = datetime.fromtimestamp(row["start_time"]).isoformat()
+    return keys
 
 
 class NoCommitAction(Enum):
@@ -267,8 +276,10 @@ class ResultTable:
         return content
 
     def get_experiment_raw(self, run_id: int) -> dict[str, Any]:
-        """The run's row, every column, as stored."""
-        return self._require(run_id)
+        """The run's row, every column, as stored, plus the keys DeepBoard's row has under other
+        names (`config`, `start`, `commit_hash`, `diff`), so code written for DeepBoard reads it."""
+        row = self._require(run_id)
+        return {**row, **deepboard_keys(row)}
 
     def get_image_by_id(self, image_id: int) -> Any:
         """An image or figure as a PIL image, or None for an unknown id."""
@@ -276,9 +287,10 @@ class ResultTable:
         return open_png(rows[0][-1]) if rows else None
 
     @staticmethod
-    def get_file_hash(configfile: str | os.PathLike[str] | IO[str]) -> str:
-        """The sha256 hex digest of a file (a path, or an open file, rewound afterwards)."""
-        return capture.file_hash(configfile)
+    def get_file_hash(configfile: str | os.PathLike[str] | IO[str], hash_algo: str = "sha256") -> str:
+        """The hex digest of a file (a path, or an open file, rewound afterwards); `hash_algo` is any
+        name `hashlib.new` knows ('sha256', 'md5', 'sha1'...)."""
+        return capture.file_hash(configfile, hash_algo)
 
     @property
     def runs(self) -> list[int]:

@@ -17,8 +17,14 @@ INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
 def to_float(tag: str, value: Any) -> float:
-    """Python numbers, numpy scalars, 1-element arrays and tensors; anything else is a TypeError."""
-    if isinstance(value, (str, bytes, bytearray)) or not (
+    """Python numbers, numpy scalars, 1-element arrays and tensors, and numeric strings ('0.5', as
+    DeepBoard's `float(value)` takes them); anything else is a TypeError."""
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            raise TypeError(f"add_scalar({tag!r}): expected a number, got the string {value!r}") from None
+    if isinstance(value, (bytes, bytearray)) or not (
         hasattr(value, "__float__") or hasattr(value, "item")
     ):
         raise TypeError(f"add_scalar({tag!r}): expected a number, got {type(value).__name__}")

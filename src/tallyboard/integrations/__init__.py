@@ -178,7 +178,7 @@ class FrameworkRun:
 
     @property
     def writable(self) -> bool:
-        return self._writer is not None and self._writer.writable
+        return self._writer is not None and self._writer.enabled
 
     def finish(self, **results: Any) -> None:
         """End the run as finished; its results row is the last value of every scalar it holds
