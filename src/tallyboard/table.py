@@ -13,8 +13,8 @@ import json
 import os
 import time
 import warnings
-from datetime import datetime
 from collections.abc import Mapping
+from datetime import datetime
 from enum import Enum
 from typing import IO, Any, NamedTuple
 

@@ -24,9 +24,7 @@ def to_float(tag: str, value: Any) -> float:
             return float(value)
         except ValueError:
             raise TypeError(f"add_scalar({tag!r}): expected a number, got the string {value!r}") from None
-    if isinstance(value, (bytes, bytearray)) or not (
-        hasattr(value, "__float__") or hasattr(value, "item")
-    ):
+    if isinstance(value, (bytes, bytearray)) or not (hasattr(value, "__float__") or hasattr(value, "item")):
         raise TypeError(f"add_scalar({tag!r}): expected a number, got {type(value).__name__}")
     try:
         if hasattr(value, "item") and not isinstance(value, (int, float)):

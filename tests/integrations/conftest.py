@@ -47,7 +47,9 @@ def run_job():
             timeout=300,
         )
         if check and done.returncode != 0:
-            raise AssertionError(f"{script} exited with {done.returncode}:\n{done.stdout}\n{done.stderr[-4000:]}")
+            raise AssertionError(
+                f"{script} exited with {done.returncode}:\n{done.stdout}\n{done.stderr[-4000:]}"
+            )
         return done
 
     return run

@@ -1,4 +1,4 @@
-"""DeepBoard's documented usage, run with one import changed: `python deepboard_usage.py deepboard|tallyboard`.
+"""DeepBoard's documented usage with one import changed: `python deepboard_usage.py deepboard|tallyboard`.
 
 It prints, as JSON, everything a DeepBoard user reads back, so the test can compare the real
 deepboard==0.3.0 with tallyboard line by line. Run in a subprocess, in a folder of its own
@@ -22,7 +22,12 @@ def main() -> None:
         config.write("lr: 0.1\n")
     table = ResultTable("results.db")
     run = table.new_run("resnet", "config.yaml", cli={"lr": 0.1}, comment="first")
-    said = {"db_path": str(run.db_path), "table_db_path": str(table.db_path), "enabled": run.enabled, "run_rep": run.run_rep}
+    said = {
+        "db_path": str(run.db_path),
+        "table_db_path": str(table.db_path),
+        "enabled": run.enabled,
+        "run_rep": run.run_rep,
+    }
     run.add_hparams(lr=0.1)
     for step in range(3):
         run.add_scalar("train/loss", 1.0 / (step + 1), epoch=0)

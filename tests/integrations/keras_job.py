@@ -13,10 +13,10 @@ import sys
 
 os.environ["KERAS_BACKEND"] = "torch"  # before keras is imported; no TensorFlow needed
 
-import keras  # noqa: E402
-import numpy as np  # noqa: E402
+import keras
+import numpy as np
 
-from tallyboard.integrations.keras import TallyboardCallback  # noqa: E402
+from tallyboard.integrations.keras import TallyboardCallback
 
 DATA = np.random.default_rng(0).normal(size=(32, 2)).astype("float32")
 TARGET = DATA.sum(axis=1, keepdims=True)
@@ -34,16 +34,24 @@ class FailIn(keras.callbacks.Callback):
 
 def model(lr=0.05):
     keras.utils.set_random_seed(0)
-    tiny = keras.Sequential([keras.Input((2,)), keras.layers.Dense(4, activation="tanh"), keras.layers.Dense(1)])
+    tiny = keras.Sequential(
+        [keras.Input((2,)), keras.layers.Dense(4, activation="tanh"), keras.layers.Dense(1)]
+    )
     tiny.compile(optimizer=keras.optimizers.SGD(lr), loss="mse", metrics=["mae"])
     return tiny
 
 
 def fit(tiny, callbacks, epochs=2, initial_epoch=0):
     return tiny.fit(
-        DATA, TARGET, batch_size=8, epochs=epochs, initial_epoch=initial_epoch, validation_data=(DATA, TARGET),
-        callbacks=callbacks, verbose=0,
-    )  # fmt: skip
+        DATA,
+        TARGET,
+        batch_size=8,
+        epochs=epochs,
+        initial_epoch=initial_epoch,
+        validation_data=(DATA, TARGET),
+        callbacks=callbacks,
+        verbose=0,
+    )
 
 
 def main(table, options):

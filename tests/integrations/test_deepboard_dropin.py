@@ -16,7 +16,12 @@ DIFFERENT_BY_DESIGN = {"cli", "command"}
 def usage(library, folder):
     folder.mkdir()
     done = subprocess.run(
-        [sys.executable, str(USAGE), library], cwd=folder, capture_output=True, text=True, timeout=120, check=True
+        [sys.executable, str(USAGE), library],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
     )
     return json.loads(done.stdout)
 

@@ -7,8 +7,8 @@ from argparse import Namespace
 from pathlib import Path
 
 import pytest
-from integrations.lightning_job import TinyRegression, fit, loader
 
+from integrations.lightning_job import TinyRegression, fit, loader
 from tallyboard.integrations.lightning import TallyboardLogger
 from tallyboard.store import DuplicateRunError
 
@@ -170,7 +170,11 @@ def test_the_run_ends_with_the_process_finished_with_its_results(table, run_job,
 
 @pytest.mark.parametrize("strategy", ["ddp", "ddp_spawn"])
 def test_ddp_on_two_processes_is_one_run_written_by_rank_zero(table, run_job, tmp_path, strategy):
-    options = {"test": True, "trainer": {"strategy": strategy, "devices": 2}, "logger": {"save_dir": str(tmp_path)}}
+    options = {
+        "test": True,
+        "trainer": {"strategy": strategy, "devices": 2},
+        "logger": {"save_dir": str(tmp_path)},
+    }
     said = job_lines(run_job("lightning_job.py", table.db_path, tmp_path, json.dumps(options)))
     [run_id] = table.runs
     log_dir = os.path.join(tmp_path, "job", f"version_{run_id}")
@@ -188,7 +192,10 @@ def test_ddp_on_two_processes_is_one_run_written_by_rank_zero(table, run_job, tm
 
 @pytest.mark.parametrize("strategy", ["ddp", "ddp_spawn"])
 def test_a_crash_on_rank_one_marks_the_run_failed(table, run_job, tmp_path, strategy):
-    options = {"trainer": {"strategy": strategy, "devices": 2}, "model": {"fail_at_step": 2, "fail_on_rank": 1}}
+    options = {
+        "trainer": {"strategy": strategy, "devices": 2},
+        "model": {"fail_at_step": 2, "fail_on_rank": 1},
+    }
     done = run_job("lightning_job.py", table.db_path, tmp_path, json.dumps(options), check=False)
     assert done.returncode != 0
     [run_id] = table.runs
@@ -198,7 +205,12 @@ def test_a_crash_on_rank_one_marks_the_run_failed(table, run_job, tmp_path, stra
 def test_a_killed_and_requeued_slurm_job_continues_its_run(table, run_job, tmp_path):
     slurm = {"SLURM_JOB_ID": "4242", "SLURM_RESTART_COUNT": "0"}
     killed = run_job(
-        "lightning_job.py", table.db_path, tmp_path, json.dumps({"model": {"kill_at_step": 6}}), env=slurm, check=False
+        "lightning_job.py",
+        table.db_path,
+        tmp_path,
+        json.dumps({"model": {"kill_at_step": 6}}),
+        env=slurm,
+        check=False,
     )
     assert killed.returncode == -9
     [run_id] = table.runs
@@ -232,4 +244,3 @@ def test_tallyboard_run_id_names_the_run_to_continue(table, monkeypatch, tmp_pat
 def test_version_must_be_a_run_id(table):
     with pytest.raises(TypeError, match="version is the id of the run"):
         TallyboardLogger(table=table, version="version_3")
-

@@ -5,7 +5,13 @@ import os
 
 import pytest
 import torch
-from transformers import BertConfig, BertForSequenceClassification, Trainer, TrainerCallback, TrainingArguments
+from transformers import (
+    BertConfig,
+    BertForSequenceClassification,
+    Trainer,
+    TrainerCallback,
+    TrainingArguments,
+)
 
 from tallyboard.integrations import transformers as adapter
 from tallyboard.integrations.transformers import TallyboardCallback, split_tag, training_hparams
@@ -191,7 +197,9 @@ def test_resume_from_a_checkpoint_continues_the_run_with_one_clean_series(table,
 def test_report_to_tallyboard_after_register(table, monkeypatch, tmp_path):
     adapter.register()
     monkeypatch.setenv("TALLYBOARD_URL", table.db_path)
-    trainer = make_trainer([], tmp_path / "out", report_to="tallyboard", run_name="reported", save_strategy="no")
+    trainer = make_trainer(
+        [], tmp_path / "out", report_to="tallyboard", run_name="reported", save_strategy="no"
+    )
     [callback] = [c for c in trainer.callback_handler.callbacks if isinstance(c, TallyboardCallback)]
     trainer.train()
     callback.write_result()
