@@ -186,6 +186,7 @@ class FrameworkRun:
         another process (a crashed rank) marked failed stays failed."""
         if not self.writable:
             return
+        atexit.unregister(self._at_exit)
         writer = self.writer
         if not self.owner:
             writer.detach()
@@ -206,6 +207,7 @@ class FrameworkRun:
     def fail(self) -> None:
         """End the run as failed, durably, exactly as leaving its ``with`` block on an exception does."""
         self.in_phase = False
+        atexit.unregister(self._at_exit)
         if self.writable:
             self.writer.close(status="failed")
 
