@@ -51,6 +51,7 @@ def test_scalars_get_auto_steps_per_tag_and_keep_slashes_in_tags(run):
         np.array([2.5]),
         torch.tensor(4.0),
         decimal.Decimal("1.5"),
+        "1.5",  # a numeric string, as DeepBoard takes it
     ],
 )
 def test_numbers_of_every_kind_are_stored_as_floats(run, value):
@@ -60,7 +61,9 @@ def test_numbers_of_every_kind_are_stored_as_floats(run, value):
     assert stored.value == float(np.asarray(value).reshape(()).item() if hasattr(value, "shape") else value)
 
 
-@pytest.mark.parametrize("value", ["1.0", None, [1.0], np.array([1.0, 2.0]), torch.ones(2), 1 + 2j, object()])
+@pytest.mark.parametrize(
+    "value", ["fast", b"1.0", None, [1.0], np.array([1.0, 2.0]), torch.ones(2), 1 + 2j, object()]
+)
 def test_a_non_number_is_a_type_error_naming_the_tag_and_writes_nothing(run, value):
     run.add_scalar("good", 1.0)
     with pytest.raises(TypeError, match="'bad/tag'"):

@@ -14,6 +14,8 @@ import json
 import os
 import time
 import warnings
+from collections.abc import Mapping
+from datetime import datetime
 from enum import Enum
 from typing import IO, Any, NamedTuple
 
@@ -32,6 +34,14 @@ UNIQUE_CANDIDATES = (
 # DeepBoard's names for the same columns, accepted in `unique_columns`.
 DEEPBOARD_NAMES = {"config": "config_path", "commit_hash": "git_commit", "diff": "git_diff"}
 DISABLED_RUN_ID = -2
+
+
+def deepboard_keys(row: dict[str, Any]) -> dict[str, Any]:
+    """A run row's values under DeepBoard's column names; `start` as DeepBoard's SQLite file returns
+    it, the ISO text of a local datetime ('2025-01-31T12:00:00.123456')."""
+    keys = {deepboard: row[ours] for deepboard, ours in DEEPBOARD_NAMES.items()}
+    keys["start"] = datetime.fromtimestamp(row["start_time"]).isoformat()
+    return keys
 
 
 class NoCommitAction(Enum):
@@ -145,9 +155,10 @@ class ResultTable:
             fields["git_commit"], fields["git_diff"] = git.commit, git.diff
         return fields
 
-    def _unique_key(self, fields: dict[str, Any]) -> str | None:
-        """The run's values of the unique columns; None (no check) for a table without any."""
-        if not self.unique_columns:
+    def _unique_key(self, fields: dict[str, Any], unique: bool | Mapping[str, Any] = True) -> str | None:
+        """The run's values of the unique columns, then the values of a `unique` mapping; None (no
+        check) for a table without unique columns or when `unique` is False."""
+        if not self.unique_columns or unique is False:
             return None
 
         def canonical(name: str) -> Any:
@@ -155,10 +166,13 @@ class ResultTable:
                 return json.dumps(json.loads(fields["cli"]), sort_keys=True)
             return fields.get(name)
 
-        return json.dumps([canonical(name) for name in self.unique_columns])
+        key = [canonical(name) for name in self.unique_columns]
+        if isinstance(unique, Mapping) and unique:
+            key.append(json.dumps(dict(unique), sort_keys=True, default=str))
+        return json.dumps(key)
 
     def _start(self, debug, name, configfile, cli, comment, tag, flush_each, keep_each, auto_log_plt,
-               disable, system_metrics) -> LogWriter:  # fmt: skip
+               disable, system_metrics, unique=True) -> LogWriter:  # fmt: skip
         """What new_run and new_debug_run share; a debug run skips git and uniqueness."""
         if disable:
             return LogWriter(self._store, None, DEBUG_RUN_ID if debug else DISABLED_RUN_ID, disable=True)
@@ -167,7 +181,7 @@ class ResultTable:
                 raise ValueError(f"{what} must be 1 or more, got {count}")
         fields = self._run_fields(name, configfile, cli, comment, tag, with_git=not debug)
         if not debug:
-            fields["unique_key"] = self._unique_key(fields)
+            fields["unique_key"] = self._unique_key(fields, unique)
         run_id = self._store.create_run(fields, debug=debug)
         sink = sink_for(self.db_path, self.commit_interval)
         return self._writer(sink, run_id, keep_each, auto_log_plt, system_metrics)
@@ -193,12 +207,18 @@ class ResultTable:
         auto_log_plt: bool = True,
         disable: bool = False,
         system_metrics: bool = False,
+        unique: bool | Mapping[str, Any] = True,
     ) -> LogWriter:
         """Start a run and return its writer. Raises `DuplicateRunError` if a visible, non-failed run
         has the same unique columns. `flush_each` is accepted for DeepBoard compatibility: commits
-        happen every `commit_interval` seconds instead, which bounds what a crash can lose by time."""
+        happen every `commit_interval` seconds instead, which bounds what a crash can lose by time.
+
+        `unique=False` skips the check for this run, and later runs are not compared with it: each
+        launch of a training script is a run of its own, the way framework loggers count versions.
+        A mapping (e.g. the hyperparameters) is checked too: same columns and same mapping is a
+        duplicate."""
         return self._start(False, experiment_name, configfile, cli, comment, tag, flush_each, keep_each,
-                           auto_log_plt, disable, system_metrics)  # fmt: skip
+                           auto_log_plt, disable, system_metrics, unique)  # fmt: skip
 
     def new_debug_run(
         self,
@@ -308,8 +328,10 @@ class ResultTable:
         ]
 
     def get_experiment_raw(self, run_id: int) -> dict[str, Any]:
-        """The run's row, every column, as stored."""
-        return self._require(run_id)
+        """The run's row, every column, as stored, plus the keys DeepBoard's row has under other
+        names (`config`, `start`, `commit_hash`, `diff`), so code written for DeepBoard reads it."""
+        row = self._require(run_id)
+        return {**row, **deepboard_keys(row)}
 
     def get_image_by_id(self, image_id: int) -> Any:
         """An image or figure as a PIL image, or None for an unknown id."""
@@ -317,9 +339,10 @@ class ResultTable:
         return open_png(rows[0][-1]) if rows else None
 
     @staticmethod
-    def get_file_hash(configfile: str | os.PathLike[str] | IO[str]) -> str:
-        """The sha256 hex digest of a file (a path, or an open file, rewound afterwards)."""
-        return capture.file_hash(configfile)
+    def get_file_hash(configfile: str | os.PathLike[str] | IO[str], hash_algo: str = "sha256") -> str:
+        """The hex digest of a file (a path, or an open file, rewound afterwards); `hash_algo` is any
+        name `hashlib.new` knows ('sha256', 'md5', 'sha1'...)."""
+        return capture.file_hash(configfile, hash_algo)
 
     def quarantined(self, run_id: int | None = None) -> list[Quarantined]:
         """Records the database rejected although they passed the checks at the call (of one run, or

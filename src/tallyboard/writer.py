@@ -95,6 +95,12 @@ def _record_tag(kind: str, tag: str | None) -> str:
     return check_key(f"{kind} tag", tag)
 
 
+def split_label(tag: str) -> tuple[str, str]:
+    """DeepBoard's (split, label) of a tag: 'train/loss' -> ('train', 'loss'), 'loss' -> ('', 'loss')."""
+    split, sep, label = tag.partition("/")
+    return (split, label) if sep else ("", tag)
+
+
 def _record_reader(table: str, kind: str, doc: str) -> Callable[..., list[dict[str, Any]]]:
     """One of DeepBoard's four artefact getters; they differ only in what they read."""
 
@@ -425,7 +431,7 @@ class LogWriter:
     def _end(self, status: str | None) -> None:
         """Final status + end time, drain, become read-only; a second end is a no-op. In a forked
         child the run is the parent's to end: the child's copy only becomes read-only. Status None
-        drains and lets go without ending the run (a newer writer of the run takes over)."""
+        drains and lets go without ending the run (a newer writer of the run takes over; `detach`)."""
         if self._read_only:
             return
         if self.pid != os.getpid():
@@ -452,6 +458,42 @@ class LogWriter:
             raise ValueError(f"a run ends with a status of {END_STATUSES}, got {status!r}")
         self._end(status or self._chosen_end or "finished")
 
+    def detach(self) -> None:
+        """Stop writing from this process without ending the run: drain what was logged and become
+        read-only, leaving the run's status and end to the process that owns it (a spawned DDP
+        worker logs into the run its launching process started, and that process ends it)."""
+        self._end(None)
+
+    # ---- DeepBoard's attributes ------------------------------------------------------------------
+    @property
+    def enabled(self) -> bool:
+        """False once the run has ended here (results written, closed, failed) or was loaded
+        read-only; a disabled writer stays enabled, as in DeepBoard. Adapters ask before ending a
+        run, because an exit path (an uncaught exception, SIGTERM) may have ended it already."""
+        return self._disabled or not self._read_only
+
+    @property
+    def run_rep(self) -> int:
+        """The repetition being logged (0, then 1 after `new_repetition()`...)."""
+        return self._rep
+
+    @property
+    def global_step(self) -> dict[str, int]:
+        """{tag: the step its next `add_scalar` without `step` gets} for the tags logged in this
+        repetition (a copy; empty after `new_repetition()`, as in DeepBoard)."""
+        return {tag: series.calls for tag, series in self._series.items() if series.calls}
+
+    @property
+    def db_path(self) -> str:
+        """The table's location: a SQLite file path or a `postgresql://` URL."""
+        return self._store.url
+
+    @property
+    def formatted_scalars(self) -> list[tuple[str, str]]:
+        """(split, label) of every scalar tag of the run: 'train/loss' -> ('train', 'loss'), 'loss'
+        -> ('', 'loss')."""
+        return [split_label(tag) for tag in self.scalars]
+
     def __enter__(self) -> LogWriter:
         return self
 
@@ -461,7 +503,7 @@ class LogWriter:
     # ---- reading back ---------------------------------------------------------------------------
     def get_scalar(self, tag: str, repetition: int | None = None) -> list[Scalar]:
         """Every logged value of `tag`, ordered by (repetition, step)."""
-        split, _, label = tag.partition("/") if "/" in tag else ("", "", tag)
+        split, label = split_label(tag)
         run_id = self._run_id
         return [
             Scalar(
