@@ -98,7 +98,7 @@ def test_every_point_image_text_and_hparam_arrives(logdir: tuple[Path, dict], db
 
     root, expected = logdir
     url = db_url
-    result = run_cli("import", "tensorboard", root, "--into", url, "--quiet")
+    result = run_cli("import", "tensorboard", root, "--into", url, "--quiet", "--finished-after", "0")
     assert "imported 2 TensorBoard runs" in result.stdout
     runs = imported(url)
     assert set(runs) == {"baseline", "sweep/lr_0.01"}
@@ -140,10 +140,10 @@ def test_every_point_image_text_and_hparam_arrives(logdir: tuple[Path, dict], db
 def test_importing_twice_does_not_duplicate(logdir: tuple[Path, dict], db_url: str) -> None:
     root, _ = logdir
     url = db_url
-    run_cli("import", "tensorboard", root, "--into", url, "--quiet")
+    run_cli("import", "tensorboard", root, "--into", url, "--quiet", "--finished-after", "0")
     first = imported(url)
-    again = run_cli("import", "tensorboard", root, "--into", url, "--quiet")
-    assert "imported 0 TensorBoard runs (2 already present)" in again.stdout
+    again = run_cli("import", "tensorboard", root, "--into", url, "--quiet", "--finished-after", "0")
+    assert "imported 0 TensorBoard runs (0 new, 0 updated, 2 unchanged" in again.stdout
     assert imported(url) == first
 
 
@@ -160,7 +160,7 @@ def test_a_log_directory_that_is_itself_a_run_is_named_after_it(
 ) -> None:
     root, expected = logdir
     url = str(tmp_path / "one.db")
-    run_cli("import", "tensorboard", root / "sweep" / "lr_0.01", "--into", url, "--quiet")
+    run_cli("import", "tensorboard", root / "sweep" / "lr_0.01", "--into", url, "--quiet", "--finished-after", "0")
     runs = imported(url)
     assert list(runs) == ["lr_0.01"]
     points = [(step, value) for _, step, _, _, value in runs["lr_0.01"]["scalars"]["loss"]]

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from tallyboard.store.imported import IMPORT_RUN_TABLES, ImportedLogs
 from tallyboard.store.schema import BLOCK_BITS, BLOCK_STEPS, RUN_COLUMNS
 
 T = TypeVar("T")
@@ -92,7 +93,11 @@ class Column:
 EDITABLE_RUN_FIELDS = frozenset({"note", "tag", "color", "status", "hidden", "end_time"})
 RUN_FIELDS = (*(name for name, _, _ in RUN_COLUMNS), "config_content", "unique_key", "updated_at")
 # Tables that hold a run's rows, children first: what deleting a run clears.
-RUN_TABLES = ("scalars", "scalar_blocks", "media", "texts", "hparams", "results", "repetitions", "runs")
+RUN_TABLES = (
+    *("scalars", "scalar_blocks", "media", "texts", "hparams", "results", "repetitions"),
+    *IMPORT_RUN_TABLES,
+    "runs",
+)
 _SCALAR_COLUMNS = {name: name for name in ("rep", "step", "epoch", "walltime_ms", "value")}
 _SCALAR_COLUMNS["value_or_nan"] = "COALESCE(value, 'nan')"
 _SCALAR_COLUMNS["epoch_or_minus_one"] = "COALESCE(epoch, -1)"
@@ -130,7 +135,7 @@ def walltime_ms(seconds: float) -> int:
     return int(ms + 0.5) if ms >= 0 else -int(0.5 - ms)
 
 
-class Store(ABC):
+class Store(ImportedLogs, ABC):
     """A result table in one database. Subclasses provide the connection and the primitives."""
 
     url: str
@@ -309,12 +314,7 @@ class Store(ABC):
         new_tags.clear()
 
         def tag_id(name: str) -> int:
-            known = self._tag_ids.get(name) or new_tags.get(name)
-            if known is None:
-                self._execute("INSERT INTO tags (name) VALUES (?) ON CONFLICT (name) DO NOTHING", (name,))
-                known = self._execute("SELECT tag_id FROM tags WHERE name = ?", (name,))[0][0]
-                new_tags[name] = known
-            return known
+            return self._tag_id(name, new_tags)
 
         for run_id, tag, rows in batch.scalars:
             # Ids are trusted ints, inlined so one prepared statement serves the whole series.
@@ -364,6 +364,16 @@ class Store(ABC):
             )
         for run_id, values in batch.run_updates:
             self._update_run(run_id, values)
+
+    def _tag_id(self, name: str, new_tags: dict[str, int]) -> int:
+        """The id of tag `name`, interned inside the current transaction when new (and then
+        remembered in `new_tags`, which the caller keeps only once the transaction committed)."""
+        known = self._tag_ids.get(name) or new_tags.get(name)
+        if known is None:
+            self._execute("INSERT INTO tags (name) VALUES (?) ON CONFLICT (name) DO NOTHING", (name,))
+            known = self._execute("SELECT tag_id FROM tags WHERE name = ?", (name,))[0][0]
+            new_tags[name] = known
+        return known
 
     def _rebuild_blocks(self, series: list[tuple[int, int, list[ScalarRow]]]) -> None:
         """Recompute, from `scalars`, the `scalar_blocks` rows of the blocks that the rows of

@@ -34,10 +34,18 @@ Conventions every reader relies on:
 - `media.kind` is 'image' or 'figure'; `texts.kind` is 'text' or 'fragment' (HTML);
 - `columns` lists every column the result table can show: `kind` is 'run' (a column of `runs`),
   'hparam' or 'result'; `position` NULL means hidden from the default view;
-- `meta` holds 'schema_version' (integer as text) and 'unique_columns' (JSON array of names).
+- `meta` holds 'schema_version' (integer as text) and 'unique_columns' (JSON array of names);
+- (v3, imports of foreign logs) `scalar_events` holds, for a series whose steps did not strictly
+  increase in the source (a step logged again, or a step counter that went back), EVERY point of
+  the series in source order: `seq` is the point's index in the series (0 = first). `scalars` still
+  holds one row per step (the last one); series that never repeat a step have no rows here;
+- `raw_summaries` keeps summaries the table has no kind for yet (histograms) as their source
+  bytes: `format` names the protobuf message ('HistogramProto' or 'TensorProto');
+- `import_files` remembers how far each imported file was read (`read_to`: bytes; the next record
+  starts there) and into which run, so importing the same logs again adds only what is new.
 """
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 BLOCK_BITS = 8
 BLOCK_STEPS = 1 << BLOCK_BITS  # steps per row of scalar_blocks (why 256: docs/dashboard.md)
 
@@ -176,7 +184,41 @@ CREATE TABLE scalar_blocks (
     PRIMARY KEY (run_id, tag_id, rep, block)
 ) {without_rowid}"""
 
+# v3: what imports of foreign logs keep beyond one point per step (see the conventions above).
+IMPORT_TABLES = """
+CREATE TABLE scalar_events (
+    run_id      BIGINT NOT NULL,
+    tag_id      INTEGER NOT NULL,
+    rep         INTEGER NOT NULL,
+    seq         BIGINT NOT NULL,
+    step        BIGINT NOT NULL,
+    epoch       BIGINT,
+    walltime_ms BIGINT NOT NULL,
+    value       DOUBLE PRECISION,
+    PRIMARY KEY (run_id, tag_id, rep, seq)
+) {without_rowid};
+CREATE TABLE raw_summaries (
+    raw_id      {pk},
+    run_id      BIGINT NOT NULL,
+    tag_id      INTEGER NOT NULL,
+    rep         INTEGER NOT NULL,
+    step        BIGINT NOT NULL,
+    walltime_ms BIGINT NOT NULL,
+    kind        TEXT NOT NULL,
+    format      TEXT NOT NULL,
+    data        {blob} NOT NULL
+);
+CREATE INDEX raw_summaries_by_run ON raw_summaries (run_id, tag_id, rep, step);
+CREATE TABLE import_files (
+    source  TEXT NOT NULL,
+    name    TEXT NOT NULL,
+    run_id  BIGINT NOT NULL,
+    read_to BIGINT NOT NULL,
+    PRIMARY KEY (source, name)
+)"""
+
 # MIGRATIONS[n] upgrades a store at version n to n + 1. Version 1 is the first released schema.
 MIGRATIONS: dict[int, str] = {
     1: SCALAR_BLOCKS + ";" + BACKFILL_BLOCKS,  # v2: block summaries, backfilled
+    2: IMPORT_TABLES,  # v3: every point of repeated steps, raw histograms, import progress
 }
