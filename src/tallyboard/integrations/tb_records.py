@@ -59,9 +59,15 @@ def mask(crc: int) -> int:
 
 def masked_crc32c_rows(rows: np.ndarray) -> np.ndarray:
     """Masked CRC32C of every row of a 2-d uint8 array (all rows the same length), vectorised."""
-    crc = np.full(rows.shape[0], 0xFFFFFFFF, dtype=np.uint32)
-    for column in rows.T:
-        crc = TABLE[(crc ^ column) & 0xFF] ^ (crc >> 8)
+    return masked_crc32c_at(rows.reshape(-1), np.arange(rows.shape[0]) * rows.shape[1], rows.shape[1])
+
+
+def masked_crc32c_at(array: np.ndarray, starts: np.ndarray, length: int) -> np.ndarray:
+    """Masked CRC32C of the `length` bytes of `array` (uint8) at each of `starts`, vectorised over
+    the starts: one table lookup per byte position, memory O(len(starts))."""
+    crc = np.full(len(starts), 0xFFFFFFFF, dtype=np.uint32)
+    for offset in range(length):
+        crc = TABLE[(crc ^ array[starts + offset]) & 0xFF] ^ (crc >> 8)
     crc ^= np.uint32(0xFFFFFFFF)
     rotated = ((crc >> 15) | (crc << 17)).astype(np.uint64)
     return ((rotated + 0xA282EAD8) & 0xFFFFFFFF).astype(np.uint32)
@@ -111,24 +117,28 @@ def _first_bad(buffer: bytes, frames: list[tuple[int, int, int]]) -> int | None:
         return None
     array = np.frombuffer(buffer, dtype=np.uint8)
     starts = np.fromiter((frame[0] for frame in frames), dtype=np.int64, count=len(frames))
-    bad = np.zeros(len(frames), dtype=bool)
-    header_bytes = array[starts[:, None] + np.arange(12)]
-    stored = header_bytes[:, 8:12].copy().view("<u4").reshape(-1)
-    bad |= masked_crc32c_rows(header_bytes[:, :8]) != stored
+    bad = masked_crc32c_at(array, starts, 8) != _uint32_at(array, starts + 8)
     lengths = np.fromiter((frame[2] for frame in frames), dtype=np.int64, count=len(frames))
-    for length in np.unique(lengths):
+    for length in np.unique(lengths).tolist():
         members = np.flatnonzero(lengths == length)
         data_starts = starts[members] + 12
-        footers = array[(data_starts + length)[:, None] + np.arange(4)].copy().view("<u4").reshape(-1)
-        if len(members) < VECTOR_MIN or length == 0:
+        if len(members) < VECTOR_MIN:
             computed = np.array(
                 [mask(crc32c(buffer[s : s + length])) for s in data_starts.tolist()], dtype=np.uint32
             )
         else:
-            computed = masked_crc32c_rows(array[data_starts[:, None] + np.arange(length)])
-        bad[members] |= computed != footers
+            computed = masked_crc32c_at(array, data_starts, length)
+        bad[members] |= computed != _uint32_at(array, data_starts + length)
     failing = np.flatnonzero(bad)
     return int(failing[0]) if len(failing) else None
+
+
+def _uint32_at(array: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """The little-endian uint32 at each of `starts`."""
+    value = array[starts].astype(np.uint32)
+    for byte in (1, 2, 3):
+        value |= array[starts + byte].astype(np.uint32) << np.uint32(8 * byte)
+    return value
 
 
 def read_records(file: BinaryIO, path: str, offset: int, result: FileRead) -> Iterator[tuple[bytes, int]]:

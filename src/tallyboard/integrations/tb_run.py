@@ -31,6 +31,7 @@ from tallyboard.integrations.tb_summaries import (
     IMAGE,
     SCALAR,
     TEXT,
+    Item,
     SummaryDecoder,
 )
 from tallyboard.store.base import Batch, Store
@@ -66,6 +67,18 @@ class Target:
     session: bool = False  # an `add_hparams` child folded into its parent: scalars become results
 
 
+class Series:
+    """One scalar series of the run being imported: where it stands, and its rows not yet committed."""
+
+    __slots__ = ("last_step", "next_seq", "rows", "events")
+
+    def __init__(self, last_step: int | None, next_seq: int | None) -> None:
+        self.last_step = last_step  # in source order; None: no point yet
+        self.next_seq = next_seq  # None until a step repeats: then every point also goes to `events`
+        self.rows: list[tuple] = []
+        self.events: list[tuple] = []
+
+
 class RunImport:
     """Reads the event files of one directory from their last read positions into `target`."""
 
@@ -81,15 +94,13 @@ class RunImport:
         self.source = str(directory.resolve())
         self.new_run = new_run
         self.decoder = SummaryDecoder()
-        self.tails: dict[str, list[Any]] = {}  # tag -> [last step, next seq or None]
+        self.series: dict[str, Series] = {}
         self.batch, self.records = Batch(), ImportRecords()
-        self.scalars: dict[str, list[tuple]] = {}
-        self.events: dict[str, list[tuple]] = {}
-        self.rows = self.bytes = 0
+        self.pending = self.bytes = 0  # scalar rows / other records and their bytes, not committed yet
         self.hparams: dict[str, Any] = {}
         self.results: dict[str, float | None] = {}
-        self.positions: dict[str, int] = {}
-        self.incomplete: dict[str, int | None] = {}  # file -> offset of an unfinished last record  # file name -> bytes read, not committed yet
+        self.positions: dict[str, int] = {}  # file name -> bytes read, not committed yet
+        self.incomplete: dict[str, int | None] = {}  # file -> offset of an unfinished last record
         self.last_wall: float | None = None
         self.added = 0  # records imported by this call
 
@@ -100,7 +111,7 @@ class RunImport:
 
         parse = event_pb2.Event.FromString
         for path in event_files(self.directory):
-            read_to = progress.get(path.name, (0, 0))[1]
+            name, read_to = path.name, progress.get(path.name, (0, 0))[1]
             if path.stat().st_size <= read_to:
                 continue
             result = FileRead(str(path), read_to)
@@ -109,8 +120,11 @@ class RunImport:
                     event = parse(data)
                     if self.target.run_id is None and not self._create(event.wall_time):
                         return False
-                    self.positions[path.name] = end
-                    self._event(event)
+                    self.positions[name] = end
+                    if event.HasField("summary"):
+                        self._summary(event)
+                    else:
+                        self._other(event)
             if result.damage is not None:
                 self.tally.damage.append(result.damage)
             self.incomplete[str(path)] = result.offset if result.incomplete else None
@@ -123,61 +137,66 @@ class RunImport:
         self.target.run_id, self.target.start = run_id, wall_time
         return True
 
-    def _event(self, event: Any) -> None:
+    def _other(self, event: Any) -> None:
         what = event.WhichOneof("what")
-        if what != "summary":
-            if what in EVENT_KINDS:
-                self.tally.skipped[EVENT_KINDS[what]] += 1
-            return
+        if what in EVENT_KINDS:
+            self.tally.skipped[EVENT_KINDS[what]] += 1
+
+    def _summary(self, event: Any) -> None:
         step, wall = event.step, event.wall_time - self.target.start
         self.last_wall = event.wall_time
-        for kind, tag, payload in self.decoder.items(event.summary):
-            if kind == SCALAR:
-                self._scalar(tag, step, wall, payload)
-            elif kind == IMAGE:
-                self._images(tag, step, wall, payload)
-            elif kind == TEXT:
-                self.batch.texts.append((self.target.run_id, tag, 0, step, None, wall, "text", payload))
-                self._added(TEXT, len(payload))
-            elif kind == HPARAMS:
-                if payload:
-                    self.hparams.update(payload)
-                    self.tally.imported[HPARAMS] += len(payload)
-            elif kind == HISTOGRAM:
-                self.records.raw.append((self.target.run_id, tag, 0, step, wall, "histogram", *payload))
-                self._added(HISTOGRAM, len(payload[1]))
+        session = self.target.session
+        for value in event.summary.value:
+            if value.WhichOneof("value") == "simple_value" and not session:  # the common case, inlined
+                number = value.simple_value
+                self._scalar(value.tag, step, wall, None if number != number else number)
             else:
-                self.tally.skipped[kind] += 1
-        if self.rows >= ROWS_PER_BATCH or self.bytes >= BYTES_PER_BATCH:
+                self._item(self.decoder.item(value), step, wall)
+        if self.pending >= ROWS_PER_BATCH or self.bytes >= BYTES_PER_BATCH:
             self.flush()
+
+    def _item(self, item: Item, step: int, wall: float) -> None:
+        kind, tag, payload = item
+        if kind == SCALAR:
+            if self.target.session:
+                self.results[tag] = payload
+            else:
+                self._scalar(tag, step, wall, payload)
+        elif kind == IMAGE:
+            self._images(tag, step, wall, payload)
+        elif kind == TEXT:
+            self.batch.texts.append((self.target.run_id, tag, 0, step, None, wall, "text", payload))
+            self._added(TEXT, len(payload))
+        elif kind == HPARAMS:
+            if payload:  # {} for the experiment and session-end parts
+                self.hparams.update(payload)
+                self.tally.imported[HPARAMS] += len(payload)
+        elif kind == HISTOGRAM:
+            self.records.raw.append((self.target.run_id, tag, 0, step, wall, "histogram", *payload))
+            self._added(HISTOGRAM, len(payload[1]))
+        else:
+            self.tally.skipped[kind] += 1
 
     def _added(self, kind: str, size: int) -> None:
         self.tally.imported[kind] += 1
-        self.rows += 1
+        self.pending += 1
         self.bytes += size
         self.added += 1
 
     def _scalar(self, tag: str, step: int, wall: float, value: float | None) -> None:
-        if self.target.session:
-            self.results[tag] = value
-            return
-        tail = self.tails.get(tag)
-        if tail is None:
-            tail = self.tails[tag] = list(self.store.series_tail(self.target.run_id, tag, 0))
-        if tail[1] is None and tail[0] is not None and step <= tail[0]:
+        series = self.series.get(tag)
+        if series is None:
+            series = self.series[tag] = Series(*self.store.series_tail(self.target.run_id, tag, 0))
+        last = series.last_step
+        if series.next_seq is None and last is not None and step <= last:
             self.flush()  # the series' points so far are in `scalars`: they become its first events
-            tail[1] = self.store.start_scalar_events(self.target.run_id, tag, 0)
-        if tail[1] is not None:
-            self.events.setdefault(tag, []).append((0, tail[1], step, None, wall, value))
-            tail[1] += 1
-        tail[0] = step
-        rows = self.scalars.get(tag)
-        if rows is None:
-            rows = self.scalars[tag] = []
-        rows.append((0, step, None, wall, value))
-        self.tally.imported[SCALAR] += 1
-        self.rows += 1
-        self.added += 1
+            series.next_seq = self.store.start_scalar_events(self.target.run_id, tag, 0)
+        if series.next_seq is not None:
+            series.events.append((0, series.next_seq, step, None, wall, value))
+            series.next_seq += 1
+        series.last_step = step
+        series.rows.append((0, step, None, wall, value))
+        self.pending += 1
 
     def _images(self, tag: str, step: int, wall: float, pngs: list[bytes]) -> None:
         from tallyboard.media import to_png
@@ -203,8 +222,8 @@ class RunImport:
         if run_id is None:
             return
         batch, records = self.batch, self.records
-        batch.scalars = [(run_id, tag, rows) for tag, rows in self.scalars.items()]
-        records.scalar_events = [(run_id, tag, rows) for tag, rows in self.events.items()]
+        batch.scalars = [(run_id, tag, series.rows) for tag, series in self.series.items() if series.rows]
+        records.scalar_events = [(run_id, tag, s.events) for tag, s in self.series.items() if s.events]
         batch.hparams = [(run_id, name, _json(value)) for name, value in self.hparams.items()]
         batch.results = [(run_id, name, _json(value)) for name, value in self.results.items()]
         records.files = [(self.source, name, run_id, read_to) for name, read_to in self.positions.items()]
@@ -212,9 +231,15 @@ class RunImport:
             batch.run_updates = [(run_id, run_update)]
         if len(batch) or records.raw or records.files or records.scalar_events:
             self.store.write_import(batch, records)
+        scalars = sum(len(rows) for _, _, rows in batch.scalars)
+        if scalars:
+            self.tally.imported[SCALAR] += scalars
+            self.added += scalars
+        for series in self.series.values():
+            series.rows, series.events = [], []
         self.batch, self.records = Batch(), ImportRecords()
-        self.scalars, self.events, self.hparams, self.positions = {}, {}, {}, {}
-        self.rows = self.bytes = 0
+        self.hparams, self.positions = {}, {}
+        self.pending = self.bytes = 0
 
 
 def _json(value: Any) -> str:
