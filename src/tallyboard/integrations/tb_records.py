@@ -21,7 +21,7 @@ from typing import BinaryIO
 
 import numpy as np
 
-CHUNK_BYTES = 4 << 20
+CHUNK_BYTES = 1 << 20
 HEADER = struct.Struct("<QI")
 FOOTER = 4
 # Fewer records than this of one length are checked one by one: numpy's per-call cost would dominate.
@@ -93,32 +93,48 @@ class FileRead:
     incomplete: bool = False  # bytes of an unfinished record follow `offset`
 
 
-def _frames(buffer: bytes) -> tuple[list[tuple[int, int, int]], int, str | None]:
-    """(record start, data start, data length) of each whole record in `buffer`; the offset where
-    the whole records end; a reason when a length field is implausible (damage), else None."""
-    frames = []
+@dataclass
+class Chunk:
+    """The whole, intact records of one read: `buffer` holds them, `array` is the same bytes as
+    uint8; record i's data is `buffer[starts[i] : starts[i] + lengths[i]]` and the file offset
+    just after it is `ends[i]`."""
+
+    buffer: bytes
+    array: np.ndarray
+    starts: np.ndarray
+    lengths: np.ndarray
+    ends: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    def data(self, index: int) -> bytes:
+        start = int(self.starts[index])
+        return self.buffer[start : start + int(self.lengths[index])]
+
+
+def _frames(buffer: bytes) -> tuple[list[int], list[int], int, str | None]:
+    """Record starts and data lengths of the whole records in `buffer`; the offset where the whole
+    records end; a reason when a length field is implausible (damage), else None."""
+    starts, lengths = [], []
     position, end = 0, len(buffer)
     unpack = HEADER.unpack_from
     while position + 12 <= end:
         length, _ = unpack(buffer, position)
         if length > MAX_RECORD_BYTES:
-            return frames, position, f"implausible record length {length}"
+            return starts, lengths, position, f"implausible record length {length}"
         stop = position + 12 + length + FOOTER
         if stop > end:
             break
-        frames.append((position, position + 12, length))
+        starts.append(position)
+        lengths.append(length)
         position = stop
-    return frames, position, None
+    return starts, lengths, position, None
 
 
-def _first_bad(buffer: bytes, frames: list[tuple[int, int, int]]) -> int | None:
-    """Index of the first frame whose header or data CRC does not match, or None."""
-    if not frames:
-        return None
-    array = np.frombuffer(buffer, dtype=np.uint8)
-    starts = np.fromiter((frame[0] for frame in frames), dtype=np.int64, count=len(frames))
+def _first_bad(buffer: bytes, array: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> int | None:
+    """Index of the first record whose header or data CRC does not match, or None."""
     bad = masked_crc32c_at(array, starts, 8) != _uint32_at(array, starts + 8)
-    lengths = np.fromiter((frame[2] for frame in frames), dtype=np.int64, count=len(frames))
     for length in np.unique(lengths).tolist():
         members = np.flatnonzero(lengths == length)
         data_starts = starts[members] + 12
@@ -141,32 +157,50 @@ def _uint32_at(array: np.ndarray, starts: np.ndarray) -> np.ndarray:
     return value
 
 
-def read_records(file: BinaryIO, path: str, offset: int, result: FileRead) -> Iterator[tuple[bytes, int]]:
-    """(data, offset just after the record) of every whole, intact record of `file` from byte
-    `offset` on, in order.
+def read_chunks(file: BinaryIO, path: str, offset: int, result: FileRead) -> Iterator[Chunk]:
+    """The whole, intact records of `file` from byte `offset` on, a chunk at a time, in order.
 
-    `result` is filled once reading ends: `offset` where the next read should start, `damage` when
-    a damaged record ended the read, `incomplete` when the file ends inside a record."""
+    `result` is filled as reading goes: `offset` where the next read should start (just after the
+    last record handed out), `damage` when a damaged record ended the read, `incomplete` when the
+    file ends inside a record."""
     result.offset = offset
     file.seek(offset)
     pending = b""
     while True:
-        chunk = file.read(CHUNK_BYTES)
-        buffer = pending + chunk if pending else chunk
+        read = file.read(_wanted(pending))
+        buffer = pending + read if pending else read
         base = result.offset
-        frames, end, reason = _frames(buffer)
-        bad = _first_bad(buffer, frames)
+        starts_list, lengths_list, end, reason = _frames(buffer)
+        array = np.frombuffer(buffer, dtype=np.uint8)
+        starts = np.array(starts_list, dtype=np.int64)
+        lengths = np.array(lengths_list, dtype=np.int64)
+        bad = _first_bad(buffer, array, starts, lengths) if len(starts) else None
         if bad is not None:
-            frames, reason = frames[:bad], "CRC mismatch"
-        for _, data_start, length in frames:
-            stop = data_start + length
-            yield buffer[data_start:stop], base + stop + FOOTER
-        if frames:
-            result.offset = base + frames[-1][1] + frames[-1][2] + FOOTER
-        if bad is not None or reason is not None:
-            result.damage = Damage(path, result.offset, reason or "")
+            starts, lengths, reason = starts[:bad], lengths[:bad], "CRC mismatch"
+        if len(starts):
+            ends = base + starts + 12 + lengths + FOOTER
+            yield Chunk(buffer, array, starts + 12, lengths, ends)
+            result.offset = int(ends[-1])
+        if reason is not None:
+            result.damage = Damage(path, result.offset, reason)
             return
         pending = buffer[end:]
-        if not chunk:
+        if not read:
             result.incomplete = bool(pending)
             return
+
+
+def _wanted(pending: bytes) -> int:
+    """Bytes to read next: a chunk, or all that a record larger than a chunk still lacks (so a
+    large record is read in one go, not re-scanned a chunk at a time)."""
+    if len(pending) < 12:
+        return CHUNK_BYTES
+    length = HEADER.unpack_from(pending)[0]
+    return max(CHUNK_BYTES, min(length, MAX_RECORD_BYTES) + 16 - len(pending))
+
+
+def read_records(file: BinaryIO, path: str, offset: int, result: FileRead) -> Iterator[tuple[bytes, int]]:
+    """(data, file offset just after it) of every whole, intact record, one at a time (`read_chunks`)."""
+    for chunk in read_chunks(file, path, offset, result):
+        for index, end in enumerate(chunk.ends.tolist()):
+            yield chunk.data(index), end

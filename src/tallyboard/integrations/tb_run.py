@@ -18,12 +18,16 @@ from __future__ import annotations
 
 import os
 from collections import Counter
+from itertools import repeat
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tallyboard.integrations.tb_records import Damage, FileRead, read_records
+import numpy as np
+
+from tallyboard.integrations.tb_records import Chunk, Damage, FileRead, read_chunks
+from tallyboard.integrations.tb_scalar_events import ScalarEvents, decode
 from tallyboard.integrations.tb_summaries import (
     EVENT_KINDS,
     HISTOGRAM,
@@ -107,28 +111,85 @@ class RunImport:
     def read(self, progress: dict[str, tuple[int, int]]) -> bool:
         """Import what is new in every file; False when the run was skipped (already present from an
         import that kept no read positions)."""
-        from tensorboard.compat.proto import event_pb2
-
-        parse = event_pb2.Event.FromString
         for path in event_files(self.directory):
-            name, read_to = path.name, progress.get(path.name, (0, 0))[1]
+            read_to = progress.get(path.name, (0, 0))[1]
             if path.stat().st_size <= read_to:
                 continue
             result = FileRead(str(path), read_to)
             with path.open("rb") as file:
-                for data, end in read_records(file, str(path), read_to, result):
-                    event = parse(data)
-                    if self.target.run_id is None and not self._create(event.wall_time):
+                for chunk in read_chunks(file, str(path), read_to, result):
+                    if not self._chunk(path.name, chunk):
                         return False
-                    self.positions[name] = end
-                    if event.HasField("summary"):
-                        self._summary(event)
-                    else:
-                        self._other(event)
             if result.damage is not None:
                 self.tally.damage.append(result.damage)
             self.incomplete[str(path)] = result.offset if result.incomplete else None
         return True
+
+    def _chunk(self, name: str, chunk: Chunk) -> bool:
+        """Import a chunk's records in file order: runs of common scalar events decoded together
+        (`tb_scalar_events`), any other record parsed with protobuf in its place."""
+        from tensorboard.compat.proto import event_pb2
+
+        if self.target.run_id is None and not self._create(event_pb2.Event.FromString(chunk.data(0)).wall_time):
+            return False
+        fast = decode(chunk)
+        slow = np.flatnonzero(~fast.decoded).tolist()
+        ends = chunk.ends.tolist()
+        begin = 0
+        for index in [*slow, len(chunk)]:
+            if begin < index:
+                self._scalar_run(fast, begin, index, name, ends)
+            if index < len(chunk):
+                self.positions[name] = ends[index]
+                event = event_pb2.Event.FromString(chunk.data(index))
+                if event.HasField("summary"):
+                    self._summary(event)
+                else:
+                    self._other(event)
+            begin = index + 1
+        return True
+
+    def _scalar_run(self, fast: ScalarEvents, begin: int, end: int, name: str, ends: list[int]) -> None:
+        """Records begin..end-1 of a chunk, all common scalar events. When every series among them
+        simply continues (steps increasing past where it stood), their rows are appended a series at
+        a time; otherwise they go one by one, in file order, through `_scalar`."""
+        walls = fast.walls[begin:end] - self.target.start
+        tag_index, steps, values = fast.tag_index[begin:end], fast.steps[begin:end], fast.values[begin:end]
+        by_tag = [(fast.tags[code], np.flatnonzero(tag_index == code)) for code in np.unique(tag_index).tolist()]
+        if not self.target.session and all(self._continues(tag, steps[members]) for tag, members in by_tag):
+            for tag, members in by_tag:
+                series = self.series[tag]
+                numbers = values[members].tolist()
+                if np.isnan(values[members]).any():
+                    numbers = [None if number != number else number for number in numbers]
+                series.rows.extend(
+                    zip(repeat(0), steps[members].tolist(), repeat(None), walls[members].tolist(), numbers)
+                )
+                series.last_step = int(steps[members[-1]])
+            self.pending += end - begin
+            self.positions[name] = ends[end - 1]
+        else:
+            tags, step_list, wall_list = fast.tags, steps.tolist(), walls.tolist()
+            for offset, (code, value) in enumerate(zip(tag_index.tolist(), values.tolist(), strict=True)):
+                self.positions[name] = ends[begin + offset]
+                if self.target.session:
+                    self.results[tags[code]] = None if value != value else value
+                else:
+                    self._scalar(tags[code], step_list[offset], wall_list[offset], None if value != value else value)
+                if self.pending >= ROWS_PER_BATCH:
+                    self.flush()
+        self.last_wall = float(fast.walls[end - 1])
+        if self.pending >= ROWS_PER_BATCH or self.bytes >= BYTES_PER_BATCH:
+            self.flush()
+
+    def _continues(self, tag: str, steps: np.ndarray) -> bool:
+        """Whether `steps` (in file order) simply continue the series: no repeat, no step back."""
+        series = self.series.get(tag)
+        if series is None:
+            series = self.series[tag] = Series(*self.store.series_tail(self.target.run_id, tag, 0))
+        if series.next_seq is not None or (series.last_step is not None and steps[0] <= series.last_step):
+            return False
+        return len(steps) < 2 or bool((steps[1:] > steps[:-1]).all())
 
     def _create(self, wall_time: float) -> bool:
         run_id = self.new_run(self.target.name, wall_time)
