@@ -39,7 +39,7 @@ from tallyboard.integrations.tb_summaries import (
     SummaryDecoder,
 )
 from tallyboard.store.base import Batch, Store
-from tallyboard.store.imported import ImportRecords
+from tallyboard.store.imported import FileProgress, ImportRecords
 
 ROWS_PER_BATCH = 50_000
 BYTES_PER_BATCH = 16 << 20  # images: a batch's PNGs stay below this
@@ -105,14 +105,20 @@ class RunImport:
         self.results: dict[str, float | None] = {}
         self.positions: dict[str, int] = {}  # file name -> bytes read, not committed yet
         self.incomplete: dict[str, int | None] = {}  # file -> offset of an unfinished last record
-        self.last_wall: float | None = None
+        self.walls: dict[str, float] = {}  # file name -> wall time of its last event read
         self.added = 0  # records imported by this call
 
-    def read(self, progress: dict[str, tuple[int, int]]) -> bool:
+    @property
+    def last_wall(self) -> float | None:
+        """When the run's last event was written (seconds since the epoch), None before any."""
+        return max(self.walls.values(), default=None)
+
+    def read(self, progress: dict[str, FileProgress]) -> bool:
         """Import what is new in every file; False when the run was skipped (already present from an
         import that kept no read positions)."""
+        self.walls = {name: file.last_wall for name, file in progress.items() if file.last_wall is not None}
         for path in event_files(self.directory):
-            read_to = progress.get(path.name, (0, 0))[1]
+            read_to = progress[path.name].read_to if path.name in progress else 0
             if path.stat().st_size <= read_to:
                 continue
             result = FileRead(str(path), read_to)
@@ -142,6 +148,7 @@ class RunImport:
             if index < len(chunk):
                 self.positions[name] = ends[index]
                 event = event_pb2.Event.FromString(chunk.data(index))
+                self.walls[name] = event.wall_time
                 if event.HasField("summary"):
                     self._summary(event)
                 else:
@@ -168,17 +175,18 @@ class RunImport:
                 series.last_step = int(steps[members[-1]])
             self.pending += end - begin
             self.positions[name] = ends[end - 1]
+            self.walls[name] = float(fast.walls[end - 1])
         else:
             tags, step_list, wall_list = fast.tags, steps.tolist(), walls.tolist()
             for offset, (code, value) in enumerate(zip(tag_index.tolist(), values.tolist(), strict=True)):
                 self.positions[name] = ends[begin + offset]
+                self.walls[name] = float(fast.walls[begin + offset])
                 if self.target.session:
                     self.results[tags[code]] = None if value != value else value
                 else:
                     self._scalar(tags[code], step_list[offset], wall_list[offset], None if value != value else value)
                 if self.pending >= ROWS_PER_BATCH:
                     self.flush()
-        self.last_wall = float(fast.walls[end - 1])
         if self.pending >= ROWS_PER_BATCH or self.bytes >= BYTES_PER_BATCH:
             self.flush()
 
@@ -205,7 +213,6 @@ class RunImport:
 
     def _summary(self, event: Any) -> None:
         step, wall = event.step, event.wall_time - self.target.start
-        self.last_wall = event.wall_time
         session = self.target.session
         for value in event.summary.value:
             if value.WhichOneof("value") == "simple_value" and not session:  # the common case, inlined
@@ -287,7 +294,9 @@ class RunImport:
         records.scalar_events = [(run_id, tag, s.events) for tag, s in self.series.items() if s.events]
         batch.hparams = [(run_id, name, _json(value)) for name, value in self.hparams.items()]
         batch.results = [(run_id, name, _json(value)) for name, value in self.results.items()]
-        records.files = [(self.source, name, run_id, read_to) for name, read_to in self.positions.items()]
+        records.files = [
+            (self.source, name, run_id, read_to, self.walls.get(name)) for name, read_to in self.positions.items()
+        ]
         if run_update:
             batch.run_updates = [(run_id, run_update)]
         if len(batch) or records.raw or records.files or records.scalar_events:

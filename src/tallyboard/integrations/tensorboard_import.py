@@ -28,6 +28,7 @@ from tallyboard.exchange.bundle import run_identity
 from tallyboard.integrations.tb_records import Damage, FileRead, read_records
 from tallyboard.integrations.tb_run import RunImport, Tally, Target, event_files, newest_change
 from tallyboard.store.base import Store
+from tallyboard.store.imported import FileProgress
 
 # A run whose files were modified less than this long ago is `running`. Ten minutes: longer than
 # the two minutes torch's and TensorFlow's writers may hold events before they flush them.
@@ -159,10 +160,10 @@ class LogdirImport:
         if not quiet:
             self.report.running.append(name)
 
-    def _resumed(self, name: str, progress: dict[str, tuple[int, int]]) -> Target | None:
+    def _resumed(self, name: str, progress: dict[str, FileProgress]) -> Target | None:
         if not progress:
             return None
-        run_id = next(iter(progress.values()))[0]
+        run_id = next(iter(progress.values())).run_id
         row = self.store.run(run_id)
         if row is None:  # the run was deleted from the table: import it afresh
             return None
@@ -189,8 +190,7 @@ class LogdirImport:
         status = "finished" if quiet else "running"
         if row is None or (row["status"] == status and not run.added):
             return None
-        end = run.last_wall if run.last_wall is not None else row["end_time"]
-        return {"status": status, "end_time": end if quiet else None}
+        return {"status": status, "end_time": run.last_wall if quiet else None}
 
     def _truncations(self, run: RunImport, quiet: bool) -> None:
         """An unfinished last record is a writer at work while the run is running; once its files

@@ -29,12 +29,13 @@ class ImportRecords:
 
     scalar_events: (run_id, tag, rows of `EventRow`).
     raw: (run_id, tag, rep, step, walltime seconds, kind, format, data bytes).
-    files: (source directory, file name, run_id, read_to): how far each file has now been read.
+    files: (source directory, file name, run_id, read_to, last_wall): how far each file has now
+      been read, and the wall time of its last event read.
     """
 
     scalar_events: list[tuple[int, str, list[EventRow]]] = field(default_factory=list)
     raw: list[tuple] = field(default_factory=list)
-    files: list[tuple[str, str, int, int]] = field(default_factory=list)
+    files: list[tuple[str, str, int, int, float | None]] = field(default_factory=list)
 
 
 class SeriesTail(NamedTuple):
@@ -43,6 +44,14 @@ class SeriesTail(NamedTuple):
 
     last_step: int | None
     next_seq: int | None
+
+
+class FileProgress(NamedTuple):
+    """How far an event file was imported, and into which run."""
+
+    run_id: int
+    read_to: int
+    last_wall: float | None
 
 
 class RawSummary(NamedTuple):
@@ -88,16 +97,19 @@ class ImportedLogs:
             )
         if records.files:
             self._executemany(
-                "INSERT INTO import_files (source, name, run_id, read_to) VALUES (?, ?, ?, ?)"
-                " ON CONFLICT (source, name) DO UPDATE SET run_id = excluded.run_id, read_to = excluded.read_to",
+                "INSERT INTO import_files (source, name, run_id, read_to, last_wall) VALUES (?, ?, ?, ?, ?)"
+                " ON CONFLICT (source, name) DO UPDATE SET run_id = excluded.run_id,"
+                " read_to = excluded.read_to, last_wall = excluded.last_wall",
                 records.files,
             )
 
-    def import_progress(self: Store, source: str) -> dict[str, tuple[int, int]]:
-        """{file name: (run_id, read_to)} of the files of directory `source` imported so far."""
+    def import_progress(self: Store, source: str) -> dict[str, FileProgress]:
+        """{file name: progress} of the files of directory `source` imported so far."""
         with self._lock:
-            rows = self._execute("SELECT name, run_id, read_to FROM import_files WHERE source = ?", (source,))
-        return {name: (run_id, read_to) for name, run_id, read_to in rows}
+            rows = self._execute(
+                "SELECT name, run_id, read_to, last_wall FROM import_files WHERE source = ?", (source,)
+            )
+        return {row[0]: FileProgress(*row[1:]) for row in rows}
 
     def series_tail(self: Store, run_id: int, tag: str, rep: int) -> SeriesTail:
         """Where the series stands after earlier imports (two index seeks, whatever its length)."""

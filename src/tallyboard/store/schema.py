@@ -42,7 +42,8 @@ Conventions every reader relies on:
 - `raw_summaries` keeps summaries the table has no kind for yet (histograms) as their source
   bytes: `format` names the protobuf message ('HistogramProto' or 'TensorProto');
 - `import_files` remembers how far each imported file was read (`read_to`: bytes; the next record
-  starts there) and into which run, so importing the same logs again adds only what is new.
+  starts there), into which run, and the wall time (seconds since the epoch) of its last event read,
+  so importing the same logs again adds only what is new.
 """
 
 SCHEMA_VERSION = 3
@@ -214,6 +215,7 @@ CREATE TABLE import_files (
     name    TEXT NOT NULL,
     run_id  BIGINT NOT NULL,
     read_to BIGINT NOT NULL,
+    last_wall DOUBLE PRECISION,
     PRIMARY KEY (source, name)
 )"""
 
