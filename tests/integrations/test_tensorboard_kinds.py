@@ -225,3 +225,25 @@ def test_a_damaged_tensor_scalar_shape_is_reported_not_guessed(tmp_path: Path) -
     writer.close()
     report = import_logdir(tmp_path / "logs", tmp_path / "odd.db", clock=lambda: FAR_FUTURE)
     assert report.tally.skipped == {"scalars (not a single number)": 1}
+
+
+def test_tallyboard_copy_keeps_what_imports_keep(logdir: Path, tmp_path: Path, pg_url: str) -> None:
+    """Every point of repeated steps, raw histograms and read positions survive SQLite ->
+    PostgreSQL -> SQLite; importing into the copy then adds nothing."""
+    from tallyboard.store.copy import copy_table
+
+    original, returned = str(tmp_path / "original.db"), str(tmp_path / "returned.db")
+    import_logdir(logdir, original, clock=lambda: FAR_FUTURE)
+    copy_table(original, pg_url, progress=False)
+    copy_table(pg_url, returned, progress=False)
+    runs = runs_by_name(original)
+    assert runs_by_name(returned) == runs
+    before, after = open_store(original), open_store(returned)
+    try:
+        for run_id in runs.values():
+            assert stored(after, run_id) == stored(before, run_id)
+    finally:
+        before.close()
+        after.close()
+    again = import_logdir(logdir, returned, clock=lambda: FAR_FUTURE)
+    assert sorted(again.unchanged) == sorted(runs) and not again.tally.imported

@@ -384,6 +384,7 @@ class PostgresStore(Store):
             ("tags", "tag_id"),
             ("media", "media_id"),
             ("texts", "text_id"),
+            ("raw_summaries", "raw_id"),
         ):
             self._execute(
                 "SELECT setval(pg_get_serial_sequence(?, ?), COALESCE(MAX"
