@@ -40,7 +40,8 @@ MEASURE = """
 import json, resource, sys
 {body}
 usage = resource.getrusage(resource.RUSAGE_SELF)
-print(json.dumps({{"cpu": usage.ru_utime + usage.ru_stime, "rss_mb": usage.ru_maxrss / 1024, "points": points}}))
+cpu = usage.ru_utime + usage.ru_stime
+print(json.dumps({{"cpu": cpu, "rss_mb": usage.ru_maxrss / 1024, "points": points}}))
 """
 
 
@@ -49,7 +50,7 @@ def write_event_file(folder: str, scalars: int) -> str:
     import numpy as np
     from tensorboard.compat.proto import event_pb2, summary_pb2
 
-    from tallyboard.integrations.tb_records import mask, crc32c, masked_crc32c_rows
+    from tallyboard.integrations.tb_records import crc32c, mask, masked_crc32c_rows
 
     os.makedirs(folder, exist_ok=True)
     path = os.path.join(folder, f"events.out.tfevents.1700000000.bench.{scalars}")
@@ -65,7 +66,9 @@ def write_event_file(folder: str, scalars: int) -> str:
                 step, tag = divmod(index, len(TAGS))
                 value = summary_pb2.Summary.Value(tag=TAGS[tag], simple_value=1.0 / (step + 1))
                 event = event_pb2.Event(
-                    wall_time=1_700_000_000.0 + index * 1e-3, step=step, summary=summary_pb2.Summary(value=[value])
+                    wall_time=1_700_000_000.0 + index * 1e-3,
+                    step=step,
+                    summary=summary_pb2.Summary(value=[value]),
                 )
                 records.append(event.SerializeToString())
             out.write(b"".join(_records(records, mask, crc32c, masked_crc32c_rows, np)))
@@ -85,7 +88,9 @@ def _records(records: list[bytes], mask, crc32c, rows_crc, np) -> list[bytes]:
         by_length.setdefault(len(data), []).append(index)
     crcs = [0] * len(records)
     for length, members in by_length.items():
-        rows = np.frombuffer(b"".join(records[i] for i in members), dtype=np.uint8).reshape(len(members), length)
+        rows = np.frombuffer(b"".join(records[i] for i in members), dtype=np.uint8).reshape(
+            len(members), length
+        )
         for index, crc in zip(members, rows_crc(rows).tolist(), strict=True):
             crcs[index] = crc
     out = []
@@ -100,14 +105,20 @@ def measure(side: str, folder: str, db: str) -> dict:
         if os.path.exists(db + suffix):
             os.remove(db + suffix)
     code = MEASURE.format(body=CHILD[side])
-    done = subprocess.run([sys.executable, "-c", code, side, folder, db], capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", code, side, folder, db], capture_output=True, text=True, check=True
+    )
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--scalars", type=int, default=1_000_000)
-    parser.add_argument("--ten-million", action="store_true", help="also measure memory on 10,000,000 scalars")
+    parser.add_argument(
+        "--ten-million", action="store_true", help="also measure memory on 10,000,000 scalars"
+    )
     parser.add_argument("--folder", default=os.path.join(tempfile.gettempdir(), "tallyboard-bench-tb"))
     args = parser.parse_args()
 
@@ -120,12 +131,18 @@ def main() -> None:
     ours = min(ours_first, ours_again, key=lambda m: m["cpu"])
     assert ours["points"] == reference["points"] == args.scalars, (ours, reference)
     print(f"{args.scalars:,} scalars, one event file")
-    print(f"  EventAccumulator (size_guidance 0): {reference['cpu']:.2f} s CPU, {reference['rss_mb']:.0f} MB peak")
+    print(
+        f"  EventAccumulator (size_guidance 0): {reference['cpu']:.2f} s CPU,"
+        f" {reference['rss_mb']:.0f} MB peak"
+    )
     print(
         f"  tallyboard import into SQLite:     {ours['cpu']:.2f} s CPU, {ours['rss_mb']:.0f} MB peak"
         f" (runs: {ours_first['cpu']:.2f}, {ours_again['cpu']:.2f} s)"
     )
-    print(f"  CPU ratio {ours['cpu'] / reference['cpu']:.3f}x (target <= 0.2x); peak memory {ours['rss_mb']:.0f} MB (< 100 MB)")
+    print(
+        f"  CPU ratio {ours['cpu'] / reference['cpu']:.3f}x (target <= 0.2x);"
+        f" peak memory {ours['rss_mb']:.0f} MB (< 100 MB)"
+    )
     if args.ten_million:
         big = os.path.join(args.folder, "run10000000")
         write_event_file(big, 10_000_000)

@@ -209,7 +209,9 @@ def build_parser() -> argparse.ArgumentParser:
     importer.add_argument("--into", metavar="PATH_OR_URL", help=TARGET_HELP)
     importer.add_argument("--json", action="store_true", help="tensorboard: print the summary as JSON")
     importer.add_argument(
-        "--watch", action="store_true", help="tensorboard: keep importing what is new until interrupted (Ctrl-C)"
+        "--watch",
+        action="store_true",
+        help="tensorboard: keep importing what is new until interrupted (Ctrl-C)",
     )
     importer.add_argument(
         "--finished-after",

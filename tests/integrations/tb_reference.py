@@ -51,7 +51,8 @@ def reference(run_dir: Path) -> dict[str, Any]:
         events = acc.Tensors(tag)
         if plugin == "scalars":
             out["scalars"][tag] = [
-                (e.step, e.wall_time, _nan_none(tensor_util.make_ndarray(e.tensor_proto).item())) for e in events
+                (e.step, e.wall_time, _nan_none(tensor_util.make_ndarray(e.tensor_proto).item()))
+                for e in events
             ]
         elif plugin == "images":
             out["images"][tag] = [png for e in events for png in e.tensor_proto.string_val[2:]]
@@ -91,7 +92,7 @@ def stored(store: Store, run_id: int) -> dict[str, Any]:
             else [(step, wall, value) for _, step, _, wall, value in store.scalars(run_id, tag)]
         )
         out["scalars"][tag] = [(step, start + wall / 1000, value) for step, wall, value in rows]
-    for _, step, _, _, tag, _, _, _, png in store.media(run_id, "image"):
+    for *_, tag, _, _, _, png in store.media(run_id, "image"):
         out["images"].setdefault(tag, []).append(bytes(png))
     for _, step, _, _, tag, _, content in store.texts(run_id, "text"):
         out["texts"].setdefault(tag, []).append((step, content))

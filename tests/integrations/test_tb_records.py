@@ -11,7 +11,14 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tallyboard.integrations.tb_records import FileRead, crc32c, mask, masked_crc32c_rows, read_chunks, read_records
+from tallyboard.integrations.tb_records import (
+    FileRead,
+    crc32c,
+    mask,
+    masked_crc32c_rows,
+    read_chunks,
+    read_records,
+)
 from tallyboard.integrations.tb_scalar_events import decode
 
 
@@ -66,7 +73,11 @@ def test_damage_is_reported_at_the_offset_of_the_first_bad_record() -> None:
     data[bad_at + 14] ^= 1  # inside record 47's data (vectorised group)
     result = FileRead("f", 0)
     chunks = list(read_chunks(io.BytesIO(bytes(data)), "f", 0, result))
-    assert sum(map(len, chunks)) == 46 and result.damage.offset == bad_at and result.damage.reason == "CRC mismatch"
+    assert (
+        sum(map(len, chunks)) == 46
+        and result.damage.offset == bad_at
+        and result.damage.reason == "CRC mismatch"
+    )
     data = bytearray(b"".join(map(framed, blobs)))
     data[0:8] = struct.pack("<Q", 1 << 40)  # a length field no writer writes
     result = FileRead("f", 0)
@@ -95,7 +106,7 @@ def test_common_scalar_events_decode_exactly_as_protobuf_parses_them(
     data = b"".join(framed(p.SerializeToString()) for p in protos)
     [chunk] = list(read_chunks(io.BytesIO(data), "f", 0, FileRead("f", 0)))
     fast = decode(chunk)
-    for index, proto in enumerate(protos):
+    for index in range(len(protos)):
         parsed = event_pb2.Event.FromString(chunk.data(index))
         if not mixed:  # the common shape is never left to protobuf (a tag and a wall time given)
             assert fast.decoded[index] == (bool(parsed.summary.value[0].tag) and parsed.wall_time != 0)

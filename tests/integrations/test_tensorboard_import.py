@@ -160,7 +160,9 @@ def test_a_log_directory_that_is_itself_a_run_is_named_after_it(
 ) -> None:
     root, expected = logdir
     url = str(tmp_path / "one.db")
-    run_cli("import", "tensorboard", root / "sweep" / "lr_0.01", "--into", url, "--quiet", "--finished-after", "0")
+    run_cli(
+        "import", "tensorboard", root / "sweep" / "lr_0.01", "--into", url, "--quiet", "--finished-after", "0"
+    )
     runs = imported(url)
     assert list(runs) == ["lr_0.01"]
     points = [(step, value) for _, step, _, _, value in runs["lr_0.01"]["scalars"]["loss"]]

@@ -197,16 +197,26 @@ def test_the_api_lays_repeated_steps_out_by_event_index_and_says_why(logdir: Pat
         assert page["seq"] == [15, 16]
 
 
-def test_the_cli_prints_what_it_imported_and_skipped_and_json_says_the_same(logdir: Path, tmp_path: Path) -> None:
+def test_the_cli_prints_what_it_imported_and_skipped_and_json_says_the_same(
+    logdir: Path, tmp_path: Path
+) -> None:
     url = tmp_path / "cli.db"
-    text = run_cli("import", "tensorboard", logdir / "torch_old", "--into", url, "--finished-after", "0").stdout
-    assert text.startswith("imported 1 TensorBoard runs (1 new, 0 updated, 0 unchanged, 0 already present; 0 still running)")
+    text = run_cli(
+        "import", "tensorboard", logdir / "torch_old", "--into", url, "--finished-after", "0"
+    ).stdout
+    assert text.startswith(
+        "imported 1 TensorBoard runs (1 new, 0 updated, 0 unchanged, 0 already present; 0 still running)"
+    )
     assert "skipped: 1 audio, 1 pr_curves" in text
     assert "25 scalars" in text and "1 histograms" in text and "1 images" in text and "1 texts" in text
-    again = run_cli("import", "tensorboard", logdir / "torch_old", "--into", url, "--json", "--finished-after", "0").stdout
+    again = run_cli(
+        "import", "tensorboard", logdir / "torch_old", "--into", url, "--json", "--finished-after", "0"
+    ).stdout
     summary = json.loads(again)
     assert summary["runs"]["unchanged"] == ["torch_old"] and summary["imported"] == {}
-    other = json.loads(run_cli("import", "tensorboard", logdir / "tbx", "--into", tmp_path / "x.db", "--json").stdout)
+    other = json.loads(
+        run_cli("import", "tensorboard", logdir / "tbx", "--into", tmp_path / "x.db", "--json").stdout
+    )
     assert other["imported"] == {"histograms": 1, "images": 1, "scalars": 15, "texts": 1}
     assert other["runs"]["running"] == ["tbx"]  # written seconds ago: its writer may still be at work
 
@@ -219,7 +229,9 @@ def test_a_damaged_tensor_scalar_shape_is_reported_not_guessed(tmp_path: Path) -
     from tensorboard.util import tensor_util
 
     writer = EventFileWriter(str(tmp_path / "logs" / "odd"))
-    value = summary_pb2.Summary.Value(tag="vector", tensor=tensor_util.make_tensor_proto(np.zeros(3, np.float32)))
+    value = summary_pb2.Summary.Value(
+        tag="vector", tensor=tensor_util.make_tensor_proto(np.zeros(3, np.float32))
+    )
     value.metadata.CopyFrom(scalar_metadata.create_summary_metadata("", ""))
     writer.add_event(event_pb2.Event(wall_time=1.7e9, step=1, summary=summary_pb2.Summary(value=[value])))
     writer.close()

@@ -101,7 +101,10 @@ def test_watch_follows_a_directory_until_interrupted(tmp_path: Path) -> None:
         follow(logdir, url, shown.append, interval=2.5, sleep=sleep)
     writer.close()
     assert waits == [2.5, 2.5, 2.5]
-    assert [(r.new, r.updated, r.tally.imported["scalars"]) for r in shown] == [(["run"], [], 1), ([], ["run"], 1)]
+    assert [(r.new, r.updated, r.tally.imported["scalars"]) for r in shown] == [
+        (["run"], [], 1),
+        ([], ["run"], 1),
+    ]
     compare(url, logdir / "run", only_run(url)["run_id"])
 
 
@@ -148,7 +151,9 @@ def test_a_damaged_file_keeps_everything_before_the_damage_and_the_next_file(
     report = import_logdir(logdir, db_url, clock=lambda: newest_mtime(logdir) + QUIET, quiet_seconds=QUIET)
     [found] = report.tally.damage
     assert (found.path, found.offset) == (str(first), cut)
-    assert found.reason == ("file ends inside a record (truncated)" if damage == "truncated" else "CRC mismatch")
+    assert found.reason == (
+        "file ends inside a record (truncated)" if damage == "truncated" else "CRC mismatch"
+    )
     intact = tmp_path / "intact" / "run"  # what TensorBoard reads of the intact parts
     intact.mkdir(parents=True)
     (intact / first.name).write_bytes(bytes(data[:cut]))

@@ -12,7 +12,8 @@ import tallyboard as tb
 from tallyboard.dashboard.downsample import Downsampler, grid
 from tallyboard.store import open_store
 from tallyboard.store.queries import DashboardQueries, SeriesKey
-from tallyboard.store.schema import BLOCK_BITS, BLOCK_STEPS
+from tallyboard.store.imported import IMPORT_RUN_TABLES
+from tallyboard.store.schema import BLOCK_BITS, BLOCK_STEPS, SCHEMA_VERSION
 
 # Steps of repetition 0: a gap of whole blocks, a partly filled block, negative steps.
 STEPS = [*range(-1500, 3000), *range(6000, 9100, 3), *range(20_000, 20_040)]
@@ -133,14 +134,15 @@ def test_a_version_1_table_is_backfilled_when_opened(logged, db_url):
     store = open_store(db_url)
 
     def downgrade() -> None:  # make it what tallyboard 1 left: no blocks, schema version 1
-        store._execute("DROP TABLE scalar_blocks")
+        for table in ("scalar_blocks", *IMPORT_RUN_TABLES):  # and none of the later versions' tables
+            store._execute(f"DROP TABLE {table}")
         store._execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
 
     store._atomic(downgrade)
     store.close()
     store = open_store(db_url)
     try:
-        assert store.meta("schema_version") == "2"
+        assert store.meta("schema_version") == str(SCHEMA_VERSION)
         blocks = store._execute("SELECT rep, block, lowest, highest FROM scalar_blocks ORDER BY rep, block")
         assert blocks == expected
     finally:

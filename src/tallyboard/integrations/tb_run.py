@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from itertools import repeat
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import repeat
 from pathlib import Path
 from typing import Any
 
@@ -74,7 +74,7 @@ class Target:
 class Series:
     """One scalar series of the run being imported: where it stands, and its rows not yet committed."""
 
-    __slots__ = ("last_step", "next_seq", "rows", "events")
+    __slots__ = ("events", "last_step", "next_seq", "rows")
 
     def __init__(self, last_step: int | None, next_seq: int | None) -> None:
         self.last_step = last_step  # in source order; None: no point yet
@@ -136,7 +136,9 @@ class RunImport:
         (`tb_scalar_events`), any other record parsed with protobuf in its place."""
         from tensorboard.compat.proto import event_pb2
 
-        if self.target.run_id is None and not self._create(event_pb2.Event.FromString(chunk.data(0)).wall_time):
+        if self.target.run_id is None and not self._create(
+            event_pb2.Event.FromString(chunk.data(0)).wall_time
+        ):
             return False
         fast = decode(chunk)
         slow = np.flatnonzero(~fast.decoded).tolist()
@@ -162,7 +164,9 @@ class RunImport:
         a time; otherwise they go one by one, in file order, through `_scalar`."""
         walls = fast.walls[begin:end] - self.target.start
         tag_index, steps, values = fast.tag_index[begin:end], fast.steps[begin:end], fast.values[begin:end]
-        by_tag = [(fast.tags[code], np.flatnonzero(tag_index == code)) for code in np.unique(tag_index).tolist()]
+        by_tag = [
+            (fast.tags[code], np.flatnonzero(tag_index == code)) for code in np.unique(tag_index).tolist()
+        ]
         if not self.target.session and all(self._continues(tag, steps[members]) for tag, members in by_tag):
             for tag, members in by_tag:
                 series = self.series[tag]
@@ -184,7 +188,9 @@ class RunImport:
                 if self.target.session:
                     self.results[tags[code]] = None if value != value else value
                 else:
-                    self._scalar(tags[code], step_list[offset], wall_list[offset], None if value != value else value)
+                    self._scalar(
+                        tags[code], step_list[offset], wall_list[offset], None if value != value else value
+                    )
                 if self.pending >= ROWS_PER_BATCH:
                     self.flush()
         if self.pending >= ROWS_PER_BATCH or self.bytes >= BYTES_PER_BATCH:
@@ -275,7 +281,9 @@ class RunImport:
             except ValueError:
                 self.tally.skipped["images that do not decode"] += 1
                 continue
-            self.batch.media.append((self.target.run_id, tag, 0, step, None, wall, "image", width, height, png))
+            self.batch.media.append(
+                (self.target.run_id, tag, 0, step, None, wall, "image", width, height, png)
+            )
             self._added(IMAGE, len(png))
 
     def finish(self, run_update: dict[str, Any] | None) -> None:
@@ -295,7 +303,8 @@ class RunImport:
         batch.hparams = [(run_id, name, _json(value)) for name, value in self.hparams.items()]
         batch.results = [(run_id, name, _json(value)) for name, value in self.results.items()]
         records.files = [
-            (self.source, name, run_id, read_to, self.walls.get(name)) for name, read_to in self.positions.items()
+            (self.source, name, run_id, read_to, self.walls.get(name))
+            for name, read_to in self.positions.items()
         ]
         if run_update:
             batch.run_updates = [(run_id, run_update)]

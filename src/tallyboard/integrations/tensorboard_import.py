@@ -106,7 +106,8 @@ class ImportReport:
             if counts:
                 lines.append(f"  {title}: " + ", ".join(f"{n} {kind}" for kind, n in sorted(counts.items())))
         lines.extend(
-            f"  damaged: {damage.path} at byte {damage.offset}: {damage.reason} (everything before it imported)"
+            f"  damaged: {damage.path} at byte {damage.offset}: {damage.reason}"
+            " (everything before it imported)"
             for damage in self.tally.damage
         )
         return "\n".join(lines)
@@ -156,7 +157,9 @@ class LogdirImport:
         if target.run_id is None:
             return
         changed = run.added or status is not None
-        (self.report.new if not progress else self.report.updated if changed else self.report.unchanged).append(name)
+        (
+            self.report.new if not progress else self.report.updated if changed else self.report.unchanged
+        ).append(name)
         if not quiet:
             self.report.running.append(name)
 

@@ -170,7 +170,7 @@ class Store(ImportedLogs, ABC):
     def close(self) -> None:
         """Close the connection; the store is unusable afterwards."""
 
-    def sync_id_sequences(self) -> None:  # noqa: B027 (a no-op by design, not a missing abstractmethod)
+    def sync_id_sequences(self) -> None:
         """After rows were inserted with explicit ids (a copy), make new ids start above them.
 
         Nothing to do where new ids already follow the largest one (SQLite); engines whose id

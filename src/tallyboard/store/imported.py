@@ -84,9 +84,10 @@ class ImportedLogs:
         from tallyboard.store.base import WALLTIME_MS_SQL
 
         for run_id, tag, rows in records.scalar_events:
+            tag_id = int(self._tag_id(tag, new_tags))
             self._executemany(
                 "INSERT INTO scalar_events (run_id, tag_id, rep, seq, step, epoch, walltime_ms, value)"
-                f" VALUES ({int(run_id)}, {int(self._tag_id(tag, new_tags))}, ?, ?, ?, ?, {WALLTIME_MS_SQL}, ?)",
+                f" VALUES ({int(run_id)}, {tag_id}, ?, ?, ?, ?, {WALLTIME_MS_SQL}, ?)",
                 rows,
             )
         if records.raw:
