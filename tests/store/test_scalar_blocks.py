@@ -11,8 +11,8 @@ import pytest
 import tallyboard as tb
 from tallyboard.dashboard.downsample import Downsampler, grid
 from tallyboard.store import open_store
-from tallyboard.store.queries import DashboardQueries, SeriesKey
 from tallyboard.store.imported import IMPORT_RUN_TABLES
+from tallyboard.store.queries import DashboardQueries, SeriesKey
 from tallyboard.store.schema import BLOCK_BITS, BLOCK_STEPS, SCHEMA_VERSION
 
 # Steps of repetition 0: a gap of whole blocks, a partly filled block, negative steps.
