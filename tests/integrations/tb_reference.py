@@ -10,12 +10,21 @@ tensor summaries. Images: PNG bytes per tag in order. Texts: [(step, text)] per 
 from __future__ import annotations
 
 import math
+import struct
 from pathlib import Path
 from typing import Any
 
 from tallyboard.store import Store
 
 TEXT_SUFFIX = "/text_summary"
+
+
+def framed(data: bytes) -> bytes:
+    """`data` as one TFRecord: length, its masked CRC32C, data, the data's masked CRC32C."""
+    from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import masked_crc32c
+
+    header = struct.pack("<Q", len(data))
+    return header + struct.pack("<I", masked_crc32c(header)) + data + struct.pack("<I", masked_crc32c(data))
 
 
 def _nan_none(value: float) -> float | None:

@@ -11,6 +11,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from integrations.tb_reference import framed
 from tallyboard.integrations.tb_records import (
     FileRead,
     crc32c,
@@ -20,13 +21,6 @@ from tallyboard.integrations.tb_records import (
     read_records,
 )
 from tallyboard.integrations.tb_scalar_events import decode
-
-
-def framed(data: bytes) -> bytes:
-    from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import masked_crc32c
-
-    header = struct.pack("<Q", len(data))
-    return header + struct.pack("<I", masked_crc32c(header)) + data + struct.pack("<I", masked_crc32c(data))
 
 
 @given(st.lists(st.binary(max_size=80), min_size=1, max_size=40))

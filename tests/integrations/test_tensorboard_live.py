@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from integrations.tb_reference import assert_same, reference, stored
+from integrations.tb_reference import assert_same, framed, reference, stored
 from tallyboard.integrations.tensorboard_import import follow, import_logdir
 from tallyboard.store import open_store
 
@@ -134,7 +134,14 @@ def two_files(logdir: Path) -> tuple[Path, Path]:
     return files[0], files[1]
 
 
-@pytest.mark.parametrize("damage", ["truncated", "corrupt"])
+REASONS = {
+    "truncated": "file ends inside a record (truncated)",
+    "corrupt": "CRC mismatch",
+    "not an event": "a record that is not a TensorBoard event",
+}
+
+
+@pytest.mark.parametrize("damage", list(REASONS))
 def test_a_damaged_file_keeps_everything_before_the_damage_and_the_next_file(
     tmp_path: Path, db_url: str, damage: str
 ) -> None:
@@ -145,15 +152,15 @@ def test_a_damaged_file_keeps_everything_before_the_damage_and_the_next_file(
     data = bytearray(first.read_bytes())
     if damage == "truncated":
         first.write_bytes(bytes(data[: cut + 9]))  # the 22nd record's header and a piece of its data
-    else:
+    elif damage == "corrupt":
         data[cut + 14] ^= 0xFF  # a byte of the 22nd record's data: its CRC no longer matches
         first.write_bytes(bytes(data))
+    else:  # a record framed and checksummed correctly, holding bytes that are no event
+        first.write_bytes(bytes(data[:cut]) + framed(b"\xff" * 5) + bytes(data[cut:]))
     report = import_logdir(logdir, db_url, clock=lambda: newest_mtime(logdir) + QUIET, quiet_seconds=QUIET)
     [found] = report.tally.damage
     assert (found.path, found.offset) == (str(first), cut)
-    assert found.reason == (
-        "file ends inside a record (truncated)" if damage == "truncated" else "CRC mismatch"
-    )
+    assert found.reason == REASONS[damage]
     intact = tmp_path / "intact" / "run"  # what TensorBoard reads of the intact parts
     intact.mkdir(parents=True)
     (intact / first.name).write_bytes(bytes(data[:cut]))

@@ -44,6 +44,7 @@ from tallyboard.store.imported import FileProgress, ImportRecords
 ROWS_PER_BATCH = 50_000
 BYTES_PER_BATCH = 16 << 20  # images: a batch's PNGs stay below this
 RESULTS = "results"  # scalars of an hparams session become the parent run's results
+NOT_AN_EVENT = "a record that is not a TensorBoard event"
 
 
 def event_files(directory: Path) -> list[Path]:
@@ -123,9 +124,12 @@ class RunImport:
                 continue
             result = FileRead(str(path), read_to)
             with path.open("rb") as file:
-                for chunk in read_chunks(file, str(path), read_to, result):
-                    if not self._chunk(path.name, chunk):
-                        return False
+                try:
+                    for chunk in read_chunks(file, str(path), read_to, result):
+                        if not self._chunk(path.name, chunk):
+                            return False
+                except NotAnEvent as error:
+                    result.damage = Damage(str(path), error.offset, NOT_AN_EVENT)
             if result.damage is not None:
                 self.tally.damage.append(result.damage)
             self.incomplete[str(path)] = result.offset if result.incomplete else None
@@ -134,11 +138,7 @@ class RunImport:
     def _chunk(self, name: str, chunk: Chunk) -> bool:
         """Import a chunk's records in file order: runs of common scalar events decoded together
         (`tb_scalar_events`), any other record parsed with protobuf in its place."""
-        from tensorboard.compat.proto import event_pb2
-
-        if self.target.run_id is None and not self._create(
-            event_pb2.Event.FromString(chunk.data(0)).wall_time
-        ):
+        if self.target.run_id is None and not self._create(_parse(chunk, 0).wall_time):
             return False
         fast = decode(chunk)
         slow = np.flatnonzero(~fast.decoded).tolist()
@@ -148,8 +148,8 @@ class RunImport:
             if begin < index:
                 self._scalar_run(fast, begin, index, name, ends)
             if index < len(chunk):
+                event = _parse(chunk, index)
                 self.positions[name] = ends[index]
-                event = event_pb2.Event.FromString(chunk.data(index))
                 self.walls[name] = event.wall_time
                 if event.HasField("summary"):
                     self._summary(event)
@@ -319,6 +319,24 @@ class RunImport:
         self.batch, self.records = Batch(), ImportRecords()
         self.hparams, self.positions = {}, {}
         self.pending = self.bytes = 0
+
+
+class NotAnEvent(ValueError):
+    """A record whose CRCs match but whose bytes do not parse as an `Event`: damage at `offset`."""
+
+    def __init__(self, offset: int) -> None:
+        super().__init__(f"not a TensorBoard event at byte {offset}")
+        self.offset = offset
+
+
+def _parse(chunk: Chunk, index: int) -> Any:
+    from google.protobuf.message import DecodeError
+    from tensorboard.compat.proto import event_pb2
+
+    try:
+        return event_pb2.Event.FromString(chunk.data(index))
+    except DecodeError:
+        raise NotAnEvent(int(chunk.ends[index] - chunk.lengths[index]) - 16) from None
 
 
 def _json(value: Any) -> str:
