@@ -4,6 +4,7 @@ row it had; a run deleted as the debug run takes its import rows along."""
 from __future__ import annotations
 
 import tallyboard as tb
+from store.schema_versions import downgrade
 from tallyboard.store import open_store
 from tallyboard.store.base import Batch
 from tallyboard.store.imported import IMPORT_RUN_TABLES, ImportRecords
@@ -15,15 +16,7 @@ def test_a_version_2_table_gains_the_import_tables_when_opened(db_url: str) -> N
     with table.new_run("before") as run:
         run.add_scalar("loss", 1.0, step=3)
     table.close()
-    store = open_store(db_url)
-
-    def downgrade() -> None:
-        for name in IMPORT_RUN_TABLES:
-            store._execute(f"DROP TABLE {name}")
-        store._execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
-
-    store._atomic(downgrade)
-    store.close()
+    downgrade(db_url, 2, IMPORT_RUN_TABLES)
     store = open_store(db_url)
     try:
         assert store.meta("schema_version") == str(SCHEMA_VERSION) == "3"

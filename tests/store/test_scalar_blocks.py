@@ -9,6 +9,7 @@ import math
 import pytest
 
 import tallyboard as tb
+from store.schema_versions import downgrade
 from tallyboard.dashboard.downsample import Downsampler, grid
 from tallyboard.store import open_store
 from tallyboard.store.imported import IMPORT_RUN_TABLES
@@ -131,15 +132,7 @@ def test_the_chart_grid_is_block_aligned_and_exact(logged, lo, hi, width):
 
 def test_a_version_1_table_is_backfilled_when_opened(logged, db_url):
     expected = brute_blocks(logged)
-    store = open_store(db_url)
-
-    def downgrade() -> None:  # make it what tallyboard 1 left: no blocks, schema version 1
-        for table in ("scalar_blocks", *IMPORT_RUN_TABLES):  # and none of the later versions' tables
-            store._execute(f"DROP TABLE {table}")
-        store._execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
-
-    store._atomic(downgrade)
-    store.close()
+    downgrade(db_url, 1, ("scalar_blocks", *IMPORT_RUN_TABLES))  # what tallyboard 1 left
     store = open_store(db_url)
     try:
         assert store.meta("schema_version") == str(SCHEMA_VERSION)
