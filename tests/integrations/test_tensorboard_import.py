@@ -167,3 +167,23 @@ def test_a_log_directory_that_is_itself_a_run_is_named_after_it(
     assert list(runs) == ["lr_0.01"]
     points = [(step, value) for _, step, _, _, value in runs["lr_0.01"]["scalars"]["loss"]]
     assert points == expected["scalars"][("sweep/lr_0.01", "loss")]
+
+
+def test_runs_imported_before_read_positions_were_kept_are_not_imported_again(
+    logdir: tuple[Path, dict], db_url: str
+) -> None:
+    """A table filled by an older tallyboard has the runs but no read positions: its runs (same
+    experiment and start time) are reported as already present and left alone, sessions included."""
+    from tallyboard.integrations.tensorboard_import import import_logdir
+
+    root, _ = logdir
+    import_logdir(root, db_url, clock=lambda: 4e9)
+    first = imported(db_url)
+    store = open_store(db_url)
+    try:
+        store._atomic(lambda: store._execute("DELETE FROM import_files"))
+    finally:
+        store.close()
+    again = import_logdir(root, db_url, clock=lambda: 4e9)
+    assert sorted(again.already_present) == ["baseline", "sweep/lr_0.01"] and not again.tally.imported
+    assert imported(db_url) == first
