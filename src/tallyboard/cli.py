@@ -92,7 +92,7 @@ def cmd_import(args: argparse.Namespace) -> None:
     if args.source_kind == "tensorboard":
         from tallyboard.integrations.tensorboard_import import cli_import
 
-        cli_import(args.source, into, args.json, args.watch, args.finished_after)
+        cli_import(args.source, into, args.json, args.watch, args.finished_after, progress=not args.quiet)
         return
     if args.json or args.watch or args.finished_after is not None:
         raise ValueError("--json, --watch and --finished-after apply to `import tensorboard` only")

@@ -38,6 +38,7 @@ from tallyboard.integrations.tb_summaries import (
     Item,
     SummaryDecoder,
 )
+from tallyboard.progress import ProgressBar
 from tallyboard.store.base import Batch, Store
 from tallyboard.store.imported import FileProgress, ImportRecords
 
@@ -94,10 +95,11 @@ class RunImport:
         target: Target,
         tally: Tally,
         new_run: Callable[[str, float], int | None],
+        bar: ProgressBar,
     ) -> None:
         self.store, self.directory, self.target, self.tally = store, directory, target, tally
         self.source = str(directory.resolve())
-        self.new_run = new_run
+        self.new_run, self.bar = new_run, bar
         self.decoder = SummaryDecoder()
         self.series: dict[str, Series] = {}
         self.batch, self.records = Batch(), ImportRecords()
@@ -125,9 +127,12 @@ class RunImport:
             result = FileRead(str(path), read_to)
             with path.open("rb") as file:
                 try:
+                    done = read_to
                     for chunk in read_chunks(file, str(path), read_to, result):
                         if not self._chunk(path.name, chunk):
                             return False
+                        self.bar.update(int(chunk.ends[-1]) - done)
+                        done = int(chunk.ends[-1])
                 except NotAnEvent as error:
                     result.damage = Damage(str(path), error.offset, NOT_AN_EVENT)
             if result.damage is not None:

@@ -27,6 +27,7 @@ from typing import Any
 from tallyboard.exchange.bundle import run_identity
 from tallyboard.integrations.tb_records import Damage, FileRead, read_records
 from tallyboard.integrations.tb_run import RunImport, Tally, Target, event_files, newest_change
+from tallyboard.progress import ProgressBar
 from tallyboard.store.base import Store
 from tallyboard.store.imported import FileProgress
 
@@ -123,12 +124,25 @@ class LogdirImport:
         self.targets: dict[Path, Target] = {}
         self.skipped: set[Path] = set()
 
-    def run(self) -> ImportReport:
-        for directory in find_run_directories(self.logdir):
-            self._directory(directory)
+    def run(self, progress: bool = False) -> ImportReport:
+        from tallyboard.progress import progress_bar
+
+        directories = find_run_directories(self.logdir)
+        with progress_bar(self._unread(directories), "importing TensorBoard logs", progress, "B") as bar:
+            for directory in directories:
+                self._directory(directory, bar)
         return self.report
 
-    def _directory(self, directory: Path) -> None:
+    def _unread(self, directories: list[Path]) -> int:
+        """Bytes of event files not imported yet (what the progress bar counts)."""
+        total = 0
+        for directory in directories:
+            done = self.store.import_progress(str(directory.resolve()))
+            for path in event_files(directory):
+                total += max(0, path.stat().st_size - (done[path.name].read_to if path.name in done else 0))
+        return total
+
+    def _directory(self, directory: Path, bar: ProgressBar) -> None:
         source = str(directory.resolve())
         progress = self.store.import_progress(source)
         name = run_name(self.logdir, directory)
@@ -142,7 +156,7 @@ class LogdirImport:
             if folded or (not progress and starts_with_hparams(directory)):
                 target = Target(parent.name, parent.run_id, parent.start, session=True)
         self.targets[directory] = target
-        run = RunImport(self.store, directory, target, self.report.tally, self._new_run)
+        run = RunImport(self.store, directory, target, self.report.tally, self._new_run, bar)
         if not run.read(progress):
             self.report.already_present.append(name)
             self.skipped.add(directory)
@@ -210,8 +224,10 @@ def import_logdir(
     into: str | os.PathLike[str],
     clock: Callable[[], float] = time.time,
     quiet_seconds: float = QUIET_SECONDS,
+    progress: bool = False,
 ) -> ImportReport:
-    """Import what is new under `logdir` into the table at `into` (created when missing)."""
+    """Import what is new under `logdir` into the table at `into` (created when missing); with
+    `progress`, a bar on stderr counts the bytes read."""
     from tallyboard.exchange.target import open_target
 
     root = Path(logdir)
@@ -220,7 +236,7 @@ def import_logdir(
     if not find_run_directories(root):
         raise ValueError(f"no TensorBoard event files under {str(logdir)!r}")
     with open_target(into) as store:
-        return LogdirImport(store, root, clock, quiet_seconds).run()
+        return LogdirImport(store, root, clock, quiet_seconds).run(progress)
 
 
 def follow(
@@ -242,7 +258,12 @@ def follow(
 
 
 def cli_import(
-    logdir: str | os.PathLike[str], into: str, as_json: bool, watch: bool, finished_after: float | None
+    logdir: str | os.PathLike[str],
+    into: str,
+    as_json: bool,
+    watch: bool,
+    finished_after: float | None,
+    progress: bool = False,
 ) -> None:
     """What `tallyboard import tensorboard` prints: the summary text, or one JSON object per pass."""
     quiet_seconds = QUIET_SECONDS if finished_after is None else finished_after
@@ -255,4 +276,4 @@ def cli_import(
     if watch:
         follow(logdir, into, show, quiet_seconds)
     else:
-        show(import_logdir(logdir, into, quiet_seconds=quiet_seconds))
+        show(import_logdir(logdir, into, quiet_seconds=quiet_seconds, progress=progress))
