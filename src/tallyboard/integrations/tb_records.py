@@ -116,7 +116,8 @@ class Chunk:
 def _frames(buffer: bytes) -> tuple[list[int], list[int], int, str | None]:
     """Record starts and data lengths of the whole records in `buffer`; the offset where the whole
     records end; a reason when a length field is implausible (damage), else None."""
-    starts, lengths = [], []
+    starts: list[int] = []
+    lengths: list[int] = []
     position, end = 0, len(buffer)
     unpack = HEADER.unpack_from
     while position + 12 <= end:

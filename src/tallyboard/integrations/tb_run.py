@@ -201,11 +201,23 @@ class RunImport:
         if self.pending >= ROWS_PER_BATCH or self.bytes >= BYTES_PER_BATCH:
             self.flush()
 
-    def _continues(self, tag: str, steps: np.ndarray) -> bool:
-        """Whether `steps` (in file order) simply continue the series: no repeat, no step back."""
+    @property
+    def run_id(self) -> int:
+        """The run the records go into (it exists once the first event has been read)."""
+        if self.target.run_id is None:
+            raise RuntimeError("no run before the first event")
+        return self.target.run_id
+
+    def _series(self, tag: str) -> Series:
+        """The series of `tag`, where the table has it after earlier imports when first seen."""
         series = self.series.get(tag)
         if series is None:
-            series = self.series[tag] = Series(*self.store.series_tail(self.target.run_id, tag, 0))
+            series = self.series[tag] = Series(*self.store.series_tail(self.run_id, tag, 0))
+        return series
+
+    def _continues(self, tag: str, steps: np.ndarray) -> bool:
+        """Whether `steps` (in file order) simply continue the series: no repeat, no step back."""
+        series = self._series(tag)
         if series.next_seq is not None or (series.last_step is not None and steps[0] <= series.last_step):
             return False
         return len(steps) < 2 or bool((steps[1:] > steps[:-1]).all())
@@ -263,13 +275,11 @@ class RunImport:
         self.added += 1
 
     def _scalar(self, tag: str, step: int, wall: float, value: float | None) -> None:
-        series = self.series.get(tag)
-        if series is None:
-            series = self.series[tag] = Series(*self.store.series_tail(self.target.run_id, tag, 0))
+        series = self._series(tag)
         last = series.last_step
         if series.next_seq is None and last is not None and step <= last:
             self.flush()  # the series' points so far are in `scalars`: they become its first events
-            series.next_seq = self.store.start_scalar_events(self.target.run_id, tag, 0)
+            series.next_seq = self.store.start_scalar_events(self.run_id, tag, 0)
         if series.next_seq is not None:
             series.events.append((0, series.next_seq, step, None, wall, value))
             series.next_seq += 1

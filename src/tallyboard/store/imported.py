@@ -12,10 +12,15 @@ their own, written only by imports, in the same transaction as the records they 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 if TYPE_CHECKING:
-    from tallyboard.store.base import Batch, Store
+    import threading
+    from collections.abc import Callable, Iterable, Sequence
+
+    from tallyboard.store.base import Batch
+
+T = TypeVar("T")
 
 IMPORT_RUN_TABLES = ("scalar_events", "raw_summaries", "import_files")
 
@@ -67,7 +72,17 @@ class RawSummary(NamedTuple):
 class ImportedLogs:
     """The `Store` methods imports use; mixed into `Store` (they use its engine primitives)."""
 
-    def write_import(self: Store, batch: Batch, records: ImportRecords) -> None:
+    if TYPE_CHECKING:  # what `Store` provides
+        _lock: threading.RLock
+        _tag_ids: dict[str, int]
+
+        def _atomic(self, work: Callable[[], T]) -> T: ...
+        def _execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]: ...
+        def _executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None: ...
+        def _write(self, batch: Batch, new_tags: dict[str, int]) -> None: ...
+        def _tag_id(self, name: str, new_tags: dict[str, int]) -> int: ...
+
+    def write_import(self, batch: Batch, records: ImportRecords) -> None:
         """Commit `batch` and `records` in one transaction: a crash leaves the files' read
         positions consistent with the rows, so the next import resumes exactly where this stopped."""
         with self._lock:
@@ -80,7 +95,7 @@ class ImportedLogs:
             self._atomic(work)
             self._tag_ids.update(new_tags)
 
-    def _write_import_records(self: Store, records: ImportRecords, new_tags: dict[str, int]) -> None:
+    def _write_import_records(self, records: ImportRecords, new_tags: dict[str, int]) -> None:
         from tallyboard.store.base import WALLTIME_MS_SQL
 
         for run_id, tag, rows in records.scalar_events:
@@ -104,7 +119,7 @@ class ImportedLogs:
                 records.files,
             )
 
-    def import_progress(self: Store, source: str) -> dict[str, FileProgress]:
+    def import_progress(self, source: str) -> dict[str, FileProgress]:
         """{file name: progress} of the files of directory `source` imported so far."""
         with self._lock:
             rows = self._execute(
@@ -112,7 +127,7 @@ class ImportedLogs:
             )
         return {row[0]: FileProgress(*row[1:]) for row in rows}
 
-    def series_tail(self: Store, run_id: int, tag: str, rep: int) -> SeriesTail:
+    def series_tail(self, run_id: int, tag: str, rep: int) -> SeriesTail:
         """Where the series stands after earlier imports (two index seeks, whatever its length)."""
         key = (run_id, tag, rep)
         tag_of = "(SELECT tag_id FROM tags WHERE name = ?)"
@@ -130,7 +145,7 @@ class ImportedLogs:
             )
         return SeriesTail(last[0][0] if last else None, None)
 
-    def start_scalar_events(self: Store, run_id: int, tag: str, rep: int) -> int:
+    def start_scalar_events(self, run_id: int, tag: str, rep: int) -> int:
         """Copy a series' points so far into `scalar_events` (seq in step order, which is their
         source order: until now its steps only increased); returns how many, the next seq."""
         with self._lock:
@@ -152,7 +167,7 @@ class ImportedLogs:
 
             return self._atomic(copy)
 
-    def scalar_events(self: Store, run_id: int, tag: str, rep: int | None = None) -> list[tuple]:
+    def scalar_events(self, run_id: int, tag: str, rep: int | None = None) -> list[tuple]:
         """Every point of an imported series that repeats steps, in source order: rows of
         (rep, seq, step, epoch, walltime_ms, value); [] for a series without repeated steps."""
         sql = (
@@ -165,7 +180,7 @@ class ImportedLogs:
         with self._lock:
             return self._execute(sql + " ORDER BY rep, seq", params)
 
-    def raw_summaries(self: Store, run_id: int) -> list[RawSummary]:
+    def raw_summaries(self, run_id: int) -> list[RawSummary]:
         """Summaries kept as their source bytes (histograms), by tag then source order."""
         with self._lock:
             rows = self._execute(
@@ -173,4 +188,4 @@ class ImportedLogs:
                 " JOIN tags t ON t.tag_id = r.tag_id WHERE r.run_id = ? ORDER BY t.name, r.raw_id",
                 (run_id,),
             )
-        return [RawSummary(*row[:6], bytes(row[6])) for row in rows]
+        return [RawSummary(row[0], row[1], row[2], row[3], row[4], row[5], bytes(row[6])) for row in rows]
