@@ -84,23 +84,25 @@ def test_watch_follows_a_directory_until_interrupted(tmp_path: Path) -> None:
     from torch.utils.tensorboard import SummaryWriter
 
     logdir, url = tmp_path / "logs", str(tmp_path / "watch.db")
-    writer = SummaryWriter(str(logdir / "run"))
-    writer.add_scalar("loss", 1.0, 0)
-    writer.flush()
-    shown, waits = [], []
+    logdir.mkdir()  # no run yet: watched until one appears
+    shown, waits, writers = [], [], []
 
     def sleep(seconds: float) -> None:  # what happens between two passes, then Ctrl-C
         waits.append(seconds)
         if len(waits) == 1:
-            writer.add_scalar("loss", 0.5, 1)
-            writer.flush()
-        elif len(waits) == 3:
+            writers.append(SummaryWriter(str(logdir / "run")))
+            writers[0].add_scalar("loss", 1.0, 0)
+            writers[0].flush()
+        elif len(waits) == 2:
+            writers[0].add_scalar("loss", 0.5, 1)
+            writers[0].flush()
+        elif len(waits) == 4:
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
         follow(logdir, url, shown.append, interval=2.5, sleep=sleep)
-    writer.close()
-    assert waits == [2.5, 2.5, 2.5]
+    writers[0].close()
+    assert waits == [2.5] * 4
     assert [(r.new, r.updated, r.tally.imported["scalars"]) for r in shown] == [
         (["run"], [], 1),
         ([], ["run"], 1),

@@ -249,11 +249,13 @@ def follow(
     clock: Callable[[], float] = time.time,
 ) -> None:
     """`--watch`: import what is new every `interval` seconds until interrupted (Ctrl-C), showing
-    each pass that found something."""
+    each pass that found something. A log directory without event files yet is waited on."""
+    root = Path(logdir)
     while True:
-        report = import_logdir(logdir, into, clock, quiet_seconds)
-        if report.new or report.updated or report.tally.damage:
-            show(report)
+        if not root.is_dir() or find_run_directories(root):
+            report = import_logdir(logdir, into, clock, quiet_seconds)
+            if report.new or report.updated or report.tally.damage:
+                show(report)
         sleep(interval)
 
 
