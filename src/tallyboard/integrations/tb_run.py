@@ -94,7 +94,7 @@ class RunImport:
         directory: Path,
         target: Target,
         tally: Tally,
-        new_run: Callable[[str, float], int | None],
+        new_run: Callable[[Path, float], int | None],
         bar: ProgressBar,
     ) -> None:
         self.store, self.directory, self.target, self.tally = store, directory, target, tally
@@ -223,7 +223,7 @@ class RunImport:
         return len(steps) < 2 or bool((steps[1:] > steps[:-1]).all())
 
     def _create(self, wall_time: float) -> bool:
-        run_id = self.new_run(self.target.name, wall_time)
+        run_id = self.new_run(self.directory, wall_time)
         if run_id is None:
             return False
         self.target.run_id, self.target.start = run_id, wall_time

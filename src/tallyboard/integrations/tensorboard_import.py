@@ -143,10 +143,11 @@ class LogdirImport:
         return total
 
     def _directory(self, directory: Path, bar: ProgressBar) -> None:
-        source = str(directory.resolve())
-        progress = self.store.import_progress(source)
+        progress = self.store.import_progress(str(directory.resolve()))
         name = run_name(self.logdir, directory)
-        target = self._resumed(name, progress) or Target(name)
+        target = self._resumed(name, progress)
+        if target is None:  # never imported, or its run was deleted from the table since: afresh
+            target, progress = Target(name), {}
         if directory.parent in self.skipped:  # a session of a run imported before read positions were kept
             self.skipped.add(directory)
             return
@@ -186,10 +187,10 @@ class LogdirImport:
             return None
         return Target(name, run_id, row["start_time"])
 
-    def _new_run(self, name: str, start: float) -> int | None:
+    def _new_run(self, directory: Path, start: float) -> int | None:
         fields = {
-            "experiment": name,
-            "comment": f"imported from TensorBoard: {self.logdir.resolve() / name if name else self.logdir}",
+            "experiment": run_name(self.logdir, directory),
+            "comment": f"imported from TensorBoard: {directory.resolve()}",
             "start_time": start,
             "status": "running",
         }
