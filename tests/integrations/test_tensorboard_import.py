@@ -2,7 +2,8 @@
 
 The expected values are the ones the test wrote (at float32, TensorBoard's precision); the expected
 wall times are read from the event files with TensorBoard's low-level loader, a different code path
-from the EventAccumulator the import uses.
+from the import's own reader. Every kind against TensorBoard's EventAccumulator, and other writers:
+test_tensorboard_kinds.py; growing, watched and damaged logs: test_tensorboard_live.py.
 """
 
 from __future__ import annotations
