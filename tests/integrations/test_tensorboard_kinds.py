@@ -259,3 +259,33 @@ def test_tallyboard_copy_keeps_what_imports_keep(logdir: Path, tmp_path: Path, p
         after.close()
     again = import_logdir(logdir, returned, clock=lambda: FAR_FUTURE)
     assert sorted(again.unchanged) == sorted(runs) and not again.tally.imported
+
+
+def test_every_monitor_window_written_by_our_own_handler_arrives(tmp_path: Path, db_url: str) -> None:
+    """`monitor.TensorboardEventHandler` writes every Stat window at step 0 (TensorBoard's writer
+    gets no step): all nine windows of each key arrive, in order, with their timestamps."""
+    from datetime import datetime, timedelta, timezone
+
+    from torch.utils.tensorboard import SummaryWriter
+
+    from tallyboard import monitor
+
+    writer = SummaryWriter(str(tmp_path / "logs" / "monitor"))
+    handler = monitor.TensorboardEventHandler(writer)
+    start = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    for window in range(9):
+        data = {"step_time.mean": 0.1 * window, "step_time.max": 0.2 * window}
+        handler(monitor.Event(monitor.STAT_EVENT, start + timedelta(seconds=10 * window), data))
+    writer.close()
+    import_logdir(tmp_path / "logs", db_url, clock=lambda: FAR_FUTURE)
+    [run_id] = runs_by_name(db_url).values()
+    store = open_store(db_url)
+    try:
+        got = stored(store, run_id)
+        assert_same(reference(tmp_path / "logs" / "monitor"), got)
+        for key in ("step_time.mean", "step_time.max"):
+            assert [step for step, _, _ in got["scalars"][key]] == [0] * 9
+            walls = [wall for _, wall, _ in got["scalars"][key]]
+            assert walls == pytest.approx([start.timestamp() + 10 * w for w in range(9)], abs=1e-3)
+    finally:
+        store.close()
