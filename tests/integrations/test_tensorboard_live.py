@@ -185,3 +185,37 @@ def test_a_file_still_being_written_is_not_damage_until_its_run_is_quiet(tmp_pat
     done = import_logdir(logdir, url, clock=lambda: newest_mtime(logdir) + QUIET, quiet_seconds=QUIET)
     assert done.tally.damage == [] and done.tally.imported["scalars"] == 20
     compare(url, logdir / "run", only_run(url)["run_id"])
+
+
+def test_a_tf2_log_imported_in_two_parts_remembers_each_tags_plugin(tmp_path: Path, db_url: str) -> None:
+    """TF2 writes a tag's plugin ("scalars") only with its first value: values read by a later
+    import, without it, are still scalars."""
+    import numpy as np
+    from tensorboard.compat.proto import event_pb2, summary_pb2
+    from tensorboard.plugins.scalar import metadata as scalar_metadata
+    from tensorboard.summary.writer.event_file_writer import EventFileWriter
+    from tensorboard.util import tensor_util
+
+    logdir = tmp_path / "logs"
+    writer = EventFileWriter(str(logdir / "keras"))
+
+    def write(step: int) -> None:
+        value = summary_pb2.Summary.Value(
+            tag="epoch_loss", tensor=tensor_util.make_tensor_proto(np.float32(step))
+        )
+        if step == 0:
+            value.metadata.CopyFrom(scalar_metadata.create_summary_metadata("", ""))
+        summary = summary_pb2.Summary(value=[value])
+        writer.add_event(event_pb2.Event(wall_time=1.7e9 + step, step=step, summary=summary))
+
+    for step in range(3):
+        write(step)
+    writer.flush()
+    soon = lambda: newest_mtime(logdir) + 1  # noqa: E731
+    assert import_logdir(logdir, db_url, clock=soon).tally.imported == {"scalars": 3}
+    for step in range(3, 7):
+        write(step)
+    writer.close()
+    second = import_logdir(logdir, db_url, clock=soon)
+    assert second.tally.imported == {"scalars": 4} and not second.tally.skipped
+    compare(db_url, logdir / "keras", only_run(db_url)["run_id"])

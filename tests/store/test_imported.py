@@ -25,13 +25,15 @@ def test_a_version_2_table_gains_the_import_tables_when_opened(db_url: str) -> N
         records = ImportRecords(
             scalar_events=[(run["run_id"], "loss", [(0, 0, 3, None, 0.5, 1.0), (0, 1, 3, None, 0.6, 2.0)])],
             raw=[(run["run_id"], "weights", 0, 3, 0.5, "histogram", "HistogramProto", b"\x01\x02")],
-            files=[("/logs/run", "events.out.tfevents.1", run["run_id"], 120, 1.7e9)],
+            files=[("/logs/run", "events.out.tfevents.1", run["run_id"], 120, 1.7e9, '{"loss": "scalars"}')],
         )
         store.write_import(Batch(), records)
         assert [row[:3] for row in store.scalar_events(run["run_id"], "loss")] == [(0, 0, 3), (0, 1, 3)]
         [raw] = store.raw_summaries(run["run_id"])
         assert (raw.tag, raw.step, raw.walltime_ms, raw.data) == ("weights", 3, 500, b"\x01\x02")
-        assert store.import_progress("/logs/run") == {"events.out.tfevents.1": (run["run_id"], 120, 1.7e9)}
+        assert store.import_progress("/logs/run") == {
+            "events.out.tfevents.1": (run["run_id"], 120, 1.7e9, {"loss": "scalars"})
+        }
     finally:
         store.close()
 
@@ -42,7 +44,7 @@ def test_the_debug_run_replaced_takes_its_import_rows_along(db_url: str) -> None
         run_id = store.create_run({"experiment": "debug", "start_time": 0.0}, debug=True)
         records = ImportRecords(
             scalar_events=[(run_id, "loss", [(0, 0, 1, None, 0.0, 1.0)])],
-            files=[("/logs/debug", "f", run_id, 10, None)],
+            files=[("/logs/debug", "f", run_id, 10, None, "{}")],
         )
         store.write_import(Batch(), records)
         store.create_run({"experiment": "debug again", "start_time": 1.0}, debug=True)

@@ -16,6 +16,7 @@ that long. Re-evaluated at every import, so a finished run that grows again is r
 
 from __future__ import annotations
 
+import json
 import os
 from collections import Counter
 from collections.abc import Callable
@@ -120,6 +121,8 @@ class RunImport:
         """Import what is new in every file; False when the run was skipped (already present from an
         import that kept no read positions)."""
         self.walls = {name: file.last_wall for name, file in progress.items() if file.last_wall is not None}
+        for file in progress.values():
+            self.decoder.plugins.update(file.plugins)
         for path in event_files(self.directory):
             read_to = progress[path.name].read_to if path.name in progress else 0
             if path.stat().st_size <= read_to:
@@ -317,8 +320,9 @@ class RunImport:
         records.scalar_events = [(run_id, tag, s.events) for tag, s in self.series.items() if s.events]
         batch.hparams = [(run_id, name, _json(value)) for name, value in self.hparams.items()]
         batch.results = [(run_id, name, _json(value)) for name, value in self.results.items()]
+        plugins = json.dumps(self.decoder.plugins)
         records.files = [
-            (self.source, name, run_id, read_to, self.walls.get(name))
+            (self.source, name, run_id, read_to, self.walls.get(name), plugins)
             for name, read_to in self.positions.items()
         ]
         if run_update:

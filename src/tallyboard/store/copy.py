@@ -40,7 +40,7 @@ TABLES: tuple[tuple[str, tuple[str, ...], tuple[str, ...], int], ...] = (
     # What imports keep beyond those (schema v3, store/imported.py).
     ("scalar_events", ("run_id", "tag_id", "rep", "seq"), ("step", "epoch", "walltime_ms", "value"), 50_000),
     ("raw_summaries", ("raw_id",), (*_RECORD[:4], "walltime_ms", "kind", "format", "data"), 2_000),
-    ("import_files", ("source", "name"), ("run_id", "read_to", "last_wall"), 10_000),
+    ("import_files", ("source", "name"), ("run_id", "read_to", "last_wall", "plugins"), 10_000),
 )
 
 

@@ -11,6 +11,7 @@ their own, written only by imports, in the same transaction as the records they 
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
@@ -34,13 +35,13 @@ class ImportRecords:
 
     scalar_events: (run_id, tag, rows of `EventRow`).
     raw: (run_id, tag, rep, step, walltime seconds, kind, format, data bytes).
-    files: (source directory, file name, run_id, read_to, last_wall): how far each file has now
-      been read, and the wall time of its last event read.
+    files: (source directory, file name, run_id, read_to, last_wall, plugins JSON): how far each
+      file has now been read, the wall time of its last event read, the tags' plugins known.
     """
 
     scalar_events: list[tuple[int, str, list[EventRow]]] = field(default_factory=list)
     raw: list[tuple] = field(default_factory=list)
-    files: list[tuple[str, str, int, int, float | None]] = field(default_factory=list)
+    files: list[tuple[str, str, int, int, float | None, str]] = field(default_factory=list)
 
 
 class SeriesTail(NamedTuple):
@@ -57,6 +58,7 @@ class FileProgress(NamedTuple):
     run_id: int
     read_to: int
     last_wall: float | None
+    plugins: dict[str, str]
 
 
 class RawSummary(NamedTuple):
@@ -113,9 +115,10 @@ class ImportedLogs:
             )
         if records.files:
             self._executemany(
-                "INSERT INTO import_files (source, name, run_id, read_to, last_wall) VALUES (?, ?, ?, ?, ?)"
-                " ON CONFLICT (source, name) DO UPDATE SET run_id = excluded.run_id,"
-                " read_to = excluded.read_to, last_wall = excluded.last_wall",
+                "INSERT INTO import_files (source, name, run_id, read_to, last_wall, plugins)"
+                " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (source, name) DO UPDATE SET"
+                " run_id = excluded.run_id, read_to = excluded.read_to, last_wall = excluded.last_wall,"
+                " plugins = excluded.plugins",
                 records.files,
             )
 
@@ -123,9 +126,13 @@ class ImportedLogs:
         """{file name: progress} of the files of directory `source` imported so far."""
         with self._lock:
             rows = self._execute(
-                "SELECT name, run_id, read_to, last_wall FROM import_files WHERE source = ?", (source,)
+                "SELECT name, run_id, read_to, last_wall, plugins FROM import_files WHERE source = ?",
+                (source,),
             )
-        return {row[0]: FileProgress(*row[1:]) for row in rows}
+        return {
+            name: FileProgress(run_id, read_to, wall, json.loads(plugins))
+            for name, run_id, read_to, wall, plugins in rows
+        }
 
     def series_tail(self, run_id: int, tag: str, rep: int) -> SeriesTail:
         """Where the series stands after earlier imports (two index seeks, whatever its length)."""

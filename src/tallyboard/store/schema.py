@@ -42,8 +42,10 @@ Conventions every reader relies on:
 - `raw_summaries` keeps summaries the table has no kind for yet (histograms) as their source
   bytes: `format` names the protobuf message ('HistogramProto' or 'TensorProto');
 - `import_files` remembers how far each imported file was read (`read_to`: bytes; the next record
-  starts there), into which run, and the wall time (seconds since the epoch) of its last event read,
-  so importing the same logs again adds only what is new.
+  starts there), into which run, the wall time (seconds since the epoch) of its last event read,
+  and `plugins`, the JSON object {tag: plugin name} learned from the directory's files so far (TF2
+  writes a tag's plugin only with its first value), so importing the same logs again adds only
+  what is new, understood as the first import understood it.
 """
 
 SCHEMA_VERSION = 3
@@ -216,6 +218,7 @@ CREATE TABLE import_files (
     run_id  BIGINT NOT NULL,
     read_to BIGINT NOT NULL,
     last_wall DOUBLE PRECISION,
+    plugins   TEXT NOT NULL DEFAULT '{{}}',
     PRIMARY KEY (source, name)
 )"""
 
