@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
+from tallyboard.store.imported import IMPORT_RUN_TABLES, ImportedLogs
 from tallyboard.store.schema import BLOCK_BITS, BLOCK_STEPS, RUN_COLUMNS, UNIQUE_KEY_PREFIX
 
 if TYPE_CHECKING:
@@ -137,8 +138,10 @@ def empty_text_as_null(fields: dict[str, Any]) -> dict[str, Any]:
 RUN_FIELDS = (*(name for name, _, _ in RUN_COLUMNS), "config_content", "unique_key", "updated_at")
 # Tables that hold a run's rows, children first: what deleting a run clears.
 RUN_TABLES = (
-    "scalars", "scalar_blocks", "media", "texts", "hparams", "results", "repetitions", "quarantine", "runs",
-)  # fmt: skip
+    *("scalars", "scalar_blocks", "media", "texts", "hparams", "results", "repetitions", "quarantine"),
+    *IMPORT_RUN_TABLES,
+    "runs",
+)
 _SCALAR_COLUMNS = {name: name for name in ("rep", "step", "epoch", "walltime_ms", "value")}
 _SCALAR_COLUMNS["value_or_nan"] = "COALESCE(value, 'nan')"
 _SCALAR_COLUMNS["epoch_or_minus_one"] = "COALESCE(epoch, -1)"
@@ -176,7 +179,7 @@ def walltime_ms(seconds: float) -> int:
     return int(ms + 0.5) if ms >= 0 else -int(0.5 - ms)
 
 
-class Store(ABC):
+class Store(ImportedLogs, ABC):
     """A result table in one database. Subclasses provide the connection and the primitives."""
 
     url: str
@@ -269,7 +272,7 @@ class Store(ABC):
         happens: split the batch and quarantine them), rather than because the database cannot be
         used now (busy, gone, disk full: keep the records and try again later)."""
 
-    def sync_id_sequences(self) -> None:  # noqa: B027 (a no-op by design, not a missing abstractmethod)
+    def sync_id_sequences(self) -> None:
         """After rows were inserted with explicit ids (a copy), make new ids start above them.
 
         Nothing to do where new ids already follow the largest one (SQLite); engines whose id
@@ -486,12 +489,7 @@ class Store(ABC):
         new_tags.clear()
 
         def tag_id(name: str) -> int:
-            known = self._tag_ids.get(name) or new_tags.get(name)
-            if known is None:
-                self._execute("INSERT INTO tags (name) VALUES (?) ON CONFLICT (name) DO NOTHING", (name,))
-                known = self._execute("SELECT tag_id FROM tags WHERE name = ?", (name,))[0][0]
-                new_tags[name] = known
-            return known
+            return self._tag_id(name, new_tags)
 
         for run_id, tag, rows in batch.scalars:
             # Ids are trusted ints, inlined so one prepared statement serves the whole series.
@@ -553,6 +551,16 @@ class Store(ABC):
         now = time.time()
         touched = {run_id for run_id, _, _ in rows}
         self._executemany("UPDATE runs SET updated_at = ? WHERE run_id = ?", [(now, r) for r in touched])
+
+    def _tag_id(self, name: str, new_tags: dict[str, int]) -> int:
+        """The id of tag `name`, interned inside the current transaction when new (and then
+        remembered in `new_tags`, which the caller keeps only once the transaction committed)."""
+        known = self._tag_ids.get(name) or new_tags.get(name)
+        if known is None:
+            self._execute("INSERT INTO tags (name) VALUES (?) ON CONFLICT (name) DO NOTHING", (name,))
+            known = self._execute("SELECT tag_id FROM tags WHERE name = ?", (name,))[0][0]
+            new_tags[name] = known
+        return known
 
     def _rebuild_blocks(self, series: list[tuple[int, int, list[ScalarRow]]]) -> None:
         """Recompute, from `scalars`, the `scalar_blocks` rows of the blocks that the rows of

@@ -43,6 +43,10 @@ TABLES: tuple[tuple[str, tuple[str, ...], tuple[str, ...], int], ...] = (
     ("media", ("media_id",), (*_RECORD, "width", "height", "png"), 200),
     ("texts", ("text_id",), (*_RECORD, "content"), 2_000),
     ("quarantine", ("quarantine_id",), ("run_id", "kind", "tag", "error", "record", "quarantined_at"), 2_000),
+    # What imports keep beyond those (schema v3, store/imported.py).
+    ("scalar_events", ("run_id", "tag_id", "rep", "seq"), ("step", "epoch", "walltime_ms", "value"), 50_000),
+    ("raw_summaries", ("raw_id",), (*_RECORD[:4], "walltime_ms", "kind", "format", "data"), 2_000),
+    ("import_files", ("source", "name"), ("run_id", "read_to", "last_wall", "plugins"), 10_000),
 )
 
 

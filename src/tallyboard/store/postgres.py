@@ -461,6 +461,7 @@ class PostgresStore(Store):
             ("media", "media_id"),
             ("texts", "text_id"),
             ("quarantine", "quarantine_id"),
+            ("raw_summaries", "raw_id"),
         ):
             self._execute(
                 "SELECT setval(pg_get_serial_sequence(?, ?), COALESCE(MAX"
