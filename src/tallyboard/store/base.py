@@ -123,7 +123,8 @@ EDITABLE_RUN_FIELDS = frozenset({"note", "tag", "color", "status", "hidden", "en
 RUN_FIELDS = (*(name for name, _, _ in RUN_COLUMNS), "config_content", "unique_key", "updated_at")
 # Tables that hold a run's rows, children first: what deleting a run clears.
 RUN_TABLES = (
-    "scalars", "scalar_blocks", "media", "texts", "hparams", "results", "repetitions", "quarantine", "runs",
+    "scalars", "scalar_blocks", "media", "texts", "hparams", "results", "repetitions", "quarantine", "run_tags",
+    "runs",
 )  # fmt: skip
 _SCALAR_COLUMNS = {name: name for name in ("rep", "step", "epoch", "walltime_ms", "value")}
 _SCALAR_COLUMNS["value_or_nan"] = "COALESCE(value, 'nan')"
@@ -340,6 +341,34 @@ class Store(ABC):
             f"UPDATE runs SET {assignments}, updated_at = ? WHERE run_id = ?",
             (*values.values(), time.time(), run_id),
         )
+
+    # ---- several tags per run (schema v4) ------------------------------------------------------
+    def change_run_tags(self, run_id: int, add: Sequence[str] = (), remove: Sequence[str] = ()) -> None:
+        """Add and remove tags of a run now, in one transaction, and bump its `updated_at` (live
+        views see the change). Adding a tag the run has, or removing one it lacks, does nothing."""
+
+        def change() -> None:
+            self._executemany(
+                "INSERT INTO run_tags (run_id, tag) VALUES (?, ?) ON CONFLICT (run_id, tag) DO NOTHING",
+                [(run_id, tag) for tag in add],
+            )
+            self._executemany("DELETE FROM run_tags WHERE run_id = ? AND tag = ?", [(run_id, t) for t in remove])
+            self._execute("UPDATE runs SET updated_at = ? WHERE run_id = ?", (time.time(), run_id))
+
+        with self._lock:
+            self._atomic(change)
+
+    def run_tags(self, run_id: int | None = None) -> dict[int, list[str]]:
+        """{run_id: sorted tags} of one run or of every run that has any."""
+        sql, params = "SELECT run_id, tag FROM run_tags", ()
+        if run_id is not None:
+            sql, params = sql + " WHERE run_id = ?", (run_id,)
+        with self._lock:
+            rows = self._execute(sql + " ORDER BY run_id, tag", params)
+        out: dict[int, list[str]] = {}
+        for rid, tag in rows:
+            out.setdefault(rid, []).append(tag)
+        return out
 
     def run(self, run_id: int) -> dict[str, Any] | None:
         """The row of one run as a dict of `runs` columns, or None."""

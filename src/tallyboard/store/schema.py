@@ -44,10 +44,14 @@ Conventions every reader relies on:
   float seconds since the Unix epoch. A run's quarantined records go with the run;
 - `runs_by_unique_key` (v3) indexes the first `UNIQUE_KEY_PREFIX` characters of `unique_key`, not
   the whole: a long CLI dict would make the key longer than PostgreSQL's index rows can be
-  (2704 bytes); the lookup compares the prefix through the index, then the whole key.
+  (2704 bytes); the lookup compares the prefix through the index, then the whole key;
+- `run_tags` (v4) holds a run's tags, several per run (`LogWriter.add_tags`), one row each, each a
+  non-empty key (`values.check_key`); DeepBoard's single `runs.tag` is a separate thing and stays.
+  The `columns` row 'tags' (kind 'run', hidden by default) lets the filter language and the
+  dashboard name them; a run's tags go with the run.
 """
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 UNIQUE_KEY_PREFIX = 256
 BLOCK_BITS = 8
 BLOCK_STEPS = 1 << BLOCK_BITS  # steps per row of scalar_blocks (why 256: docs/dashboard.md)
@@ -202,8 +206,21 @@ CREATE INDEX quarantine_by_run ON quarantine (run_id);
 DROP INDEX runs_by_unique_key;
 CREATE INDEX runs_by_unique_key ON runs (substr(unique_key, 1, {UNIQUE_KEY_PREFIX}))"""
 
+# v4: several tags per run, and the column that names them (hidden by default, so the result
+# table's DeepBoard layout is unchanged). An hparam or result already named 'tags' keeps its row.
+RUN_TAGS = """
+CREATE TABLE run_tags (
+    run_id BIGINT NOT NULL,
+    tag    TEXT NOT NULL,
+    PRIMARY KEY (run_id, tag)
+);
+CREATE INDEX run_tags_by_tag ON run_tags (tag);
+INSERT INTO columns (name, kind, alias, position) VALUES ('tags', 'run', 'Tags', NULL)
+ON CONFLICT (name) DO NOTHING"""
+
 # MIGRATIONS[n] upgrades a store at version n to n + 1. Version 1 is the first released schema.
 MIGRATIONS: dict[int, str] = {
     1: SCALAR_BLOCKS + ";" + BACKFILL_BLOCKS,  # v2: block summaries, backfilled
     2: QUARANTINE,  # v3: quarantined records; the unique key indexed by its prefix
+    3: RUN_TAGS,  # v4: several tags per run
 }
