@@ -123,8 +123,8 @@ EDITABLE_RUN_FIELDS = frozenset({"note", "tag", "color", "status", "hidden", "en
 RUN_FIELDS = (*(name for name, _, _ in RUN_COLUMNS), "config_content", "unique_key", "updated_at")
 # Tables that hold a run's rows, children first: what deleting a run clears.
 RUN_TABLES = (
-    "scalars", "scalar_blocks", "media", "texts", "hparams", "results", "repetitions", "quarantine", "run_tags",
-    "runs",
+    "scalars", "scalar_blocks", "media", "texts", "hparams", "results", "repetitions", "quarantine",
+    "run_tags", "runs",
 )  # fmt: skip
 _SCALAR_COLUMNS = {name: name for name in ("rep", "step", "epoch", "walltime_ms", "value")}
 _SCALAR_COLUMNS["value_or_nan"] = "COALESCE(value, 'nan')"
@@ -352,7 +352,9 @@ class Store(ABC):
                 "INSERT INTO run_tags (run_id, tag) VALUES (?, ?) ON CONFLICT (run_id, tag) DO NOTHING",
                 [(run_id, tag) for tag in add],
             )
-            self._executemany("DELETE FROM run_tags WHERE run_id = ? AND tag = ?", [(run_id, t) for t in remove])
+            self._executemany(
+                "DELETE FROM run_tags WHERE run_id = ? AND tag = ?", [(run_id, t) for t in remove]
+            )
             self._execute("UPDATE runs SET updated_at = ? WHERE run_id = ?", (time.time(), run_id))
 
         with self._lock:
