@@ -3,11 +3,13 @@ as the CLI's filter, every point as logged, the same content whatever the backen
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -212,3 +214,43 @@ def test_numpy_arrays_back_the_frame(table):
     frame = table.series(1, "train/loss", backend="polars")
     assert frame.schema["value"] == pl.Float64 and frame.schema["epoch"] == pl.Int64
     assert isinstance(table.series(1, "train/loss")["value"].to_numpy(), np.ndarray)
+
+
+# -- memory --------------------------------------------------------------------------------------
+BENCH = Path(__file__).resolve().parents[1] / "bench" / "query_memory.py"
+CHUNK_ROWS = 20_000
+MiB = 2**20
+
+
+def test_memory_of_a_long_query_holds_one_chunk_of_raw_rows_whatever_its_length(tmp_path):
+    """Peak resident-set growth of a query in a fresh process (bench/query_memory.py), at 250,000
+    and 1,000,000 points. Iterating stays flat: the same peak at 4x the points, a few MiB, where
+    the raw rows of 1,000,000 points take ~150 MiB. Building the frame holds the frame plus its
+    columns once more (while concatenating), never the raw rows. 10,000,000 points: run the
+    benchmark (`python bench/query_memory.py`), too slow for a unit test on a small machine."""
+    figures = {}
+    for points in (250_000, 1_000_000):
+        path = str(tmp_path / f"{points}.db")
+        step = [
+            sys.executable,
+            str(BENCH),
+            "--db",
+            path,
+            "--points",
+            str(points),
+            "--chunk-rows",
+            str(CHUNK_ROWS),
+        ]
+        subprocess.run([*step, "--mode", "build"], check=True, timeout=300)
+        for mode in ("iter", "frame"):
+            done = subprocess.run(
+                [*step, "--mode", mode], check=True, timeout=300, capture_output=True, text=True
+            )
+            figures[mode, points] = json.loads(done.stdout)
+    small, large = figures["iter", 250_000], figures["iter", 1_000_000]
+    assert large["points"] == 1_000_000
+    assert large["peak_growth"] < 40 * MiB
+    assert large["peak_growth"] < small["peak_growth"] + 8 * MiB  # independent of the length
+    frame = figures["frame", 1_000_000]
+    assert frame["points"] == 1_000_000
+    assert frame["peak_growth"] < 2.5 * frame["returned_bytes"] + 40 * MiB
