@@ -144,3 +144,12 @@ def test_dashboard_rows_carry_tags_and_filter_on_them(tmp_path: Path):
         sorted_ids = [row["run_id"] for row in client.get("/api/runs?sort=tags").json()["rows"]]
         assert sorted_ids[-1] == 3  # a run without tags is an empty cell: last
         assert client.get("/api/runs/1").json()["tags"] == ["ablation-3", "baseline"]
+
+
+def test_a_shown_tags_column_is_in_the_deepboard_results(db_url):
+    table = tagged_table(db_url)
+    assert "tags" not in table.get_results().col_ids  # hidden by default: the DeepBoard layout is unchanged
+    table.show_column("tags")
+    results = table.get_results()
+    column = results.col_ids.index("tags")
+    assert [row[column] for row in results.data] == [["ablation-3", "baseline"], ["baseline"], None]

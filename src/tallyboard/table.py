@@ -242,6 +242,8 @@ class ResultTable:
         values = self._store.values("hparams", run_id)
         for rid, results in self._store.values("results", run_id).items():
             values.setdefault(rid, {}).update(results)
+        for rid, tags in self._store.run_tags(run_id).items():  # a shown `tags` column (an hparam of
+            values.setdefault(rid, {}).setdefault("tags", tags)  # that name, from before v4, wins)
         shown = [c for c in self._store.columns() if c.position is not None]
         data = [[values.get(row["run_id"], {}).get(c.name, row.get(c.name)) for c in shown] for row in rows]
         return TableTuple(
