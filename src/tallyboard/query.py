@@ -149,37 +149,38 @@ def _keys(store: Store, run_ids: int | Iterable[int], tags: str | Iterable[str] 
     return series_keys(store, ids, wanted_tags, wanted_reps)
 
 
+class Selection(NamedTuple):
+    """Which points a series query reads: runs, tags and repetitions (None = all), an inclusive
+    step range ((low, high), None for an open end), and `downsample` (n buckets per series)."""
+
+    run_ids: int | Iterable[int]
+    tags: str | Iterable[str] | None = None
+    reps: int | Iterable[int] | None = None
+    step_range: tuple[int | None, int | None] | None = None
+    downsample: int | None = None
+
+    def chunks(self, store: Store, chunk_rows: int) -> Iterator[SeriesChunk]:
+        keys = _keys(store, self.run_ids, self.tags, self.reps)
+        return iter_chunks(store, keys, self.step_range, self.downsample, chunk_rows)
+
+
 def iter_series(
-    store: Store,
-    run_ids: int | Iterable[int],
-    tags: str | Iterable[str] | None = None,
-    reps: int | Iterable[int] | None = None,
-    step_range: tuple[int | None, int | None] | None = None,
-    downsample: int | None = None,
-    backend: str | None = None,
-    chunk_rows: int = DEFAULT_CHUNK_ROWS,
+    store: Store, selection: Selection, backend: str | None = None, chunk_rows: int = DEFAULT_CHUNK_ROWS
 ) -> Iterator[Any]:
     """`ResultTable.iter_series`: the points in frames (or lists of `SeriesPoint`) of at most
     `chunk_rows` rows, each from one series; only one page of raw rows is held at a time."""
     chosen = resolve_backend(backend)
-    for chunk in iter_chunks(store, _keys(store, run_ids, tags, reps), step_range, downsample, chunk_rows):
+    for chunk in selection.chunks(store, chunk_rows):
         yield _points(chunk) if chosen == "records" else _series_frame(chosen, [_arrays(chunk)], [chunk.tag])
 
 
 def series_frame(
-    store: Store,
-    run_ids: int | Iterable[int],
-    tags: str | Iterable[str] | None = None,
-    reps: int | Iterable[int] | None = None,
-    step_range: tuple[int | None, int | None] | None = None,
-    downsample: int | None = None,
-    backend: str | None = None,
-    chunk_rows: int = DEFAULT_CHUNK_ROWS,
+    store: Store, selection: Selection, backend: str | None = None, chunk_rows: int = DEFAULT_CHUNK_ROWS
 ) -> Any:
     """`ResultTable.series`: one long frame (run_id, tag, rep, step, epoch, walltime, value), rows
     by run, tag, repetition and step; the tag column is categorical."""
     chosen = resolve_backend(backend)
-    chunks = iter_chunks(store, _keys(store, run_ids, tags, reps), step_range, downsample, chunk_rows)
+    chunks = selection.chunks(store, chunk_rows)
     if chosen == "records":
         return [point for chunk in chunks for point in _points(chunk)]
     categories: dict[str, int] = {}

@@ -337,9 +337,8 @@ class ResultTable:
         `step_range` is inclusive, (low, high), None for an open end; `downsample=n` keeps the
         last point of each of n equal step buckets per series. `query.pivot(frame)` makes it wide.
         Read `chunk_rows` points at a time, so raw rows never pile up in memory."""
-        return query_api.series_frame(
-            self._store, run_ids, tags, reps, step_range, downsample, backend, chunk_rows
-        )
+        which = query_api.Selection(run_ids, tags, reps, step_range, downsample)
+        return query_api.series_frame(self._store, which, backend, chunk_rows)
 
     def iter_series(
         self,
@@ -352,9 +351,8 @@ class ResultTable:
         chunk_rows: int = query_api.DEFAULT_CHUNK_ROWS,
     ) -> Iterator[Any]:
         """What `series` returns, as frames of at most `chunk_rows` rows (each from one series)."""
-        return query_api.iter_series(
-            self._store, run_ids, tags, reps, step_range, downsample, backend, chunk_rows
-        )
+        which = query_api.Selection(run_ids, tags, reps, step_range, downsample)
+        return query_api.iter_series(self._store, which, backend, chunk_rows)
 
     def summary(
         self,
