@@ -181,12 +181,12 @@ def test_summary_is_computed_over_the_last_points(table):
     for row in table.summary([1, 2, 3], last_n=50, backend="records"):
         values = [p.value for p in table.load_run(row.run_id).get_scalar(row.tag, row.rep)][-50:]
         kept = [v for v in values if not math.isnan(v)]
-        assert row.count == len(values) and row.last == values[-1]
+        assert row.points == len(values) and row.last == values[-1]
         assert (row.min, row.max) == (min(kept), max(kept)) and row.mean == pytest.approx(
             sum(kept) / len(kept)
         )
     nan_tail = table.summary(1, "train/loss", reps=0, last_n=STEPS, backend="polars")
-    assert nan_tail["count"].to_list() == [STEPS] and nan_tail["last_step"].to_list() == [STEPS - 1]
+    assert nan_tail["points"].to_list() == [STEPS] and nan_tail["last_step"].to_list() == [STEPS - 1]
     with pytest.raises(ValueError, match="last_n"):
         table.summary(1, last_n=0)
 

@@ -42,13 +42,13 @@ class SeriesChunk(NamedTuple):
 
 
 class SeriesSummary(NamedTuple):
-    """The end of one series: its last step and value, and min, max and mean of its last `count`
+    """The end of one series: its last step and value, and min, max and mean of its last `points`
     points (`last_n`, or fewer in a shorter series; NaN points are skipped, NaN when all are)."""
 
     run_id: int
     tag: str
     rep: int
-    count: int
+    points: int
     last_step: int
     last: float
     min: float
@@ -104,7 +104,7 @@ def _chunk(key: SeriesKey, rows: list[tuple]) -> SeriesChunk:
 def _range(step_range: tuple[int | None, int | None] | None) -> tuple[str, list[int]]:
     """SQL and parameters for an inclusive step range (None = open)."""
     low, high = step_range if step_range is not None else (None, None)
-    sql, params = "", []
+    sql, params = "", list[int]()
     if low is not None:
         sql, params = sql + " AND step >= ?", [*params, int(low)]
     if high is not None:
@@ -139,7 +139,7 @@ def iter_chunks(
             yield _chunk(key, rows)
             if done:
                 break
-            rows = None  # let the page go before the next one is read
+            rows = []  # let the page go before the next one is read
             rows = _select(
                 store, _POINT + in_range + " AND step > ?" + page, (*where, *range_params, last_step)
             )
@@ -178,9 +178,9 @@ def summaries(store: Store, keys: Sequence[SeriesKey], last_n: int) -> list[Seri
     out = []
     for key in keys:
         where = (key.run_id, key.tag_id, key.rep)
-        count, last_step, low, high, mean, last = _select(store, sql, where * 2)[0]
+        points, last_step, low, high, mean, last = _select(store, sql, where * 2)[0]
         out.append(
-            SeriesSummary(key.run_id, key.tag, key.rep, count, last_step, *map(_nan, (last, low, high, mean)))
+            SeriesSummary(key.run_id, key.tag, key.rep, points, last_step, *map(_nan, (last, low, high, mean)))
         )
     return out
 
