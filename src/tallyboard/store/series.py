@@ -179,9 +179,8 @@ def summaries(store: Store, keys: Sequence[SeriesKey], last_n: int) -> list[Seri
     for key in keys:
         where = (key.run_id, key.tag_id, key.rep)
         points, last_step, low, high, mean, last = _select(store, sql, where * 2)[0]
-        out.append(
-            SeriesSummary(key.run_id, key.tag, key.rep, points, last_step, *map(_nan, (last, low, high, mean)))
-        )
+        figures = map(_nan, (last, low, high, mean))
+        out.append(SeriesSummary(key.run_id, key.tag, key.rep, points, last_step, *figures))
     return out
 
 
