@@ -123,6 +123,10 @@ def test_downsample_keeps_the_last_point_of_each_bucket(table):
     width = -(-STEPS // 7)
     assert frame["step"].tolist() == [min(STEPS, (i + 1) * width) - 1 for i in range(7)]
     assert len(table.series(2, "val/acc", downsample=1000)) == STEPS // 10  # short series: all points
+    ranged = table.series(2, "train/loss", step_range=(100, 299), downsample=4)
+    assert ranged["step"].tolist() == [149, 199, 249, 299]
+    with pytest.raises(ValueError, match="downsample"):
+        table.series(2, downsample=0)
 
 
 def test_every_backend_gives_the_same_points(table):
