@@ -14,12 +14,13 @@ import json
 import os
 import time
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from datetime import datetime
 from enum import Enum
 from typing import IO, Any, NamedTuple
 
 from tallyboard import capture, left_out
+from tallyboard import query as query_api
 from tallyboard.media import open_png
 from tallyboard.sink import DEFAULT_COMMIT_INTERVAL, arm_signals, sink_for
 from tallyboard.store import Column, Quarantined, StoreError, open_store
@@ -282,6 +283,8 @@ class ResultTable:
         values = self._store.values("hparams", run_id)
         for rid, results in self._store.values("results", run_id).items():
             values.setdefault(rid, {}).update(results)
+        for rid, tags in self._store.run_tags(run_id).items():  # a shown `tags` column (an hparam of
+            values.setdefault(rid, {}).setdefault("tags", tags)  # that name, from before v6, wins)
         shown = [c for c in self._store.columns() if c.position is not None]
         data = [[values.get(row["run_id"], {}).get(c.name, row.get(c.name)) for c in shown] for row in rows]
         return TableTuple(
@@ -349,6 +352,63 @@ class ResultTable:
         all), oldest first: each with its kind, tag, the database's error and the whole record as
         JSON (`json.loads(q.record)`). The sink sets them aside so that nothing else is held back."""
         return self._store.quarantined(run_id)
+
+    # ---- the query API (query.py; docs/query.md) -------------------------------------------------
+    def query(
+        self,
+        filter: str | None = None,
+        columns: list[str] | None = None,
+        show_hidden: bool = False,
+        backend: str | None = None,
+    ) -> Any:
+        """The runs as a DataFrame, one row per run: run fields (with `tags`), then hparams, then
+        results as columns. `filter` is the dashboard's filter language (`lr < 1e-3 and "baseline"
+        in tags`); `columns` picks names or aliases (run_id always comes first). `backend`:
+        'pandas' (default when installed), 'polars', or 'records' (a list of `RunRecord`)."""
+        return query_api.runs_frame(self._store, filter, columns, show_hidden, backend)
+
+    def series(
+        self,
+        run_ids: int | list[int],
+        tags: str | list[str] | None = None,
+        reps: int | list[int] | None = None,
+        step_range: tuple[int | None, int | None] | None = None,
+        downsample: int | None = None,
+        backend: str | None = None,
+        chunk_rows: int = query_api.DEFAULT_CHUNK_ROWS,
+    ) -> Any:
+        """Logged scalars as one long frame (run_id, tag, rep, step, epoch, walltime, value).
+        `step_range` is inclusive, (low, high), None for an open end; `downsample=n` keeps the
+        last point of each of n equal step buckets per series. `query.pivot(frame)` makes it wide.
+        Read `chunk_rows` points at a time, so raw rows never pile up in memory."""
+        which = query_api.Selection(run_ids, tags, reps, step_range, downsample)
+        return query_api.series_frame(self._store, which, backend, chunk_rows)
+
+    def iter_series(
+        self,
+        run_ids: int | list[int],
+        tags: str | list[str] | None = None,
+        reps: int | list[int] | None = None,
+        step_range: tuple[int | None, int | None] | None = None,
+        downsample: int | None = None,
+        backend: str | None = None,
+        chunk_rows: int = query_api.DEFAULT_CHUNK_ROWS,
+    ) -> Iterator[Any]:
+        """What `series` returns, as frames of at most `chunk_rows` rows (each from one series)."""
+        which = query_api.Selection(run_ids, tags, reps, step_range, downsample)
+        return query_api.iter_series(self._store, which, backend, chunk_rows)
+
+    def summary(
+        self,
+        run_ids: int | list[int],
+        tags: str | list[str] | None = None,
+        reps: int | list[int] | None = None,
+        last_n: int = 10,
+        backend: str | None = None,
+    ) -> Any:
+        """Per series (run_id, tag, rep): the last step and value, and min, max and mean of the last
+        `last_n` points, computed by the database."""
+        return query_api.summary_frame(self._store, run_ids, tags, reps, last_n, backend)
 
     @property
     def runs(self) -> list[int]:

@@ -88,6 +88,11 @@ class _Series(SeriesQueue):
         self.calls = 0
 
 
+def _checked_tags(tags: tuple[str, ...]) -> list[str]:
+    """Run tags, each a key the store can hold (a mistake in the third leaves the first two unset)."""
+    return list(dict.fromkeys(check_key("run tag", tag) for tag in tags))
+
+
 def _record_tag(kind: str, tag: str | None) -> str:
     """The tag of an image, figure, text or fragment: None (no tag) is stored as ''."""
     if tag is None or (isinstance(tag, str) and not tag):
@@ -405,6 +410,25 @@ class LogWriter:
 
     def set_tag(self, tag: str) -> None:
         self._set(tag=check_text("run tag", str(tag)))
+
+    def add_tags(self, *tags: str) -> None:
+        """Give the run these tags (several per run, unlike DeepBoard's single `tag`), written at
+        once. Each is a non-empty key (`values.check_key`); all are checked before any is stored."""
+        if not self._disabled:
+            self._row_store().change_run_tags(self._run_id, add=_checked_tags(tags))
+
+    def remove_tags(self, *tags: str) -> None:
+        """Take these tags off the run (those it lacks are ignored), written at once."""
+        if not self._disabled:
+            self._row_store().change_run_tags(self._run_id, remove=_checked_tags(tags))
+
+    def get_tags(self) -> list[str]:
+        """The run's tags, sorted."""
+        return self._store.run_tags(self._run_id).get(self._run_id, [])
+
+    @property
+    def tags(self) -> list[str]:
+        return self.get_tags()
 
     def set_color(self, color: str | None = None) -> None:
         """Set the run's colour as RGB hex ('#ff0000' or 'ff0000'); None clears it."""

@@ -10,6 +10,7 @@ TABLES_ADDED: dict[int, tuple[str, ...]] = {
     2: ("scalar_blocks",),
     3: ("quarantine",),
     5: IMPORT_RUN_TABLES,
+    6: ("run_tags",),
 }
 
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from tallyboard.store.imported import IMPORT_RUN_TABLES, ImportedLogs
-from tallyboard.store.schema import BLOCK_BITS, BLOCK_STEPS, RUN_COLUMNS, UNIQUE_KEY_PREFIX
+from tallyboard.store.schema import BLOCK_BITS, BLOCK_STEPS, RUN_COLUMNS, RUN_TAGS_SINCE, UNIQUE_KEY_PREFIX
 
 if TYPE_CHECKING:
     from tallyboard.store.location import Access, Found
@@ -140,6 +140,7 @@ RUN_FIELDS = (*(name for name, _, _ in RUN_COLUMNS), "config_content", "unique_k
 RUN_TABLES = (
     *("scalars", "scalar_blocks", "media", "texts", "hparams", "results", "repetitions", "quarantine"),
     *IMPORT_RUN_TABLES,
+    "run_tags",
     "runs",
 )
 _SCALAR_COLUMNS = {name: name for name in ("rep", "step", "epoch", "walltime_ms", "value")}
@@ -412,6 +413,43 @@ class Store(ImportedLogs, ABC):
             f"UPDATE runs SET {assignments}, updated_at = ? WHERE run_id = ?",
             (*values.values(), time.time(), run_id),
         )
+
+    # ---- several tags per run (schema v6) ------------------------------------------------------
+    def change_run_tags(self, run_id: int, add: Sequence[str] = (), remove: Sequence[str] = ()) -> None:
+        """Add and remove tags of a run now, in one transaction, and bump its `updated_at` (live
+        views see the change). Adding a tag the run has, or removing one it lacks, does nothing."""
+        self.ready_for_writing()
+
+        def change() -> None:
+            self._executemany(
+                "INSERT INTO run_tags (run_id, tag) VALUES (?, ?) ON CONFLICT (run_id, tag) DO NOTHING",
+                [(run_id, tag) for tag in add],
+            )
+            self._executemany(
+                "DELETE FROM run_tags WHERE run_id = ? AND tag = ?", [(run_id, t) for t in remove]
+            )
+            self._execute("UPDATE runs SET updated_at = ? WHERE run_id = ?", (time.time(), run_id))
+
+        with self._lock:
+            self._atomic(change)
+
+    def run_tags(self, run_id: int | None = None) -> dict[int, list[str]]:
+        """{run_id: sorted tags} of one run or of every run that has any (none in a table older than
+        the tags, which reading commands read as it is: see store/location.py)."""
+        from tallyboard.store.migrations import stored_version
+
+        with self._lock:
+            if (stored_version(self) or 0) < RUN_TAGS_SINCE:
+                return {}
+        sql, params = "SELECT run_id, tag FROM run_tags", ()
+        if run_id is not None:
+            sql, params = sql + " WHERE run_id = ?", (run_id,)
+        with self._lock:
+            rows = self._execute(sql + " ORDER BY run_id, tag", params)
+        out: dict[int, list[str]] = {}
+        for rid, tag in rows:
+            out.setdefault(rid, []).append(tag)
+        return out
 
     def run(self, run_id: int) -> dict[str, Any] | None:
         """The row of one run as a dict of `runs` columns, or None."""

@@ -214,6 +214,13 @@ class DashboardQueries:
             ):
                 if run_id in runs:
                     runs[run_id][table][name] = _json_value(value)
+        for run in runs.values():
+            run["tags"] = []
+        for run_id, tag in self._all(
+            f"SELECT run_id, tag FROM run_tags WHERE run_id IN {run_ids_sql} ORDER BY tag", params
+        ):
+            if run_id in runs:
+                runs[run_id]["tags"].append(tag)
         return list(runs.values())
 
     def run(self, run_id: int) -> dict[str, Any] | None:
@@ -225,6 +232,9 @@ class DashboardQueries:
         for table in ("hparams", "results"):
             pairs = self._all(f"SELECT name, value FROM {table} WHERE run_id = ? ORDER BY name", [run_id])
             run[table] = {name: _json_value(value) for name, value in pairs}
+        run["tags"] = [
+            row[0] for row in self._all("SELECT tag FROM run_tags WHERE run_id = ? ORDER BY tag", [run_id])
+        ]
         reps = self._all("SELECT rep, start_time FROM repetitions WHERE run_id = ? ORDER BY rep", [run_id])
         run["repetitions"] = [{"rep": rep, "start_time": start} for rep, start in reps]
         return run

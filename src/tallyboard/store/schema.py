@@ -57,10 +57,15 @@ Conventions every reader relies on:
   starts there), into which run, the wall time (seconds since the epoch) of its last event read,
   and `plugins`, the JSON object {tag: plugin name} learned from the directory's files so far (TF2
   writes a tag's plugin only with its first value), so importing the same logs again adds only
-  what is new, understood as the first import understood it.
+  what is new, understood as the first import understood it;
+- `run_tags` (v6) holds a run's tags, several per run (`LogWriter.add_tags`), one row each, each a
+  non-empty key (`values.check_key`); DeepBoard's single `runs.tag` is a separate thing and stays.
+  The `columns` row 'tags' (kind 'run', hidden by default) lets the filter language and the
+  dashboard name them; a run's tags go with the run.
 """
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
+RUN_TAGS_SINCE = 6  # the version that added `run_tags`
 UNIQUE_KEY_PREFIX = 256
 BLOCK_BITS = 8
 BLOCK_STEPS = 1 << BLOCK_BITS  # steps per row of scalar_blocks (why 256: docs/dashboard.md)
@@ -250,10 +255,23 @@ CREATE TABLE import_files (
     PRIMARY KEY (source, name)
 )"""
 
+# v6: several tags per run, and the column that names them (hidden by default, so the result
+# table's DeepBoard layout is unchanged). An hparam or result already named 'tags' keeps its row.
+RUN_TAGS = """
+CREATE TABLE run_tags (
+    run_id BIGINT NOT NULL,
+    tag    TEXT NOT NULL,
+    PRIMARY KEY (run_id, tag)
+);
+CREATE INDEX run_tags_by_tag ON run_tags (tag);
+INSERT INTO columns (name, kind, alias, position) VALUES ('tags', 'run', 'Tags', NULL)
+ON CONFLICT (name) DO NOTHING"""
+
 # MIGRATIONS[n] upgrades a store at version n to n + 1. Version 1 is the first released schema.
 MIGRATIONS: dict[int, str] = {
     1: SCALAR_BLOCKS + ";" + BACKFILL_BLOCKS,  # v2: block summaries, backfilled
     2: QUARANTINE,  # v3: quarantined records; the unique key indexed by its prefix
     # 3 -> 4: empty note and tag become NULL; differs per engine: migrations.nullable_note_and_tag
     4: IMPORT_TABLES,  # v5: every point of repeated steps, raw histograms, import progress
+    5: RUN_TAGS,  # v6: several tags per run
 }
