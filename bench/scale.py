@@ -115,12 +115,12 @@ class Bulk:
                                     " PRAGMA cache_size=-200000; BEGIN")  # fmt: skip
 
     def execute(self, sql: str, params: tuple = ()) -> None:
-        self.conn.execute(sql.replace("?", "%s") if self.postgres else sql, params)
+        self.conn.execute(_for_psycopg(sql) if self.postgres else sql, params)
 
     def many(self, sql: str, rows: list[tuple]) -> None:
         if self.postgres:
             with self.conn.cursor() as cursor:
-                cursor.executemany(sql.replace("?", "%s"), rows)
+                cursor.executemany(_for_psycopg(sql), rows)
         else:
             self.conn.executemany(sql, rows)
 
@@ -131,6 +131,10 @@ class Bulk:
             self.conn.execute("COMMIT")
             self.conn.execute("PRAGMA journal_mode=WAL")
         self.conn.close()
+
+
+def _for_psycopg(sql: str) -> str:
+    return sql.replace("%", "%%").replace("?", "%s")
 
 
 def _series_sql(postgres: bool) -> str:
