@@ -35,3 +35,23 @@ def test_columns_follow_the_store_and_include_every_value(sample_db):
     assert columns["run_id"].alias == "Run ID" and columns["run_id"].position == 0
     assert "git_diff" not in columns  # too long for a cell: the run page shows it
     queries.close()
+
+
+def test_a_kept_view_follows_edits_alias_changes_and_new_runs(sample_db):
+    queries = DashboardQueries(str(sample_db))
+    runs = RunsTable(queries)
+    view = {"sort": "lr", "filter_text": "lr > 0"}
+    first = runs.page(**view)
+    assert len(first.rows) >= 2
+    assert runs.page(**view, offset=1).rows == first.rows[1:]  # a later page of the kept view
+    table = tb.ResultTable(sample_db, nocommit_action=tb.NoCommitAction.NOP)
+    table.set_column_alias({"lr": "learning rate"})
+    assert runs.page(sort="learning rate", filter_text="lr > 0").rows == first.rows  # aliases resolve anew
+    with table.new_run("exp", cli={"lr": 5.0}, auto_log_plt=False) as run:
+        run.add_hparams(lr=5.0)
+    table.hide_run(first.rows[0]["run_id"])
+    table.close()
+    again = runs.page(**view)
+    assert again.rows[-1]["run_id"] == run.run_id  # the new run, sorted last by lr
+    assert [row["run_id"] for row in again.rows[:-1]] == [row["run_id"] for row in first.rows[1:]]
+    queries.close()

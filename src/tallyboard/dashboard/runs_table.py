@@ -4,6 +4,10 @@ Why on the server: 10,000 runs with their hparams and results are megabytes of J
 asked to hold and re-sort that stutters. The server keeps the rows in memory (refreshed only
 for runs whose `updated_at` moved) and answers one page at a time.
 
+A view (one filter, search and sort) is kept in order until the table changes: paging through it,
+and the polls of a page that shows it, cost one page, not a filter and sort of every run (at
+100,000 runs those take seconds; docs/performance.md).
+
 Sorting and filtering work on any column with mixed types and empty cells: values sort as
 numbers, then strings, then booleans, and empty cells always come last in either direction.
 """
@@ -17,6 +21,8 @@ from typing import Any
 
 from tallyboard.run_filter import column_resolver, run_cell, run_filter
 from tallyboard.store.queries import DashboardQueries
+
+VIEWS_KEPT = 8  # filtered and sorted views kept for the current version of the table
 
 # Run fields that can be table columns; git_diff is far too long for a cell (the run page shows it).
 TABLE_RUN_FIELDS = (
@@ -52,6 +58,8 @@ class RunsTable:
         self._rows: dict[int, dict[str, Any]] = {}
         self._version: tuple[int, float] | None = None
         self._lock = threading.Lock()
+        self._views: dict[tuple, list[dict[str, Any]]] = {}  # view -> its rows in order (one version)
+        self._names: tuple[tuple[int, float] | None, dict[str, str]] = (None, {})  # version, value names
 
     def refresh(self) -> tuple[int, float]:
         """Reload what changed since the last call; returns the store's runs version."""
@@ -81,18 +89,25 @@ class RunsTable:
             if field not in known:
                 columns.append(Column(field, "run", field, None))
                 known.add(field)
-        with self._lock:
-            rows = list(self._rows.values())
-        extra: dict[str, str] = {}
-        for row in rows:
-            for kind, values in (("hparam", row["hparams"]), ("result", row["results"])):
-                for name in values:
-                    if name not in known:
-                        extra.setdefault(name, kind)
+        extra = {name: kind for name, kind in self._value_names().items() if name not in known}
         last = max((c.position for c in columns if c.position is not None), default=-1)
         for offset, (name, kind) in enumerate(sorted(extra.items(), key=lambda item: item[1])):
             columns.append(Column(name, kind, name, last + 1 + offset))
         return sorted(columns, key=lambda c: (c.position is None, c.position or 0, c.name))
+
+    def _value_names(self) -> dict[str, str]:
+        """Every hparam/result name in the rows -> its kind (the first seen): a scan of every row,
+        done once per version of the table."""
+        with self._lock:
+            version, names = self._names
+            if version != self._version or version is None:
+                names = {}
+                for row in self._rows.values():
+                    for kind, values in (("hparam", row["hparams"]), ("result", row["results"])):
+                        for name in values:
+                            names.setdefault(name, kind)
+                self._names = (self._version, names)
+            return names
 
     def page(
         self,
@@ -109,6 +124,32 @@ class RunsTable:
         """One page of rows after filtering and sorting. Raises FilterError on a bad filter."""
         version = self.refresh()
         columns = self.columns()
+        view = (version, tuple(columns), sort, descending, filter_text.strip(), search.strip(), show_hidden,
+                None if run_ids is None else tuple(run_ids))  # fmt: skip
+        with self._lock:
+            rows = self._views.get(view)
+        if rows is None:
+            rows = self._select(columns, sort, descending, filter_text, search, show_hidden, run_ids)
+            with self._lock:
+                if any(kept[0] != version for kept in self._views):
+                    self._views.clear()  # made for an older table
+                while len(self._views) >= VIEWS_KEPT:
+                    del self._views[next(iter(self._views))]  # the oldest
+                self._views[view] = rows
+        page_rows = [_public(row) for row in rows[offset : offset + limit]]
+        return Page(total=len(rows), rows=page_rows, columns=columns, version=version)
+
+    def _select(
+        self,
+        columns: list[Column],
+        sort: str | None,
+        descending: bool,
+        filter_text: str,
+        search: str,
+        show_hidden: bool,
+        run_ids: list[int] | None,
+    ) -> list[dict[str, Any]]:
+        """The rows of one view, filtered and in order (every row is visited: linear in runs)."""
         with self._lock:
             rows = list(self._rows.values())
         if run_ids is not None:
@@ -124,9 +165,7 @@ class RunsTable:
             names = [c.name for c in columns if c.position is not None]
             rows = [row for row in rows if any(needle in _text(run_cell(row, n)) for n in names)]
         key = column_resolver(columns)(sort) if sort else "run_id"
-        rows = _sorted(rows, key, descending)
-        page_rows = [_public(row) for row in rows[offset : offset + limit]]
-        return Page(total=len(rows), rows=page_rows, columns=columns, version=version)
+        return _sorted(rows, key, descending)
 
 
 def _flatten(run: dict[str, Any]) -> dict[str, Any]:
