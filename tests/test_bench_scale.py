@@ -15,8 +15,8 @@ SCRIPT = Path(__file__).parent.parent / "bench" / "scale.py"
 
 
 def run_smoke(tmp_path: Path, *extra: str) -> str:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(SCRIPT.parent.parent / "src"),
-                                                                     os.environ.get("PYTHONPATH")]))}  # fmt: skip
+    paths = [str(SCRIPT.parent.parent / "src"), os.environ.get("PYTHONPATH")]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, paths))}
     done = subprocess.run(
         [sys.executable, str(SCRIPT), "--smoke", "--cache", str(tmp_path / "cache"), *extra],
         capture_output=True, text=True, env=env, timeout=600,
