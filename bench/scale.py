@@ -29,7 +29,8 @@ SQLite tables are cached under --cache (default bench/.scale-cache/, gitignored)
 the appended run is deleted again afterwards, so the cached file stays the bulk content.
 
     python bench/scale.py [--sizes 6,7,8] [--repeats 5] [--copy-max 10000000]
-                          [--postgres postgresql://postgres@127.0.0.1:5432/test] [--smoke]
+                          [--postgres postgresql://postgres@127.0.0.1:5432/test [--no-sqlite]]
+                          [--rounds 2] [--append 1000000] [--cache DIR] [--smoke]
 """
 
 from __future__ import annotations
@@ -484,6 +485,7 @@ def main() -> None:
     parser.add_argument("--copy-max", type=int, default=10**7, help="skip `copy` above this many scalars")
     parser.add_argument("--cache", type=Path, default=Path(__file__).parent / ".scale-cache")
     parser.add_argument("--postgres", metavar="URL", help="also build and measure on this PostgreSQL server")
+    parser.add_argument("--no-sqlite", action="store_true", help="only PostgreSQL (with --postgres)")
     parser.add_argument("--rounds", type=int, default=2, help="ladders measured, alternating order")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, for CI: it works, no figures")
     args = parser.parse_args()
@@ -495,7 +497,9 @@ def main() -> None:
     args.cache = args.cache.resolve()
     os.chdir(tempfile.mkdtemp())  # no git checkout here: runs start without capturing a diff
     print(f"load average at start: {os.getloadavg()}")
-    engines: list[tuple[str, Callable]] = [("SQLite", lambda s: cached_table(args.cache, s, args.append))]
+    engines: list[tuple[str, Callable]] = []
+    if not args.no_sqlite:
+        engines.append(("SQLite", lambda s: cached_table(args.cache, s, args.append)))
     if args.postgres:
         engines.append(("PostgreSQL", lambda s: postgres_table(args.postgres, s, args.append)))
     for engine, table_of in engines:
