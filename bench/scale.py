@@ -30,7 +30,7 @@ the appended run is deleted again afterwards, so the cached file stays the bulk 
 
     python bench/scale.py [--sizes 6,7,8] [--repeats 5] [--copy-max 10000000]
                           [--postgres postgresql://postgres@127.0.0.1:5432/test [--no-sqlite]]
-                          [--rounds 2] [--append 1000000] [--cache DIR] [--smoke]
+                          [--rounds 2] [--append 1000000] [--cache DIR] [--only-write] [--smoke]
 """
 
 from __future__ import annotations
@@ -388,6 +388,8 @@ def measure(url: str, size: Size, bulk_scalars: int, args: argparse.Namespace) -
     figures.scalars = bulk_scalars + args.append
     figures.write_per_s = args.append / seconds
     figures.bytes_per_scalar = disk_bytes(url) / figures.scalars
+    if args.only_write:
+        return figures
     chart_figures(url, run_id, args.append, args.repeats, figures)
     runs_figures(url, args.repeats, figures)
     query_figures(url, run_id, args.repeats, figures)
@@ -487,6 +489,9 @@ def main() -> None:
     parser.add_argument("--cache", type=Path, default=Path(__file__).parent / ".scale-cache")
     parser.add_argument("--postgres", metavar="URL", help="also build and measure on this PostgreSQL server")
     parser.add_argument("--no-sqlite", action="store_true", help="only PostgreSQL (with --postgres)")
+    parser.add_argument(
+        "--only-write", action="store_true", help="only the write figures (use more --rounds)"
+    )
     parser.add_argument("--rounds", type=int, default=2, help="ladders measured, alternating order")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, for CI: it works, no figures")
     args = parser.parse_args()
