@@ -15,6 +15,7 @@ import os
 import time
 import warnings
 from enum import Enum
+from collections.abc import Sequence
 from typing import IO, Any, NamedTuple
 
 from tallyboard import capture, left_out
@@ -259,6 +260,69 @@ class ResultTable:
         if "run_id" in ids:
             frame = frame.set_index(names[ids.index("run_id")])
         return frame
+
+    def compare(
+        self,
+        metric: str,
+        by: str | Sequence[str] = (),
+        run_ids: Sequence[int] | None = None,
+        summary: str = "final",
+        k: int = 5,
+        goal: str = "max",
+        unit: str = "rep",
+    ) -> Any:
+        """Groups of runs (by the hparams `by`) compared on `metric`, as a pandas DataFrame: one row
+        per group with its hparam values, n, mean, std, the 95% CI and its run ids.
+        `frame.attrs["pairs"]` holds the pairwise table: diff of means (b - a) with its 95% CI,
+        Welch's t, df and p, Holm's p across pairs, and a verdict in words. The arguments are
+        those of `compare_groups`. Needs pandas and scipy."""
+        import pandas as pd
+
+        found = self.compare_groups(metric, by, run_ids, summary, k, goal, unit).to_json()
+        keep = ("n", "mean", "std", "ci_low", "ci_high", "run_ids")
+        groups = pd.DataFrame([{**g["key"], **{c: g[c] for c in keep}} for g in found["groups"]])
+        groups.attrs["pairs"] = pd.DataFrame(found["pairs"])
+        return groups
+
+    def compare_groups(
+        self,
+        metric: str,
+        by: str | Sequence[str] = (),
+        run_ids: Sequence[int] | None = None,
+        summary: str = "final",
+        k: int = 5,
+        goal: str = "max",
+        unit: str = "rep",
+    ) -> Any:
+        """The statistics behind `compare` as a `comparison.Comparison` (no pandas needed).
+
+        `metric` is a scalar tag ('val/accuracy'), reduced per repetition by `summary` ('final',
+        'best' by `goal` 'max' or 'min', or 'last_k': the mean of the last k points), or a result
+        column. Runs: `run_ids`, else every visible run. `unit='run'` makes each run (the mean of
+        its repetitions) one sample instead of each repetition."""
+        from tallyboard import comparison
+
+        names = [by] if isinstance(by, str) else list(by)
+        known = {row["run_id"] for row in self._store.runs(show_hidden=True)}
+        chosen = run_ids if run_ids is not None else [row["run_id"] for row in self._store.runs()]
+        missing = [run_id for run_id in chosen if run_id not in known]
+        if missing:
+            raise KeyError(f"no run with id {missing[0]}")
+        hparams = self._store.values("hparams")
+        runs = {run_id: hparams.get(run_id, {}) for run_id in chosen}
+
+        def points() -> list[tuple[int, int, float | None]]:
+            return [
+                (run_id, rep, value)
+                for run_id in runs
+                for rep, value in self._store.scalars(run_id, metric, columns=("rep", "value"))
+            ]
+
+        how = comparison.Summary(summary, k, goal)
+        samples = comparison.run_samples(metric, runs, self._store.values("results"), points, how)
+        if not samples:
+            raise KeyError(f"none of these runs logged a scalar or result named {metric!r}")
+        return comparison.compare(samples, names, metric, unit)
 
     def get_config(self, run_id: int) -> str:
         """The content of the run's config file as it was when the run started. `KeyError` if it

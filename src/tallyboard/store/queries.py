@@ -234,6 +234,17 @@ class DashboardQueries:
             ORDER BY r.run_id, t.name, r.rep"""
         return self._all(sql, list(run_ids))
 
+    def metric_points(self, run_ids: Sequence[int], tag: str) -> list[tuple[int, int, float | None]]:
+        """(run_id, rep, value) of one tag of some runs, ordered by run, rep and step: what the
+        statistics views reduce to one number per repetition (value None for NaN)."""
+        if not run_ids:
+            return []
+        marks = ", ".join("?" * len(run_ids))
+        sql = f"""SELECT run_id, rep, value FROM scalars
+            WHERE run_id IN ({marks}) AND tag_id = (SELECT tag_id FROM tags WHERE name = ?)
+            ORDER BY run_id, rep, step"""
+        return self._all(sql, [*run_ids, tag])
+
     def step_bounds(self, key: SeriesKey) -> tuple[int, int] | None:
         """First and last step of a series (two index seeks)."""
         where = "WHERE run_id = ? AND tag_id = ? AND rep = ?"
