@@ -169,6 +169,14 @@ class DashboardQueries:
         ids = [row[0] for row in rows]
         return int(total), self._with_values(rows, f"({', '.join('?' * len(ids))})", ids) if ids else []
 
+    def runs_of(self, run_ids: Sequence[int]) -> list[dict[str, Any]]:
+        """Some runs by id (hidden ones too) with their hparams and results."""
+        if not run_ids:
+            return []
+        marks = f"({', '.join('?' * len(run_ids))})"
+        rows = self._all(f"SELECT {', '.join(RUN_FIELDS)} FROM runs WHERE run_id IN {marks}", list(run_ids))
+        return self._with_values(rows, marks, list(run_ids))
+
     def _with_values(
         self, rows: list[tuple], run_ids_sql: str, params: Sequence[Any]
     ) -> list[dict[str, Any]]:
