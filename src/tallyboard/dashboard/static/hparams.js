@@ -82,7 +82,7 @@
   function colourFor(value, lo, hi) {
     if (value === undefined || !isFinite(value)) return "#4a5062";
     const t = hi > lo ? (value - lo) / (hi - lo) : 0.5; // dark blue -> cyan -> yellow
-    const stops = [[68, 1, 84], [59, 82, 139], [33, 145, 140], [94, 201, 98], [253, 231, 37]];
+    const stops = [[94, 60, 170], [59, 82, 139], [33, 145, 140], [94, 201, 98], [253, 231, 37]];
     const x = Math.min(0.999, Math.max(0, t)) * (stops.length - 1), i = Math.floor(x), f = x - i;
     return `rgb(${stops[i].map((c, j) => Math.round(c + f * (stops[i + 1][j] - c))).join(",")})`;
   }
