@@ -43,7 +43,11 @@ def test_compare_by_lr_equals_scipy(sweep):
     for row in frame.itertuples():
         values = samples_of(row.lr)
         low, high = sp.t.interval(0.95, len(values) - 1, loc=sp.tmean(values), scale=sp.sem(values))
-        assert (row.n, row.mean, row.std) == (6, pytest.approx(sp.tmean(values)), pytest.approx(sp.tstd(values)))
+        assert (row.n, row.mean, row.std) == (
+            6,
+            pytest.approx(sp.tmean(values)),
+            pytest.approx(sp.tstd(values)),
+        )
         assert (row.ci_low, row.ci_high) == (pytest.approx(low), pytest.approx(high))
     pairs = frame.attrs["pairs"]
     expected = [sp.ttest_ind(samples_of(b), samples_of(a), equal_var=False) for a, b in combinations(LRS, 2)]
@@ -63,10 +67,14 @@ def test_compare_per_run_by_two_hparams_and_summaries(sweep):
     assert best["mean"].item() == pytest.approx(sum(expected) / 8)
     # The mean of the last 2 of 6 points is (5/6 + 6/6)/2 of the final value.
     tail = table.compare("val/accuracy", summary="last_k", k=2, run_ids=[1])
-    assert tail["mean"].item() == pytest.approx(sum(final_value(*runs[1], rep) for rep in range(3)) / 3 * 11 / 12)
+    assert tail["mean"].item() == pytest.approx(
+        sum(final_value(*runs[1], rep) for rep in range(3)) / 3 * 11 / 12
+    )
     assert tail["n"].item() == 3
     worst = table.compare("val/accuracy", summary="best", goal="min", run_ids=[1])
-    assert worst["mean"].item() == pytest.approx(sum(final_value(*runs[1], rep) / STEPS for rep in range(3)) / 3)
+    assert worst["mean"].item() == pytest.approx(
+        sum(final_value(*runs[1], rep) / STEPS for rep in range(3)) / 3
+    )
 
 
 def test_compare_a_result_column(sweep):
@@ -100,9 +108,23 @@ def test_cli_compare_prints_groups_and_verdicts(sweep, db_url):
     assert sum(1 for line in lines if "Welch p =" in line) == 6
     data = json.loads(run_cli("compare", db_url, "--metric", "val/accuracy", "--by", "lr", "--json").stdout)
     assert [g["label"] for g in data["groups"]] == [f"lr={lr}" for lr in LRS]
-    assert data["pairs"][0]["p"] == pytest.approx(table.compare("val/accuracy", by="lr").attrs["pairs"]["p"][0])
+    assert data["pairs"][0]["p"] == pytest.approx(
+        table.compare("val/accuracy", by="lr").attrs["pairs"]["p"][0]
+    )
     assert not math.isnan(data["groups"][0]["ci_low"])
 
 
 def test_cli_compare_unknown_metric_is_one_line(sweep, db_url):
     assert_one_line_error(run_cli("compare", db_url, "--metric", "nope", check=False), "nope")
+
+
+def test_cli_compare_json_has_null_for_a_missing_spread(sweep, db_url):
+    out = run_cli("compare", db_url, "--metric", "accuracy", "--by", "lr", "batch_size", "--json").stdout
+    groups = json.loads(out)["groups"]  # one run per group: no std, no CI
+    assert len(groups) == 8 and groups[0]["std"] is None and groups[0]["ci_low"] is None
+
+
+def test_cli_compare_of_a_missing_table_creates_nothing(tmp_path):
+    missing = tmp_path / "nope.db"
+    assert_one_line_error(run_cli("compare", missing, "--metric", "acc", check=False), "nope.db")
+    assert not missing.exists()

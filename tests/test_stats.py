@@ -114,7 +114,10 @@ def test_verdicts_in_plain_words():
     a, b = stats.describe([0.90, 0.91, 0.92]), stats.describe([0.95, 0.96, 0.97])
     clear = stats.welch([0.90, 0.91, 0.92], [0.95, 0.96, 0.97])
     assert stats.verdict("A", "B", a, b, clear, 0.003) == "B > A, p = 0.003"
-    assert stats.verdict("B", "A", b, a, stats.welch([0.95, 0.96, 0.97], [0.90, 0.91, 0.92]), 0.003) == "B > A, p = 0.003"
+    assert (
+        stats.verdict("B", "A", b, a, stats.welch([0.95, 0.96, 0.97], [0.90, 0.91, 0.92]), 0.003)
+        == "B > A, p = 0.003"
+    )
     noisy_a, noisy_b = [0.90, 0.95, 0.85], [0.93, 0.97, 0.89]
     test = stats.welch(noisy_a, noisy_b)
     words = stats.verdict("A", "B", stats.describe(noisy_a), stats.describe(noisy_b), test, test.p)
@@ -135,7 +138,9 @@ def test_importance_matches_scipy_spearman_and_anova():
     groups = [[0.70, 0.72], [0.85, 0.83], [0.60, 0.65, 0.62]]
     anova = sp.f_oneway(*groups)
     between, within = 2, len(acc) - 3  # eta^2 = F df_b / (F df_b + df_w)
-    assert found.eta_squared == pytest.approx(anova.statistic * between / (anova.statistic * between + within))
+    assert found.eta_squared == pytest.approx(
+        anova.statistic * between / (anova.statistic * between + within)
+    )
     assert (found.n, found.levels) == (7, 3)
 
 
@@ -150,7 +155,8 @@ def test_logging_never_imports_scipy(tmp_path):
     script = (
         "import sys, tallyboard as tb\n"
         f"t = tb.ResultTable({str(tmp_path / 'r.db')!r}, nocommit_action=tb.NoCommitAction.NOP)\n"
-        "r = t.new_run('e', auto_log_plt=False); r.add_hparams(lr=0.1); r.add_scalar('val/acc', 0.5, step=0)\n"
+        "r = t.new_run('e', auto_log_plt=False); r.add_hparams(lr=0.1)\n"
+        "r.add_scalar('val/acc', 0.5, step=0)\n"
         "r.write_result(acc=0.5); t.close()\n"
         "print('scipy' in sys.modules)\n"
     )

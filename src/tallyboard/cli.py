@@ -81,17 +81,18 @@ def cmd_runs(args: argparse.Namespace) -> None:
 
 
 def cmd_compare(args: argparse.Namespace) -> None:
-    from tallyboard.comparison_text import format_comparison
+    from tallyboard.comparison_text import format_comparison, json_text
+    from tallyboard.exchange.target import require_existing
     from tallyboard.table import ResultTable
 
-    table = ResultTable(args.target or default_target())
+    table = ResultTable(require_existing(args.target or default_target()))
     try:
         found = table.compare_groups(
             args.metric, args.by or [], args.runs, args.summary, args.k, args.goal, args.unit
         )
     finally:
         table.close()
-    print(json.dumps(found.to_json(), indent=2) if args.json else format_comparison(found))
+    print(json_text(found) if args.json else format_comparison(found))
 
 
 def cmd_export(args: argparse.Namespace) -> None:
@@ -197,12 +198,20 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--metric", required=True, help="a scalar tag (val/accuracy) or a result column")
     compare.add_argument("--by", nargs="+", metavar="HPARAM", help="group by these hparams")
     compare.add_argument("--runs", type=int, nargs="+", metavar="RUN_ID", help="only these runs")
-    compare.add_argument("--summary", choices=("final", "best", "last_k"), default="final",
-                         help="one number per repetition: final value, best value, mean of the last k")
+    compare.add_argument(
+        "--summary",
+        choices=("final", "best", "last_k"),
+        default="final",
+        help="one number per repetition: final value, best value, mean of the last k",
+    )
     compare.add_argument("--k", type=int, default=5, help="points averaged by --summary last_k (default: 5)")
     compare.add_argument("--goal", choices=("max", "min"), default="max", help="what 'best' means")
-    compare.add_argument("--unit", choices=("rep", "run"), default="rep",
-                         help="one sample per repetition, or per run (its repetitions' mean)")
+    compare.add_argument(
+        "--unit",
+        choices=("rep", "run"),
+        default="rep",
+        help="one sample per repetition, or per run (its repetitions' mean)",
+    )
     compare.add_argument("--json", action="store_true", help="print JSON")
 
     export = _parser(

@@ -98,11 +98,18 @@ class Comparison:
             "metric": self.metric,
             "unit": self.unit,
             "groups": [
-                {"label": g.label, "key": g.key, "run_ids": g.run_ids, "samples": g.samples, **vars(g.description)}
+                {
+                    "label": g.label,
+                    "key": g.key,
+                    "run_ids": g.run_ids,
+                    "samples": g.samples,
+                    **vars(g.description),
+                }
                 for g in self.groups
             ],
             "pairs": [
-                {"a": p.a, "b": p.b, **vars(p.test), "p_holm": p.p_holm, "verdict": p.verdict} for p in self.pairs
+                {"a": p.a, "b": p.b, **vars(p.test), "p_holm": p.p_holm, "verdict": p.verdict}
+                for p in self.pairs
             ],
         }
 
@@ -166,13 +173,25 @@ def compare(samples: Sequence[RunSample], by: Sequence[str], metric: str, unit: 
         grouped.setdefault(label_of(key), (key, []))[1].append(sample)
     result = Comparison(metric, unit)
     for label, (key, members) in sorted(grouped.items(), key=lambda item: _order(item[1][0])):
-        values = [s.mean() for s in members] if unit == "run" else [v for s in members for v in s.values.values()]
-        result.groups.append(GroupRow(label, key, [s.run_id for s in members], values, stats.describe(values)))
-    testable = [(a, b) for a, b in combinations(result.groups, 2) if a.description.n >= 2 and b.description.n >= 2]
+        values = (
+            [s.mean() for s in members] if unit == "run" else [v for s in members for v in s.values.values()]
+        )
+        result.groups.append(
+            GroupRow(label, key, [s.run_id for s in members], values, stats.describe(values))
+        )
+    testable = [
+        (a, b) for a, b in combinations(result.groups, 2) if a.description.n >= 2 and b.description.n >= 2
+    ]
     tests = [stats.welch(a.samples, b.samples) for a, b in testable]
     for (a, b), test, p in zip(testable, tests, stats.holm([t.p for t in tests]), strict=True):
         result.pairs.append(
-            PairRow(a.label, b.label, test, p, stats.verdict(a.label, b.label, a.description, b.description, test, p))
+            PairRow(
+                a.label,
+                b.label,
+                test,
+                p,
+                stats.verdict(a.label, b.label, a.description, b.description, test, p),
+            )
         )
     return result
 

@@ -49,7 +49,9 @@ def side_by_side(a: list[str], b: list[str], context: int = CONTEXT) -> list[dic
             continue
         left, right = a[a1:a2], b[b1:b2]
         for i in range(max(len(left), len(right))):
-            rows.append({"op": op, "a": left[i] if i < len(left) else None, "b": right[i] if i < len(right) else None})
+            rows.append(
+                {"op": op, "a": left[i] if i < len(left) else None, "b": right[i] if i < len(right) else None}
+            )
     return rows
 
 
@@ -74,7 +76,10 @@ def diff_runs(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
     hparams = [run.get("hparams", {}) for run in runs]
     return {
         "run_ids": [run["run_id"] for run in runs],
-        "hparams": {"names": sorted({n for h in hparams for n in h}), "values": hparams,
-                    "differing": differing_hparams(hparams)},  # fmt: skip
+        "hparams": {
+            "names": sorted({n for h in hparams for n in h}),
+            "values": hparams,
+            "differing": differing_hparams(hparams),
+        },
         "fields": fields,
     }

@@ -89,7 +89,9 @@ def welch(a: Sequence[float], b: Sequence[float]) -> Welch:
     va, vb = _var(a) / len(a), _var(b) / len(b)
     se = math.sqrt(va + vb)
     if se == 0:
-        return Welch(diff, diff, diff, math.copysign(math.inf, diff) if diff else 0.0, math.nan, 0.0 if diff else 1.0)
+        return Welch(
+            diff, diff, diff, math.copysign(math.inf, diff) if diff else 0.0, math.nan, 0.0 if diff else 1.0
+        )
     df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))
     t = diff / se
     half = stats.t.ppf(0.5 + CONFIDENCE / 2, df) * se

@@ -14,8 +14,8 @@ import json
 import os
 import time
 import warnings
-from enum import Enum
 from collections.abc import Sequence
+from enum import Enum
 from typing import IO, Any, NamedTuple
 
 from tallyboard import capture, left_out

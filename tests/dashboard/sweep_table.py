@@ -26,8 +26,12 @@ def log_sweep(url_or_path: str | Path, config_dir: Path) -> dict[int, tuple[floa
     for lr in LRS:
         for batch in BATCHES:
             config = config_dir / f"config_{lr}_{batch}.yaml"
-            config.write_text(f"model: resnet18\noptimizer: sgd\nlr: {lr}\nbatch_size: {batch}\nepochs: {STEPS}\n")
-            run = table.new_run("sweep", configfile=str(config), cli={"lr": lr, "batch_size": batch}, auto_log_plt=False)
+            config.write_text(
+                f"model: resnet18\noptimizer: sgd\nlr: {lr}\nbatch_size: {batch}\nepochs: {STEPS}\n"
+            )
+            run = table.new_run(
+                "sweep", configfile=str(config), cli={"lr": lr, "batch_size": batch}, auto_log_plt=False
+            )
             run.add_hparams(lr=lr, batch_size=batch)
             for rep in range(3):
                 if rep:

@@ -23,7 +23,9 @@ def sweep_client(db_url, tmp_path):
 
 def test_compare_groups_and_pairs_equal_scipy_and_the_library(sweep_client, db_url):
     client = sweep_client
-    found = client.get("/api/compare", params={"runs": client.ids, "metric": "val/accuracy", "by": "lr"}).json()
+    found = client.get(
+        "/api/compare", params={"runs": client.ids, "metric": "val/accuracy", "by": "lr"}
+    ).json()
     assert [g["label"] for g in found["groups"]] == [f"lr={lr}" for lr in LRS]
     for group, lr in zip(found["groups"], LRS, strict=True):
         values = [final_value(lr, b, rep) for b in BATCHES for rep in range(3)]
@@ -41,7 +43,13 @@ def test_compare_groups_and_pairs_equal_scipy_and_the_library(sweep_client, db_u
 
 def test_compare_by_two_hparams_per_run(sweep_client):
     client = sweep_client
-    query = [("runs", client.ids), ("metric", "val/accuracy"), ("by", "lr"), ("by", "batch_size"), ("unit", "run")]
+    query = [
+        ("runs", client.ids),
+        ("metric", "val/accuracy"),
+        ("by", "lr"),
+        ("by", "batch_size"),
+        ("unit", "run"),
+    ]
     found = client.get("/api/compare", params=query).json()
     assert found["unit"] == "run" and len(found["groups"]) == 8
     assert found["groups"][0]["label"] == "lr=0.0001, batch_size=32"

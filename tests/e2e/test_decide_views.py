@@ -25,7 +25,9 @@ def sweep(tmp_path: Path):
 
 
 def table_rows(page, selector: str) -> list[list[str]]:
-    return page.eval_on_selector_all(f"{selector} tbody tr", "rows => rows.map(r => [...r.cells].map(c => c.textContent))")
+    return page.eval_on_selector_all(
+        f"{selector} tbody tr", "rows => rows.map(r => [...r.cells].map(c => c.textContent))"
+    )
 
 
 def open_hparams(page, url: str, runs: dict) -> None:
@@ -93,7 +95,10 @@ def test_scatter_points_are_the_tables_numbers_and_open_their_run(page, sweep):
 def test_importance_table_lists_lr_first(page, sweep):
     url, runs = sweep
     open_hparams(page, url, runs)
-    assert page.eval_on_selector_all("#importance tbody tr", "rs => rs.map(r => r.dataset.hparam)") == ["lr", "batch_size"]
+    assert page.eval_on_selector_all("#importance tbody tr", "rs => rs.map(r => r.dataset.hparam)") == [
+        "lr",
+        "batch_size",
+    ]
 
 
 def test_stats_table_shows_scipys_numbers(page, sweep):
@@ -134,7 +139,9 @@ def test_diff_page_shows_the_changed_hparam_and_config_line(page, sweep):
     first, second = list(runs)[:2]  # same lr, batch 32 vs 64
     page.goto(f"{url}/diff?runs={first},{second}")
     page.wait_for_selector("#diff-hparams", timeout=TIMEOUT)
-    assert page.eval_on_selector_all("#diff-hparams tr.differs", "rs => rs.map(r => r.dataset.hparam)") == ["batch_size"]
+    assert page.eval_on_selector_all("#diff-hparams tr.differs", "rs => rs.map(r => r.dataset.hparam)") == [
+        "batch_size"
+    ]
     config = page.locator("[data-field='config_content'] table.diff")
     assert config.locator("tr.replace td.del").inner_text() == "batch_size: 32"
     assert config.locator("tr.replace td.add").inner_text() == "batch_size: 64"

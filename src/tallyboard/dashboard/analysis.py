@@ -43,7 +43,9 @@ def _samples(request: Request) -> tuple[str, list[comparison.RunSample]]:
     rows = {row["run_id"]: row for row in queries.runs_of(run_ids)}
     runs = {run_id: rows[run_id]["hparams"] for run_id in run_ids if run_id in rows}
     results = {run_id: rows[run_id]["results"] for run_id in runs}
-    found = comparison.run_samples(metric, runs, results, lambda: queries.metric_points(list(runs), metric), summary)
+    found = comparison.run_samples(
+        metric, runs, results, lambda: queries.metric_points(list(runs), metric), summary
+    )
     return metric, found
 
 
@@ -64,7 +66,9 @@ def summaries(request: Request) -> Response:
     for sample in samples:
         values = list(sample.values.values())
         spread = stats.describe(values)
-        out.append({"run_id": sample.run_id, "mean": spread.mean, "std": spread.std, "n": spread.n, "values": values})
+        out.append(
+            {"run_id": sample.run_id, "mean": spread.mean, "std": spread.std, "n": spread.n, "values": values}
+        )
     return Json({"metric": metric, "runs": out})
 
 

@@ -41,7 +41,10 @@ METRIC = _q("metric", "string", "metric name (a tag without its split), e.g. los
 
 
 STATS_QUERY = [
-    {**_q("runs", "string", "comma-separated run ids (1 to 5000)", pattern=r"^-?\d+(,-?\d+)*$"), "required": True},
+    {
+        **_q("runs", "string", "comma-separated run ids (1 to 5000)", pattern=r"^-?\d+(,-?\d+)*$"),
+        "required": True,
+    },
     {**_q("metric", "string", "a scalar tag (val/accuracy) or a result column"), "required": True},
     _q("summary", "string", "one number per repetition", enum=["final", "best", "last_k"]),
     _q("k", "integer", "points averaged by last_k", minimum=1, maximum=1_000_000),
@@ -171,11 +174,14 @@ def openapi_schema() -> dict[str, Any]:
                 _json("new points"),
             ),
             "/api/compare": _get(
-                "Groups of runs (by hparams) compared on a metric: n, mean, std, 95% CI; Welch + Holm per pair",
-                [*STATS_QUERY, {**_q("by", "string", "group by this hparam (repeat for more)"), "style": "form"},
-                 _q("unit", "string", "one sample per repetition or per run", enum=["rep", "run"])],
+                "Groups of runs (by hparams) on a metric: n, mean, std, 95% CI; Welch + Holm per pair",
+                [
+                    *STATS_QUERY,
+                    {**_q("by", "string", "group by this hparam (repeat for more)"), "style": "form"},
+                    _q("unit", "string", "one sample per repetition or per run", enum=["rep", "run"]),
+                ],
                 _json("groups and pairs", {"$ref": "#/components/schemas/Comparison"}),
-            ),  # fmt: skip
+            ),
             "/api/summaries": _get(
                 "One number per run (mean over its repetitions, their std) for the scatter",
                 STATS_QUERY,
