@@ -118,6 +118,11 @@ def test_verdicts_in_plain_words():
         stats.verdict("B", "A", b, a, stats.welch([0.95, 0.96, 0.97], [0.90, 0.91, 0.92]), 0.003)
         == "B > A, p = 0.003"
     )
+    # A large difference that Holm's correction left above 0.05: enough runs, so it says so.
+    assert stats.verdict("A", "B", a, b, clear, 0.2) == (
+        "no detectable difference with n = 3 (p = 0.2), although n = 2 per group would usually see "
+        "a true difference this size: it is likely smaller than measured"
+    )
     noisy_a, noisy_b = [0.90, 0.95, 0.85], [0.93, 0.97, 0.89]
     test = stats.welch(noisy_a, noisy_b)
     words = stats.verdict("A", "B", stats.describe(noisy_a), stats.describe(noisy_b), test, test.p)

@@ -56,9 +56,19 @@ def side_by_side(a: list[str], b: list[str], context: int = CONTEXT) -> list[dic
 
 
 def differing_hparams(hparams: Sequence[dict[str, Any]]) -> list[str]:
-    """Names of hparams whose value is not the same in every run (missing counts as a value)."""
+    """Names of hparams whose value is not the same in every run (missing counts as a value;
+    1 and 1.0 are the same value, as the runs table's highlight sees them)."""
     names = sorted({name for values in hparams for name in values})
-    return [name for name in names if len({json.dumps(h[name]) if name in h else None for h in hparams}) > 1]
+    return [name for name in names if len({_value_key(h, name) for h in hparams}) > 1]
+
+
+def _value_key(values: dict[str, Any], name: str) -> str | None:
+    if name not in values:
+        return None
+    value = values[name]
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return repr(float(value))
+    return json.dumps(value, sort_keys=True)
 
 
 def diff_runs(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:

@@ -148,6 +148,11 @@ def verdict(a_name: str, b_name: str, a: Description, b: Description, test: Welc
     needed = n_per_group(test.diff, sd)
     if needed is None:
         return f"no detectable difference with {each} (p = {p_adjusted:.2g})"
+    if needed <= min(a.n, b.n):  # enough runs for a true difference this size: it is likely smaller
+        return (
+            f"no detectable difference with {each} (p = {p_adjusted:.2g}), although n = {needed} per "
+            "group would usually see a true difference this size: it is likely smaller than measured"
+        )
     return (
         f"no detectable difference with {each} (p = {p_adjusted:.2g}); about n = {needed} per group "
         "would be needed to see a difference this size"

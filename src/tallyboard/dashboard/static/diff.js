@@ -15,7 +15,7 @@
       return;
     }
     const diff = await TB.getJSON(`/api/diff?runs=${runIds.join(",")}`);
-    main.replaceChildren(el("h1", { class: "section-title" }, `What changed: ${diff.run_ids.map((id) => `#${id}`).join(" · ")}`),
+    main.replaceChildren(el("h1", { class: "diff-title" }, `What changed: ${diff.run_ids.map((id) => `#${id}`).join(" · ")}`),
       hparamsCard(diff), ...diff.fields.map((field) => fieldCard(field, diff.run_ids[0])));
   }
 

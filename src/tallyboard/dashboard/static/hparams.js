@@ -248,7 +248,8 @@
       const g = svg("g", { class: "sc-point", "data-run": p.run.run_id, "data-x": String(p.x), "data-y": String(mean), "data-n": p.s.n });
       if (sd > 0) {
         const lo = ys.log ? Math.max(mean - sd, ys.lo) : mean - sd;
-        g.append(svg("line", { x1: cx, x2: cx, y1: py(lo), y2: py(mean + sd), class: "sc-err" }));
+        const clip = (v) => Math.min(height - bottom, Math.max(top, v)); // a bar never leaves the plot
+        g.append(svg("line", { x1: cx, x2: cx, y1: clip(py(lo)), y2: clip(py(mean + sd)), class: "sc-err" }));
       }
       const text = `#${p.run.run_id} ${state.x}=${TB.format(p.x)} ${state.metric}=${TB.format(mean)}${p.s.n > 1 ? ` ± ${TB.format(sd)} (n=${p.s.n})` : ""}`;
       g.append(svg("circle", { cx, cy, r: 5, fill: colourFor(mean, ys.lo, ys.hi) }), svg("title", {}, text));
