@@ -120,7 +120,7 @@ def test_verdicts_in_plain_words():
     )
     # A large difference that Holm's correction left above 0.05: enough runs, so it says so.
     assert stats.verdict("A", "B", a, b, clear, 0.2) == (
-        "no detectable difference with n = 3 (p = 0.2), although n = 2 per group would usually see "
+        "no detectable difference with n = 3 (p = 0.2), although n = 3 per group would usually see "
         "a true difference this size: it is likely smaller than measured"
     )
     noisy_a, noisy_b = [0.90, 0.95, 0.85], [0.93, 0.97, 0.89]

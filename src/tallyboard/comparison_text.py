@@ -4,9 +4,8 @@ sample, the df of two noiseless groups) is null."""
 
 from __future__ import annotations
 
-import math
-
 import json
+import math
 from typing import Any
 
 from tallyboard.comparison import Comparison
