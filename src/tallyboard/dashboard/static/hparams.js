@@ -37,7 +37,10 @@
     const tags = [...new Set(details.flatMap((d) => d.series.map((s) => s.tag)))].sort();
     metricNames = [...results, ...tags.filter((t) => !results.includes(t))];
     if (!metricNames.includes(state.metric)) state.metric = metricNames[0] || "";
-    axes = [...hparams.map((name) => ({ name, kind: "hparam" })), ...results.filter((n) => n !== state.metric).map((name) => ({ name, kind: "result" }))];
+    // An axis where every run has the same value tells nothing: it is left out.
+    const varies = (name) => new Set(runs.map((r) => JSON.stringify(TB.cell(r, name) ?? null))).size > 1;
+    axes = [...hparams.filter(varies).map((name) => ({ name, kind: "hparam" })),
+      ...results.filter((n) => n !== state.metric && varies(n)).map((name) => ({ name, kind: "result" }))];
     if (!state.x || ![...hparams, ...metricNames].includes(state.x)) state.x = hparams[0] || metricNames[0];
     await loadMetric();
   }
@@ -62,8 +65,8 @@
 
   // An axis maps values to [0, 1]: numbers linearly (or logarithmically when all are positive and
   // span two decades), anything else as evenly spaced categories.
-  function scaleOf(name, forceLog) {
-    const vals = runs.map((r) => valueOf(r, name)).filter((v) => v !== undefined && v !== null);
+  function scaleOf(name, forceLog, among = runs, pad = 0) {
+    const vals = among.map((r) => valueOf(r, name)).filter((v) => v !== undefined && v !== null);
     const numeric = vals.length > 0 && vals.every((v) => typeof v === "number" && isFinite(v));
     if (!numeric) {
       const cats = [...new Set(vals.map((v) => TB.format(v)))].sort();
@@ -73,10 +76,11 @@
     const log = forceLog === undefined ? lo > 0 && hi / lo >= 100 : forceLog && lo > 0;
     const f = log ? Math.log10 : (v) => v;
     if (lo === hi) { lo -= 1; hi += 1; }
-    const a = f(lo), b = f(hi);
+    const margin = pad * (f(hi) - f(lo));
+    const a = f(lo) - margin, b = f(hi) + margin;
     const pos = (v) => (f(v) - a) / (b - a || 1);
     const ticks = [lo, (log ? 10 ** ((a + b) / 2) : (lo + hi) / 2), hi].map((v) => [TB.format(+v.toPrecision(3)), pos(v)]);
-    return { categorical: false, log, lo, hi, pos, inv: (p) => (log ? 10 ** (a + p * (b - a)) : a + p * (b - a)), ticks };
+    return { categorical: false, log, lo, hi, pos, ticks };
   }
 
   function colourFor(value, lo, hi) {
@@ -225,10 +229,11 @@
   function drawScatter() {
     const box = document.getElementById("scatter");
     const width = Math.max(360, box.clientWidth || 520), height = 320, left = 64, right = 24, top = 30, bottom = 44;
-    const xs = scaleOf(state.x, logChoice(state.logx));
-    const points = runs.filter(passes).map((r) => ({ run: r, x: valueOf(r, state.x), s: summaries.get(r.run_id) }))
-      .filter((p) => p.x !== undefined && p.s && isFinite(TB.number(p.s.mean)));
-    const ys = scaleOf(state.metric, logChoice(state.logy));
+    // Axes span the runs that have both numbers (brushing does not move them), with a margin.
+    const plotted = runs.filter((r) => valueOf(r, state.x) !== undefined && isFinite(valueOf(r, state.metric)));
+    const xs = scaleOf(state.x, logChoice(state.logx), plotted, 0.04);
+    const ys = scaleOf(state.metric, logChoice(state.logy), plotted, 0.06);
+    const points = plotted.filter(passes).map((r) => ({ run: r, x: valueOf(r, state.x), s: summaries.get(r.run_id) }));
     document.getElementById("hp-logx").checked = xs.log;
     document.getElementById("hp-logy").checked = ys.log;
     const spread = (p) => (isFinite(TB.number(p.s.std)) ? TB.number(p.s.std) : 0);
