@@ -169,7 +169,7 @@ def importance(levels: Sequence[Hashable], results: Sequence[float]) -> Importan
     numeric = all(isinstance(v, int | float) and not isinstance(v, bool) for v in levels)
     rho = rho_p = None
     if numeric and distinct > 1 and n > 2 and len(set(results)) > 1:
-        found = stats.spearmanr([float(v) for v in levels], results)  # type: ignore[arg-type]
+        found = stats.spearmanr([float(v) for v in levels], results)
         rho, rho_p = float(found.statistic), float(found.pvalue)
     return Importance(n, distinct, rho, rho_p, eta_squared(levels, results) if distinct > 1 else None)
 

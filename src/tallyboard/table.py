@@ -16,7 +16,7 @@ import time
 import warnings
 from collections.abc import Sequence
 from enum import Enum
-from typing import IO, Any, NamedTuple
+from typing import IO, TYPE_CHECKING, Any, NamedTuple
 
 from tallyboard import capture, left_out
 from tallyboard.media import open_png
@@ -25,6 +25,9 @@ from tallyboard.store import Column, Quarantined, StoreError, open_store
 from tallyboard.store.base import DEBUG_RUN_ID
 from tallyboard.values import check_text, to_int
 from tallyboard.writer import LogWriter, let_go
+
+if TYPE_CHECKING:
+    from tallyboard.comparison import Comparison
 
 DEFAULT_UNIQUE_COLUMNS = ("experiment", "config_path", "config_hash", "cli", "comment", "tag")
 UNIQUE_CANDIDATES = (
@@ -261,24 +264,15 @@ class ResultTable:
             frame = frame.set_index(names[ids.index("run_id")])
         return frame
 
-    def compare(
-        self,
-        metric: str,
-        by: str | Sequence[str] = (),
-        run_ids: Sequence[int] | None = None,
-        summary: str = "final",
-        k: int = 5,
-        goal: str = "max",
-        unit: str = "rep",
-    ) -> Any:
+    def compare(self, metric: str, by: str | Sequence[str] = (), **options: Any) -> Any:
         """Groups of runs (by the hparams `by`) compared on `metric`, as a pandas DataFrame: one row
         per group with its hparam values, n, mean, std, the 95% CI and its run ids.
         `frame.attrs["pairs"]` holds the pairwise table: diff of means (b - a) with its 95% CI,
-        Welch's t, df and p, Holm's p across pairs, and a verdict in words. The arguments are
-        those of `compare_groups`. Needs pandas and scipy."""
+        Welch's t, df and p, Holm's p across pairs, and a verdict in words. `options` are those
+        of `compare_groups` (run_ids, summary, k, goal, unit). Needs pandas and scipy."""
         import pandas as pd
 
-        found = self.compare_groups(metric, by, run_ids, summary, k, goal, unit).to_json()
+        found = self.compare_groups(metric, by, **options).to_json()
         keep = ("n", "mean", "std", "ci_low", "ci_high", "run_ids")
         groups = pd.DataFrame([{**g["key"], **{c: g[c] for c in keep}} for g in found["groups"]])
         groups.attrs["pairs"] = pd.DataFrame(found["pairs"])
@@ -293,7 +287,7 @@ class ResultTable:
         k: int = 5,
         goal: str = "max",
         unit: str = "rep",
-    ) -> Any:
+    ) -> Comparison:
         """The statistics behind `compare` as a `comparison.Comparison` (no pandas needed).
 
         `metric` is a scalar tag ('val/accuracy'), reduced per repetition by `summary` ('final',
