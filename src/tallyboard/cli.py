@@ -187,7 +187,7 @@ def build_parser() -> argparse.ArgumentParser:
     compare = _parser(
         commands,
         "compare",
-        "Compare groups of runs on a metric: n, mean, std, 95%% CI per group; Welch's t-test per pair.",
+        "Compare groups of runs on a metric (n, mean, std, confidence interval); Welch's t-test per pair.",
         "  tallyboard compare results.db --metric val/accuracy --by lr\n"
         "  tallyboard compare results.db --metric val/loss --summary best --goal min --by lr batch_size\n"
         "  tallyboard compare results.db --metric accuracy --runs 3 4 7 8 --unit run --json\n",
