@@ -165,3 +165,37 @@ def test_runs_table_highlights_the_hparams_that_differ_among_the_selected(page, 
     page.wait_for_url(f"**/diff?runs={first},{second}")
     page.wait_for_selector("#diff-hparams tr.differs")
     assert page.errors == []
+
+
+HOSTILE = '<img src=x onerror="window.pwned=1">'
+
+
+def test_hostile_names_and_values_stay_text_on_every_deciding_view(page, tmp_path):
+    import tallyboard as tb
+
+    path = tmp_path / "hostile.db"
+    table = tb.ResultTable(path, nocommit_action=tb.NoCommitAction.NOP)
+    for i, value in enumerate([HOSTILE, HOSTILE + "2"]):
+        config = tmp_path / f"c{i}.yaml"
+        config.write_text(f"name: {value}\n")
+        with table.new_run("x", configfile=str(config), cli={HOSTILE: value}, auto_log_plt=False) as run:
+            run.add_hparams(**{HOSTILE: value, "lr": 0.1 * (i + 1)})
+            for rep in range(2):
+                if rep:
+                    run.new_repetition()
+                run.add_scalar(f"val/{HOSTILE}", 0.5 + i / 10 + rep / 100, step=0)
+            run.write_result(**{HOSTILE: 0.5 + i})
+    table.close()
+    with running_dashboard(str(path)) as url:
+        views = [
+            (f"/hparams?runs=1,2&metric={HOSTILE}", "#importance tbody tr"),
+            (f"/compare?runs=1,2&sm={HOSTILE}&by={HOSTILE}", "#stats-groups tbody tr"),
+            ("/diff?runs=1,2", "#diff-hparams tr.differs"),
+        ]
+        for view, ready in views:
+            page.goto(url + view.replace("#", "%23").replace('"', "%22"))
+            page.wait_for_selector(ready, state="attached", timeout=TIMEOUT)
+            assert HOSTILE in page.text_content("main")
+            assert page.evaluate("() => window.pwned") is None
+            assert page.locator("main img").count() == 0
+    assert page.errors == []
