@@ -199,3 +199,14 @@ def test_hostile_names_and_values_stay_text_on_every_deciding_view(page, tmp_pat
             assert page.evaluate("() => window.pwned") is None
             assert page.locator("main img").count() == 0
     assert page.errors == []
+
+
+def test_hparams_of_the_filtered_table_from_the_runs_page(page, sweep):
+    url, runs = sweep
+    page.goto(url + "/?filter=" + "batch_size%20%3D%3D%2064")
+    page.wait_for_selector("#runs tbody tr[data-run]", timeout=TIMEOUT)
+    page.click("#hparams")  # nothing ticked: the filtered table
+    page.wait_for_selector("#hp-runs tbody tr", timeout=TIMEOUT)
+    shown = [int(r[0].lstrip("#")) for r in table_rows(page, "#hp-runs")]
+    assert shown == [run_id for run_id, (_, batch) in runs.items() if batch == 64]
+    assert page.errors == []
