@@ -14,10 +14,10 @@ import json
 import os
 import time
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from enum import Enum
-from typing import IO, Any, NamedTuple
+from typing import IO, TYPE_CHECKING, Any, NamedTuple
 
 from tallyboard import capture, left_out
 from tallyboard import query as query_api
@@ -27,6 +27,9 @@ from tallyboard.store import Column, Quarantined, StoreError, open_store
 from tallyboard.store.base import DEBUG_RUN_ID
 from tallyboard.values import check_text, to_int
 from tallyboard.writer import LogWriter, let_go
+
+if TYPE_CHECKING:
+    from tallyboard.comparison import Comparison
 
 DEFAULT_UNIQUE_COLUMNS = ("experiment", "config_path", "config_hash", "cli", "comment", "tag")
 UNIQUE_CANDIDATES = (
@@ -304,6 +307,60 @@ class ResultTable:
         if "run_id" in ids:
             frame = frame.set_index(names[ids.index("run_id")])
         return frame
+
+    def compare(self, metric: str, by: str | Sequence[str] = (), **options: Any) -> Any:
+        """Groups of runs (by the hparams `by`) compared on `metric`, as a pandas DataFrame: one row
+        per group with its hparam values, n, mean, std, the 95% CI and its run ids.
+        `frame.attrs["pairs"]` holds the pairwise table: diff of means (b - a) with its 95% CI,
+        Welch's t, df and p, Holm's p across pairs, and a verdict in words. `options` are those
+        of `compare_groups` (run_ids, summary, k, goal, unit). Needs pandas and scipy."""
+        import pandas as pd
+
+        found = self.compare_groups(metric, by, **options).to_json()
+        keep = ("n", "mean", "std", "ci_low", "ci_high", "run_ids")
+        groups = pd.DataFrame([{**g["key"], **{c: g[c] for c in keep}} for g in found["groups"]])
+        groups.attrs["pairs"] = pd.DataFrame(found["pairs"])
+        return groups
+
+    def compare_groups(
+        self,
+        metric: str,
+        by: str | Sequence[str] = (),
+        run_ids: Sequence[int] | None = None,
+        summary: str = "final",
+        k: int = 5,
+        goal: str = "max",
+        unit: str = "rep",
+    ) -> Comparison:
+        """The statistics behind `compare` as a `comparison.Comparison` (no pandas needed).
+
+        `metric` is a scalar tag ('val/accuracy'), reduced per repetition by `summary` ('final',
+        'best' by `goal` 'max' or 'min', or 'last_k': the mean of the last k points), or a result
+        column. Runs: `run_ids`, else every visible run. `unit='run'` makes each run (the mean of
+        its repetitions) one sample instead of each repetition."""
+        from tallyboard import comparison
+
+        names = [by] if isinstance(by, str) else list(by)
+        known = {row["run_id"] for row in self._store.runs(show_hidden=True)}
+        chosen = run_ids if run_ids is not None else [row["run_id"] for row in self._store.runs()]
+        missing = [run_id for run_id in chosen if run_id not in known]
+        if missing:
+            raise KeyError(f"no run with id {missing[0]}")
+        hparams = self._store.values("hparams")
+        runs = {run_id: hparams.get(run_id, {}) for run_id in chosen}
+
+        def points() -> list[tuple[int, int, float | None]]:
+            return [
+                (run_id, rep, value)
+                for run_id in runs
+                for rep, value in self._store.scalars(run_id, metric, columns=("rep", "value"))
+            ]
+
+        how = comparison.Summary(summary, k, goal)
+        samples = comparison.run_samples(metric, runs, self._store.values("results"), points, how)
+        if not samples:
+            raise KeyError(f"none of these runs logged a scalar or result named {metric!r}")
+        return comparison.compare(samples, names, metric, unit)
 
     def get_config(self, run_id: int) -> str:
         """The content of the run's config file as it was when the run started. `KeyError` if it

@@ -205,6 +205,14 @@ class DashboardQueries:
         ids = [row[0] for row in rows]
         return int(total), self._with_values(rows, f"({', '.join('?' * len(ids))})", ids) if ids else []
 
+    def runs_of(self, run_ids: Sequence[int]) -> list[dict[str, Any]]:
+        """Some runs by id (hidden ones too) with their hparams and results."""
+        if not run_ids:
+            return []
+        marks = f"({', '.join('?' * len(run_ids))})"
+        rows = self._all(f"SELECT {', '.join(RUN_FIELDS)} FROM runs WHERE run_id IN {marks}", list(run_ids))
+        return self._with_values(rows, marks, list(run_ids))
+
     def _with_values(
         self, rows: list[tuple], run_ids_sql: str, params: Sequence[Any]
     ) -> list[dict[str, Any]]:
@@ -282,6 +290,17 @@ class DashboardQueries:
                 WHERE b.run_id = r.run_id AND b.tag_id = t.tag_id AND b.rep = r.rep)
             ORDER BY r.run_id, t.name, r.rep"""
         return self._all(sql, list(run_ids))
+
+    def metric_points(self, run_ids: Sequence[int], tag: str) -> list[tuple[int, int, float | None]]:
+        """(run_id, rep, value) of one tag of some runs, ordered by run, rep and step: what the
+        statistics views reduce to one number per repetition (value None for NaN)."""
+        if not run_ids:
+            return []
+        marks = ", ".join("?" * len(run_ids))
+        sql = f"""SELECT run_id, rep, value FROM scalars
+            WHERE run_id IN ({marks}) AND tag_id = (SELECT tag_id FROM tags WHERE name = ?)
+            ORDER BY run_id, rep, step"""
+        return self._all(sql, [*run_ids, tag])
 
     def step_bounds(self, key: SeriesKey) -> tuple[int, int] | None:
         """First and last step of a series (two index seeks)."""
