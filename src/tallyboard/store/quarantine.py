@@ -60,6 +60,11 @@ def describe(batch: Batch, error: BaseException) -> Quarantined:
         run_id, tag, rep, step, epoch, walltime, kind, content = batch.texts[0]
         record = {"rep": rep, "step": step, "epoch": epoch, "walltime": walltime, "content": content}
         return _row(run_id, kind, tag, error, record)
+    if batch.histograms:
+        run_id, tag, rep, step, epoch, walltime, histogram = batch.histograms[0]
+        record = {"rep": rep, "step": step, "epoch": epoch, "walltime": walltime}
+        record.update({name: getattr(histogram, name) for name in histogram.__slots__})
+        return _row(run_id, "histogram", tag, error, record)
     for name in ("hparams", "results"):
         for run_id, key, value in getattr(batch, name):
             return _row(run_id, name[:-1], key, error, {"name": key, "value": value})

@@ -38,7 +38,8 @@ Conventions every reader relies on:
 - `meta` holds 'schema_version' (integer as text) and 'unique_columns' (JSON array of names);
 - `quarantine` (v3) keeps the records the database rejected after they passed the checks at the
   call (a trigger, a constraint added by hand, a limit of another engine): `kind` is 'scalar',
-  'image', 'figure', 'text', 'fragment', 'hparam', 'result', 'repetition' or 'run_update'; `tag` the
+  'image', 'figure', 'text', 'fragment', 'histogram' (v5), 'hparam', 'result', 'repetition' or
+  'run_update'; `tag` the
   record's tag or name (NULL when it has none); `error` the database's message; `record` the
   whole record as JSON (`store/quarantine.py`: lossless, PNG bytes as base64); `quarantined_at`
   float seconds since the Unix epoch. A run's quarantined records go with the run;
@@ -46,10 +47,15 @@ Conventions every reader relies on:
   the whole: a long CLI dict would make the key longer than PostgreSQL's index rows can be
   (2704 bytes); the lookup compares the prefix through the index, then the whole key;
 - `runs.note` and `runs.tag` are NULL when empty (v4; v1 to v3 stored ''), so the filter
-  `note == null` finds runs without a note.
+  `note == null` finds runs without a note;
+- `histograms` (v5) holds one row per `LogWriter.add_histogram` call (or imported TensorBoard
+  histogram): `count` finite values, `nonfinite` NaN/inf values left out of everything else,
+  `minimum`/`maximum` NULL when `count` is 0, `total`/`total_squares` the sum and sum of squares,
+  `edges` little-endian float64 bucket edges (len(counts) + 1 of them) and `counts` little-endian
+  int64 bucket counts, packed with the stdlib `array` module (`tallyboard/histogram.py`).
 """
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 UNIQUE_KEY_PREFIX = 256
 BLOCK_BITS = 8
 BLOCK_STEPS = 1 << BLOCK_BITS  # steps per row of scalar_blocks (why 256: docs/dashboard.md)
@@ -204,9 +210,31 @@ CREATE INDEX quarantine_by_run ON quarantine (run_id);
 DROP INDEX runs_by_unique_key;
 CREATE INDEX runs_by_unique_key ON runs (substr(unique_key, 1, {UNIQUE_KEY_PREFIX}))"""
 
+# v5: histograms (one self-contained step).
+HISTOGRAMS = """
+CREATE TABLE histograms (
+    histogram_id  {pk},
+    run_id        BIGINT NOT NULL,
+    tag_id        INTEGER NOT NULL,
+    rep           INTEGER NOT NULL,
+    step          BIGINT NOT NULL,
+    epoch         BIGINT,
+    walltime_ms   BIGINT NOT NULL,
+    count         BIGINT NOT NULL,
+    nonfinite     BIGINT NOT NULL,
+    minimum       DOUBLE PRECISION,
+    maximum       DOUBLE PRECISION,
+    total         DOUBLE PRECISION NOT NULL,
+    total_squares DOUBLE PRECISION NOT NULL,
+    edges         {blob} NOT NULL,
+    counts        {blob} NOT NULL
+);
+CREATE INDEX histograms_by_run ON histograms (run_id, tag_id, rep, step)"""
+
 # MIGRATIONS[n] upgrades a store at version n to n + 1. Version 1 is the first released schema.
 MIGRATIONS: dict[int, str] = {
     1: SCALAR_BLOCKS + ";" + BACKFILL_BLOCKS,  # v2: block summaries, backfilled
     2: QUARANTINE,  # v3: quarantined records; the unique key indexed by its prefix
     # 3 -> 4: empty note and tag become NULL; differs per engine: migrations.nullable_note_and_tag
+    4: HISTOGRAMS,  # v5: histograms
 }
