@@ -116,6 +116,9 @@ def _from_array(values: Any, bins: int) -> Histogram:
         low, high = data.min(), data.max()
     low, high = float(low), float(high)
     total, squares = float(np.sum(data, dtype=np.float64)), float(np.dot(data, data))
+    if not math.isfinite(squares):  # float32 overflows past ~1.8e19 per value: redo it wide
+        wide = data.astype(np.float64)
+        squares = float(np.dot(wide, wide))
     if low == high:
         counts: tuple[int, ...] = (int(data.size),)
     else:
@@ -147,7 +150,8 @@ def _from_tensor(values: Any, bins: int) -> Histogram:
             return _empty(nonfinite)
         low, high = torch.aminmax(data)
     low_f, high_f = float(low), float(high)
-    sums = torch.stack((torch.sum(data, dtype=torch.float64), torch.dot(data, data).to(torch.float64)))
+    wide = data.to(torch.float64) if max(-low_f, high_f) > 1e18 else data  # float32 squares overflow
+    sums = torch.stack((torch.sum(data, dtype=torch.float64), torch.dot(wide, wide).to(torch.float64)))
     total, squares = sums.cpu().tolist()
     if low_f == high_f:
         counts: tuple[int, ...] = (int(data.numel()),)

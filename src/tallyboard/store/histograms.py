@@ -21,13 +21,13 @@ from tallyboard.histogram import (
 if TYPE_CHECKING:
     from tallyboard.store.base import Store
 
-_STATS = "count, nonfinite, minimum, maximum, total, total_squares, edges, counts"
+STATS = "count, nonfinite, minimum, maximum, total, total_squares, edges, counts"
 
 
 def insert(store: Store, rows: list[tuple], tag_id: Callable[[str], int], walltime_sql: str) -> None:
     """Insert `Batch.histograms` rows inside the caller's transaction."""
     store._executemany(
-        f"INSERT INTO histograms (run_id, tag_id, rep, step, epoch, walltime_ms, {_STATS})"
+        f"INSERT INTO histograms (run_id, tag_id, rep, step, epoch, walltime_ms, {STATS})"
         f" VALUES (?, ?, ?, ?, ?, {walltime_sql}, ?, ?, ?, ?, ?, ?, ?, ?)",
         [
             (run_id, tag_id(tag), rep, step, epoch, walltime, *stored(histogram))
@@ -37,13 +37,13 @@ def insert(store: Store, rows: list[tuple], tag_id: Callable[[str], int], wallti
 
 
 def stored(h: Histogram) -> tuple:
-    """The column values of `h` after `walltime_ms`, in the order of `_STATS`."""
+    """The column values of `h` after `walltime_ms`, in the order of `STATS`."""
     return (h.count, h.nonfinite, h.minimum, h.maximum, h.total, h.total_squares,
             pack_floats(h.edges), pack_ints(h.counts))  # fmt: skip
 
 
 def from_columns(row: tuple | list) -> Histogram:
-    """The `Histogram` of the eight `_STATS` columns of a row."""
+    """The `Histogram` of the eight `STATS` columns of a row."""
     count, nonfinite, minimum, maximum, total, squares, edges, counts = row
     return Histogram(
         count, nonfinite, minimum, maximum, total, squares, unpack_floats(edges), unpack_ints(counts)
@@ -60,7 +60,7 @@ def read(
             where.append(f"{column} = ?")
             params.append(value)
     rows = store._execute(
-        f"SELECT h.histogram_id, t.name, h.rep, h.step, h.epoch, h.walltime_ms, {_STATS}"
+        f"SELECT h.histogram_id, t.name, h.rep, h.step, h.epoch, h.walltime_ms, {STATS}"
         " FROM histograms h JOIN tags t ON t.tag_id = h.tag_id"
         f" WHERE {' AND '.join(where)} ORDER BY t.name, h.rep, h.step, h.histogram_id",
         params,
