@@ -9,6 +9,9 @@ import pytest
 import torch
 
 import tallyboard as tb
+from tallyboard.exchange.export import export_table
+from tallyboard.exchange.formats import FORMATS
+from tallyboard.exchange.reimport import import_export
 from tallyboard.histogram import MAX_BINS, pack_floats, pack_ints, summarise, unpack_floats, unpack_ints
 from tallyboard.sink import end_runs
 from test_quarantine import refuse
@@ -158,3 +161,46 @@ def test_summarise_half_and_bfloat16_tensors():
     for dtype in (torch.float16, torch.bfloat16, torch.int32, torch.bool):
         histogram = summarise(values.to(dtype), bins=4)
         assert histogram.count == 101 and sum(histogram.counts) == 101
+
+
+def logged_histograms(url: str) -> list:
+    table = tb.ResultTable(url, nocommit_action=tb.NoCommitAction.NOP)
+    try:
+        return [
+            (r.tag, r.run_rep, r.step, r.epoch, r.walltime, r.histogram)
+            for r in table.load_run(1).get_histograms()
+        ]
+    finally:
+        table.close()
+
+
+@pytest.mark.parametrize("file_format", FORMATS)
+def test_export_and_import_carry_histograms(db_url, tmp_path, file_format):
+    source = str(tmp_path / "source.db")
+    table = tb.ResultTable(source, nocommit_action=tb.NoCommitAction.NOP)
+    with table.new_run("hist", auto_log_plt=False) as run:
+        run.add_histogram("w", np.random.default_rng(2).normal(size=999), step=3, epoch=1, bins=7)
+        run.add_histogram("w", [np.nan, np.inf], step=4)
+        run.new_repetition()
+        run.add_histogram("b", [0.1, 0.1], step=0)
+    table.close()
+    first, second = tmp_path / "first", tmp_path / "second"
+    counts = export_table(source, first, file_format)
+    assert counts["histograms"] == 3
+    assert "imported 1 runs" in import_export(first, db_url)
+    assert logged_histograms(db_url) == logged_histograms(source)
+    export_table(db_url, second, file_format)
+    assert (first / f"histograms.{file_format}").read_bytes() == (
+        second / f"histograms.{file_format}"
+    ).read_bytes()
+
+
+def test_an_export_written_before_histograms_imports(tmp_path):
+    source = str(tmp_path / "source.db")
+    table = tb.ResultTable(source, nocommit_action=tb.NoCommitAction.NOP)
+    with table.new_run("old", auto_log_plt=False) as run:
+        run.add_scalar("loss", 1.0)
+    table.close()
+    export_table(source, tmp_path / "old", "csv")
+    (tmp_path / "old" / "histograms.csv").unlink()
+    assert "imported 1 runs" in import_export(tmp_path / "old", str(tmp_path / "into.db"))

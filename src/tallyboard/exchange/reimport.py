@@ -20,10 +20,12 @@ from tallyboard.exchange.bundle import apply_column_layout, create_run, run_iden
 from tallyboard.exchange.export import (
     COLUMNS,
     EXPORT_VERSION,
+    HISTOGRAMS,
     HPARAMS,
     LAYOUTS,
     MANIFEST,
     MEDIA,
+    OPTIONAL,
     REPETITIONS,
     RESULTS,
     RUNS,
@@ -32,6 +34,7 @@ from tallyboard.exchange.export import (
     Layout,
 )
 from tallyboard.exchange.formats import FORMATS, read_rows
+from tallyboard.histogram import Histogram
 from tallyboard.store import Batch
 
 MEDIA_PER_BATCH = 200
@@ -55,9 +58,16 @@ class ExportReader:
         self.format = read_manifest(directory)["format"]
         self.run_ids: dict[int, int] = {}
 
+    def chunks(self, layout: Layout) -> Iterator[list[tuple]]:
+        """Batches of rows of one file; none for an `OPTIONAL` file an older export lacks."""
+        path = layout.path(self.directory, self.format)
+        if layout in OPTIONAL and not path.exists():
+            return iter(())
+        return read_rows(path, layout, self.format)
+
     def rows(self, layout: Layout) -> Iterator[list[tuple]]:
         """Batches of rows of the runs being imported, run id already mapped."""
-        for chunk in read_rows(layout.path(self.directory, self.format), layout, self.format):
+        for chunk in self.chunks(layout):
             mapped = [(self.run_ids[row[0]], *row[1:]) for row in chunk if row[0] in self.run_ids]
             if mapped:
                 yield mapped
@@ -68,7 +78,7 @@ class ExportReader:
         Returns the number of rows."""
         total = 0
         for layout in LAYOUTS:
-            for chunk in read_rows(layout.path(self.directory, self.format), layout, self.format):
+            for chunk in self.chunks(layout):
                 total += len(chunk)
                 missing = [
                     row[-1] for row in chunk if layout is MEDIA and not (self.directory / row[-1]).is_file()
@@ -107,6 +117,26 @@ def _media_batches(reader: ExportReader) -> Iterator[Batch]:
             yield batch
 
 
+def _histogram_batches(reader: ExportReader) -> Iterator[Batch]:
+    for chunk in reader.rows(HISTOGRAMS):
+        yield Batch(histograms=[(*row[:6], exported_histogram(row[6:])) for row in chunk])
+
+
+def exported_histogram(columns: tuple) -> Histogram:
+    """The `Histogram` of an export row's columns after `walltime` (edges and counts as JSON)."""
+    count, nonfinite, minimum, maximum, total, squares, edges, counts = columns
+    return Histogram(
+        count,
+        nonfinite,
+        minimum,
+        maximum,
+        total,
+        squares,
+        tuple(json.loads(edges)),
+        tuple(json.loads(counts)),
+    )
+
+
 def _record_batches(reader: ExportReader) -> Iterator[Batch]:
     for layout in (HPARAMS, RESULTS):
         for chunk in reader.rows(layout):
@@ -117,6 +147,7 @@ def _record_batches(reader: ExportReader) -> Iterator[Batch]:
     for chunk in reader.rows(TEXTS):
         yield Batch(texts=chunk)
     yield from _media_batches(reader)
+    yield from _histogram_batches(reader)
 
 
 def import_export(directory: str | os.PathLike[str], into: str, progress: bool = False) -> str:
