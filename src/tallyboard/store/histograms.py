@@ -53,7 +53,10 @@ def from_columns(row: tuple | list) -> Histogram:
 def read(
     store: Store, run_id: int, tag: str | None = None, repetition: int | None = None
 ) -> list[HistogramRecord]:
-    """The histograms of a run (one tag, one repetition, or all), by tag, repetition, step."""
+    """The histograms of a run (one tag, one repetition, or all), by tag, repetition, step; none
+    from a table older than v5, which reading commands (export) read as it is, unmigrated."""
+    if not store._table_exists("histograms"):
+        return []
     where, params = ["h.run_id = ?"], [run_id]
     for column, value in (("t.name", tag), ("h.rep", repetition)):
         if value is not None:
