@@ -204,3 +204,22 @@ def test_an_export_written_before_histograms_imports(tmp_path):
     export_table(source, tmp_path / "old", "csv")
     (tmp_path / "old" / "histograms.csv").unlink()
     assert "imported 1 runs" in import_export(tmp_path / "old", str(tmp_path / "into.db"))
+
+
+def test_the_on_device_torch_path_agrees_with_numpy(monkeypatch):
+    """The kernels a CUDA tensor goes through (aminmax, histc, sums on the device), run here on the
+    CPU by taking numpy away, give numpy's summary of the same values."""
+    values = torch.randn(100_000, dtype=torch.float64) * 3
+    values[::997] = float("nan")
+    values[5] = float("inf")
+    through_numpy = summarise(values, bins=50)
+    monkeypatch.setattr("tallyboard.histogram._numpy_available", lambda: False)
+    on_device = summarise(values, bins=50)
+    assert (on_device.count, on_device.nonfinite) == (through_numpy.count, through_numpy.nonfinite)
+    assert (on_device.minimum, on_device.maximum) == (through_numpy.minimum, through_numpy.maximum)
+    assert on_device.total == pytest.approx(through_numpy.total, rel=1e-12)
+    assert on_device.total_squares == pytest.approx(through_numpy.total_squares, rel=1e-12)
+    assert on_device.edges == through_numpy.edges
+    assert np.abs(np.array(on_device.counts) - through_numpy.counts).sum() <= 4
+    assert summarise(torch.full((4,), 2.0), bins=3).counts == (4,)
+    assert summarise(torch.tensor([float("nan")])).count == 0
