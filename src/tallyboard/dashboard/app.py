@@ -106,6 +106,8 @@ def create_app(url_or_path: str, *, token: str | None = None, read_only: bool = 
         Route("/api/runs/{run_id:sint}", api.run_detail, methods=["GET"]),
         Route("/api/runs/{run_id:sint}", api.edit_run, methods=["POST"]),
         Route("/api/runs/{run_id:sint}/scalars.csv", api.scalars_csv),
+        Route("/api/runs/{run_id:sint}/repeated-steps", api.repeated_steps),
+        Route("/api/runs/{run_id:sint}/scalar-events", api.scalar_events),
         Route("/api/runs/{run_id:sint}/media", api.media),
         Route("/api/runs/{run_id:sint}/texts", api.texts),
         Route("/api/runs/{run_id:sint}/histograms", api.histograms),

@@ -10,6 +10,8 @@ An export here is the whole table, in files any tool reads, and it imports back 
     results.<ext>           run_id, name, value (JSON text)
     columns.<ext>           the result table's column aliases and positions (empty = hidden)
     repetitions.<ext>       run_id, rep, start_time (seconds since the epoch)
+    run_tags.<ext>          run_id, tag: the runs' tags, several per run (exports before
+                            schema v4 lack this file; they import with no tags)
     scalars.<ext>           run_id, tag, rep, step, epoch, walltime (s since the rep started), value
     texts.<ext>             run_id, tag, rep, step, epoch, walltime, kind (text|fragment), content
     media.<ext>             run_id, tag, rep, step, epoch, walltime, kind (image|figure), width,
@@ -17,7 +19,7 @@ An export here is the whole table, in files any tool reads, and it imports back 
     media/<run_id>/<n>.png  the images and figures, numbered per run in logging order
     histograms.<ext>        run_id, tag, rep, step, epoch, walltime, count, nonfinite, minimum,
                             maximum, total, total_squares, edges and counts (JSON arrays of numbers)
-                            -- written since schema v5; an older export has no such file
+                            -- written since schema v7; an older export has no such file
 
 Rows come in a fixed order (runs by id, then tag, repetition and step), so exporting the same table
 twice gives identical files. Wall times are the table's milliseconds written as seconds.
@@ -58,6 +60,7 @@ COLUMNS = Layout(
 REPETITIONS = Layout(
     "repetitions", (("run_id", int, False), ("rep", int, False), ("start_time", float, False))
 )
+RUN_TAGS = Layout("run_tags", (("run_id", int, False), ("tag", str, False)))
 _RECORD = (
     ("run_id", int, False), ("tag", str, False), ("rep", int, False), ("step", int, False),
     ("epoch", int, True), ("walltime", float, False),
@@ -74,9 +77,8 @@ HISTOGRAMS = Layout(
      ("maximum", float, True), ("total", float, False), ("total_squares", float, False),
      ("edges", str, False), ("counts", str, False)),
 )  # fmt: skip
-LAYOUTS = (RUNS, HPARAMS, RESULTS, COLUMNS, REPETITIONS, SCALARS, TEXTS, MEDIA, HISTOGRAMS)
-# Files added after export version 1: an export written before them lacks them, and reads as empty.
-OPTIONAL = (HISTOGRAMS,)
+LAYOUTS = (RUNS, HPARAMS, RESULTS, COLUMNS, REPETITIONS, RUN_TAGS, SCALARS, TEXTS, MEDIA, HISTOGRAMS)
+OPTIONAL_LAYOUTS = (RUN_TAGS, HISTOGRAMS)  # files that exports of older versions lack
 
 
 def seconds(walltime_ms: int) -> float:
@@ -119,6 +121,7 @@ def export_run(store: Store, run: dict[str, Any], out: Path, writers: dict[str, 
     writers["repetitions"].write(
         (run_id, rep, start) for rep, start in store.repetition_starts(run_id).items()
     )
+    writers["run_tags"].write((run_id, tag) for tag in store.run_tags(run_id).get(run_id, []))
     for tag in store.tag_names(run_id, "scalars"):
         writers["scalars"].write(
             (run_id, tag, rep, step, epoch, seconds(walltime_ms), value)
