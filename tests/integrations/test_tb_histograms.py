@@ -44,3 +44,37 @@ def test_tf2_bucket_tensors_convert_with_estimated_sums() -> None:
     assert (h.total, h.total_squares) == (0.5 * 3 + 1.5 * 5, 0.25 * 3 + 2.25 * 5)
     assert from_histogram_tensor(tensor_util.make_tensor_proto(np.zeros(3))) is None
     assert from_histogram_tensor(tensor_util.make_tensor_proto(np.zeros((0, 3)))).count == 0
+
+
+def test_imported_torch_histograms_are_the_accumulators_values(tmp_path: Path, db_url: str) -> None:
+    """`tallyboard import tensorboard` of torch's SummaryWriter.add_histogram: every histogram
+    arrives as the table's kind (get_histograms) with EventAccumulator's values, on both engines."""
+    import tallyboard as tb
+    from tallyboard.integrations.tensorboard_import import import_logdir
+
+    rng = np.random.default_rng(4)
+    with SummaryWriter(str(tmp_path / "logs" / "torch")) as writer:
+        for step in range(3):
+            writer.add_histogram("layer/weight", torch.from_numpy(rng.normal(step, 1, 2000)), step)
+        writer.add_histogram("layer/bias", np.arange(10.0), 5, bins="auto")
+    report = import_logdir(tmp_path / "logs", db_url, clock=lambda: 4e9)
+    assert report.tally.imported["histograms"] == 4
+    acc = ea.EventAccumulator(str(tmp_path / "logs" / "torch"), size_guidance={ea.HISTOGRAMS: 0})
+    acc.Reload()
+    table = tb.ResultTable(db_url, nocommit_action=tb.NoCommitAction.NOP)
+    try:
+        (run_id,) = [run["run_id"] for run in table._store.runs(show_hidden=True)]
+        stored = table.load_run(run_id).get_histograms()
+    finally:
+        table.close()
+    expected = [
+        (tag, e.step, v.num, v.min, v.max, v.sum, v.sum_squares, tuple(v.bucket_limit), tuple(v.bucket))
+        for tag in ("layer/bias", "layer/weight")
+        for e in acc.Histograms(tag)
+        for v in (e.histogram_value,)
+    ]
+    assert [
+        (r.tag, r.step, h.count, h.minimum, h.maximum, h.total, h.total_squares, h.edges[1:], h.counts)
+        for r in stored
+        for h in (r.histogram,)
+    ] == expected

@@ -266,8 +266,8 @@ class RunImport:
                 self.hparams.update(payload)
                 self.tally.imported[HPARAMS] += len(payload)
         elif kind == HISTOGRAM:
-            self.records.raw.append((self.target.run_id, tag, 0, step, wall, "histogram", *payload))
-            self._added(HISTOGRAM, len(payload[1]))
+            self.batch.histograms.append((self.target.run_id, tag, 0, step, None, wall, payload))
+            self._added(HISTOGRAM, 64 + 16 * len(payload.counts))  # about its stored size
         else:
             self.tally.skipped[kind] += 1
 

@@ -52,8 +52,9 @@ Conventions every reader relies on:
   increase in the source (a step logged again, or a step counter that went back), EVERY point of
   the series in source order: `seq` is the point's index in the series (0 = first). `scalars` still
   holds one row per step (the last one); series that never repeat a step have no rows here;
-- `raw_summaries` keeps summaries the table has no kind for yet (histograms) as their source
-  bytes: `format` names the protobuf message ('HistogramProto' or 'TensorProto');
+- `raw_summaries` keeps summaries the table has no kind for as their source bytes: `format` names
+  the protobuf message ('HistogramProto' or 'TensorProto'); imports before v7 kept histograms
+  here, imports since write them to `histograms`;
 - `import_files` remembers how far each imported file was read (`read_to`: bytes; the next record
   starts there), into which run, the wall time (seconds since the epoch) of its last event read,
   and `plugins`, the JSON object {tag: plugin name} learned from the directory's files so far (TF2
