@@ -223,3 +223,13 @@ def test_the_on_device_torch_path_agrees_with_numpy(monkeypatch):
     assert np.abs(np.array(on_device.counts) - through_numpy.counts).sum() <= 4
     assert summarise(torch.full((4,), 2.0), bins=3).counts == (4,)
     assert summarise(torch.tensor([float("nan")])).count == 0
+
+
+def test_the_bounded_queue_counts_a_histograms_bytes():
+    """What crosses the queue is flat with its buckets packed, so `record_bytes` sees its size."""
+    from tallyboard.sink import record_bytes
+    from tallyboard.store.histograms import queued_row
+
+    small = queued_row(1, "x", 0, 0, None, 0.0, summarise(np.arange(100.0), bins=4))
+    large = queued_row(1, "x", 0, 0, None, 0.0, summarise(np.arange(100.0), bins=MAX_BINS))
+    assert record_bytes(large) - record_bytes(small) >= (MAX_BINS - 4) * 16

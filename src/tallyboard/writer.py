@@ -351,13 +351,16 @@ class LogWriter:
         if self._read_only:
             return self._refuse()
         from tallyboard.histogram import summarise
+        from tallyboard.store.histograms import queued_row
 
         if not isinstance(tag, str) or not tag:
             raise TypeError(f"histogram tag must be a non-empty string, got {tag!r}")
         check_key("histogram tag", tag)
         histogram = summarise(values, bins)
         step, epoch, walltime = self._position(step, epoch)
-        self._sink.put("histograms", (self._run_id, tag, self._rep, step, epoch, walltime, histogram))
+        self._sink.put(
+            "histograms", queued_row(self._run_id, tag, self._rep, step, epoch, walltime, histogram)
+        )
         if flush:
             self.flush()
         return None

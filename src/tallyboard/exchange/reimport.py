@@ -37,6 +37,7 @@ from tallyboard.exchange.export import (
 from tallyboard.exchange.formats import FORMATS, read_rows
 from tallyboard.histogram import Histogram
 from tallyboard.store import Batch
+from tallyboard.store.histograms import queued_row
 
 MEDIA_PER_BATCH = 200
 
@@ -119,7 +120,7 @@ def _media_batches(reader: ExportReader) -> Iterator[Batch]:
 
 def _histogram_batches(reader: ExportReader) -> Iterator[Batch]:
     for chunk in reader.rows(HISTOGRAMS):
-        yield Batch(histograms=[(*row[:6], exported_histogram(row[6:])) for row in chunk])
+        yield Batch(histograms=[queued_row(*row[:6], exported_histogram(row[6:])) for row in chunk])
 
 
 def exported_histogram(columns: tuple) -> Histogram:

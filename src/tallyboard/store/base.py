@@ -67,7 +67,8 @@ class Batch:
       engine can insert a series with one prepared statement.
     media: (run_id, tag, rep, step, epoch, walltime, kind, width, height, png).
     texts: (run_id, tag, rep, step, epoch, walltime, kind, content).
-    histograms: (run_id, tag, rep, step, epoch, walltime, Histogram) (`store/histograms.py`).
+    histograms: (run_id, tag, rep, step, epoch, walltime, count, nonfinite, minimum, maximum,
+      total, total_squares, edges, counts) with edges/counts packed (`store/histograms.queued_row`).
     hparams / results: (run_id, name, json_value); later values of a name overwrite.
     repetitions: (run_id, rep, start_time).
     run_updates: (run_id, {column: value}) applied last (e.g. status and end_time on close).
