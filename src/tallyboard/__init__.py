@@ -17,12 +17,16 @@ _LAZY = {
     "DuplicateRunError": "tallyboard.store",
     "LogWriter": "tallyboard.writer",
     "ResultTableEventHandler": "tallyboard.handlers",
+    "Histogram": "tallyboard.histogram",
+    "HistogramRecord": "tallyboard.histogram",
 }
 
 __all__ = ["__version__", "monitor", *_LAZY]
 
 if TYPE_CHECKING:  # pragma: no cover; `X as X` marks a re-export for type checkers and linters
     from tallyboard.handlers import ResultTableEventHandler as ResultTableEventHandler
+    from tallyboard.histogram import Histogram as Histogram
+    from tallyboard.histogram import HistogramRecord as HistogramRecord
     from tallyboard.store import DuplicateRunError as DuplicateRunError
     from tallyboard.table import NoCommitAction as NoCommitAction
     from tallyboard.table import ResultTable as ResultTable

@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from tallyboard.media import open_png
 from tallyboard.sink import AT_EXIT, SeriesQueue, Sink, closed, end_run, opened
@@ -36,6 +36,9 @@ from tallyboard.values import (
 )
 
 log = logging.getLogger(__name__)
+
+if TYPE_CHECKING:
+    from tallyboard.histogram import HistogramRecord
 
 Status = Literal["running", "finished", "failed"]
 STATUSES = ("running", "finished", "failed")
@@ -335,6 +338,36 @@ class LogWriter:
         """Log an HTML fragment, stored verbatim (shown in a sandboxed frame)."""
         return self._put_text("fragment", content, step, tag, epoch, flush)
 
+    def add_histogram(
+        self,
+        tag: str,
+        values: Any,
+        step: int | None = None,
+        epoch: int | None = None,
+        bins: int = 64,
+        flush: bool = False,
+    ) -> None:
+        """Log the histogram of `values` (numpy array, torch tensor on any device, or a sequence of
+        numbers): count, min, max, sum, sum of squares and `bins` equal buckets, computed here
+        (on the tensor's device) so only the summary is queued. NaN/inf are counted apart and left
+        out of the rest (`tallyboard/histogram.py`)."""
+        if self._read_only:
+            return self._refuse()
+        from tallyboard.histogram import summarise
+        from tallyboard.store.histograms import queued_row
+
+        if not isinstance(tag, str) or not tag:
+            raise TypeError(f"histogram tag must be a non-empty string, got {tag!r}")
+        check_key("histogram tag", tag)
+        histogram = summarise(values, bins)
+        step, epoch, walltime = self._position(step, epoch)
+        self._sink.put(
+            "histograms", queued_row(self._run_id, tag, self._rep, step, epoch, walltime, histogram)
+        )
+        if flush:
+            self.flush()
+        return None
+
     # ---- hparams, results, run fields -----------------------------------------------------------
     def _put_values(self, kind: str, values: dict[str, Any]) -> None:
         """Validate every value, then write them all at once (see `_row_store`)."""
@@ -621,6 +654,11 @@ class LogWriter:
         "texts", "text", "Texts as dicts (id, step, epoch, run_rep, tag, walltime, fragment)."
     )
     get_fragment = _record_reader("texts", "fragment", "HTML fragments, in the shape of `get_text`.")
+
+    def get_histograms(self, tag: str | None = None, repetition: int | None = None) -> list[HistogramRecord]:
+        """The run's histograms (of one tag, one repetition, or all) as named records, ordered by
+        tag, repetition and step."""
+        return self._store.histograms(self._run_id, tag, repetition)
 
     def get_hparams(self) -> dict[str, Any]:
         return self._store.values("hparams", self._run_id).get(self._run_id, {})

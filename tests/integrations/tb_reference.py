@@ -4,7 +4,8 @@ what the import stored for it, both in one shape so that tests compare them valu
 Scalars: [(step, wall_time, value)] per tag in file order (NaN as None): TensorBoard's `Scalars`
 for simple values, its `Tensors` of the "scalars" plugin (converted as its data provider does) for
 tensor summaries. Images: PNG bytes per tag in order. Texts: [(step, text)] per tag (torch's
-'/text_summary' suffix dropped). Histograms: [(step, serialized proto)] per tag.
+'/text_summary' suffix dropped). Histograms: [(step, count, right bucket limits, counts, (min, max,
+sum, sum of squares) or None where the source has none)] per tag.
 """
 
 from __future__ import annotations
@@ -33,7 +34,6 @@ def _nan_none(value: float) -> float | None:
 
 def reference(run_dir: Path) -> dict[str, Any]:
     from tensorboard.backend.event_processing import event_accumulator as ea
-    from tensorboard.compat.proto import summary_pb2
     from tensorboard.plugins.hparams import plugin_data_pb2
     from tensorboard.util import tensor_util
 
@@ -48,13 +48,10 @@ def reference(run_dir: Path) -> dict[str, Any]:
         out["images"][tag] = [e.encoded_image_string for e in acc.Images(tag)]
     for tag in tags["histograms"]:
         out["histograms"][tag] = [
-            (e.step, summary_pb2.HistogramProto(
-                min=e.histogram_value.min, max=e.histogram_value.max, num=e.histogram_value.num,
-                sum=e.histogram_value.sum, sum_squares=e.histogram_value.sum_squares,
-                bucket_limit=e.histogram_value.bucket_limit, bucket=e.histogram_value.bucket,
-            ).SerializeToString())
+            (e.step, h.num, tuple(h.bucket_limit), tuple(h.bucket), (h.min, h.max, h.sum, h.sum_squares))
             for e in acc.Histograms(tag)
-        ]  # fmt: skip
+            for h in (e.histogram_value,)
+        ]
     for tag in tags["tensors"]:
         plugin = acc.SummaryMetadata(tag).plugin_data.plugin_name
         events = acc.Tensors(tag)
@@ -70,8 +67,12 @@ def reference(run_dir: Path) -> dict[str, Any]:
                 (e.step, "\n".join(v.decode() for v in tensor_util.make_ndarray(e.tensor_proto).reshape(-1)))
                 for e in events
             ]
-        elif plugin == "histograms":
-            out["histograms"][tag] = [(e.step, e.tensor_proto.SerializeToString()) for e in events]
+        elif plugin == "histograms":  # rows of (left, right, count); no min, max or sums
+            out["histograms"][tag] = [
+                (e.step, buckets[:, 2].sum(), tuple(buckets[:, 1]), tuple(buckets[:, 2]), None)
+                for e in events
+                for buckets in (tensor_util.make_ndarray(e.tensor_proto),)
+            ]
     try:
         contents = acc.PluginTagToContent("hparams")
     except KeyError:
@@ -105,8 +106,12 @@ def stored(store: Store, run_id: int) -> dict[str, Any]:
         out["images"].setdefault(tag, []).append(bytes(png))
     for _, step, _, _, tag, _, content in store.texts(run_id, "text"):
         out["texts"].setdefault(tag, []).append((step, content))
-    for raw in store.raw_summaries(run_id):
-        out["histograms"].setdefault(raw.tag, []).append((raw.step, raw.data))
+    for record in store.histograms(run_id):
+        h = record.histogram
+        stats = (h.minimum, h.maximum, h.total, h.total_squares)
+        out["histograms"].setdefault(record.tag, []).append(
+            (record.step, h.count, h.edges[1:], h.counts, stats)
+        )
     out["hparams"] = store.values("hparams", run_id).get(run_id, {})
     return out
 
@@ -118,5 +123,10 @@ def assert_same(expected: dict[str, Any], got: dict[str, Any]) -> None:
         mine = got["scalars"][tag]
         assert [(step, value) for step, _, value in mine] == [(step, value) for step, _, value in points], tag
         assert all(abs(a[1] - b[1]) <= 0.0011 for a, b in zip(mine, points, strict=True)), tag
-    for kind in ("images", "texts", "histograms", "hparams"):
+    for kind in ("images", "texts", "hparams"):
         assert got[kind] == expected[kind], kind
+    assert set(got["histograms"]) == set(expected["histograms"])
+    for tag, histograms in expected["histograms"].items():  # min, max and sums where the source has them
+        mine = got["histograms"][tag]
+        assert [h[:4] for h in mine] == [h[:4] for h in histograms], tag
+        assert all(a[4] == b[4] for a, b in zip(mine, histograms, strict=True) if b[4] is not None), tag

@@ -240,7 +240,7 @@ def test_a_damaged_tensor_scalar_shape_is_reported_not_guessed(tmp_path: Path) -
 
 
 def test_tallyboard_copy_keeps_what_imports_keep(logdir: Path, tmp_path: Path, pg_url: str) -> None:
-    """Every point of repeated steps, raw histograms and read positions survive SQLite ->
+    """Every point of repeated steps, histograms and read positions survive SQLite ->
     PostgreSQL -> SQLite; importing into the copy then adds nothing."""
     from tallyboard.store.copy import copy_table
 

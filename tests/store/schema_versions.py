@@ -11,6 +11,7 @@ TABLES_ADDED: dict[int, tuple[str, ...]] = {
     3: ("quarantine",),
     5: IMPORT_RUN_TABLES,
     6: ("run_tags",),
+    7: ("histograms",),
 }
 
 

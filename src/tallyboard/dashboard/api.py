@@ -372,6 +372,13 @@ def media(request: Request) -> Response:
     return Json({"media": _dash(request).queries.media(run_id, _kind(request, ("image", "figure")))})
 
 
+def histograms(request: Request) -> Response:
+    """A run's histogram tags and the histograms of one (`?tag=`, default the first)."""
+    run_id = params.path_id(request, "run_id")
+    tag = request.query_params.get("tag") or None
+    return Json(_dash(request).queries.histograms(run_id, tag))
+
+
 def media_png(request: Request) -> Response:
     png = _dash(request).queries.media_png(params.path_id(request, "media_id"))
     if png is None:

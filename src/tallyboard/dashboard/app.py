@@ -32,7 +32,7 @@ DECLARATIVE_SHADOW = re.compile("shadowrootmode", re.IGNORECASE)
 CHARTS = ("vendor/uplot/uPlot.iife.min.js", "charts.js")
 PAGES = {  # page -> (title, its scripts after common.js)
     "table": ("Runs", ("table.js",)),
-    "run": ("Run", (*CHARTS, "run.js")),
+    "run": ("Run", (*CHARTS, "histograms.js", "run.js")),
     "compare": ("Compare", (*CHARTS, "compare.js", "stats.js")),
     "hparams": ("Hparams", ("hparams.js",)),
     "diff": ("Diff", ("diff.js",)),
@@ -114,6 +114,7 @@ def create_app(url_or_path: str, *, token: str | None = None, read_only: bool = 
         Route("/api/runs/{run_id:sint}/scalar-events", api.scalar_events),
         Route("/api/runs/{run_id:sint}/media", api.media),
         Route("/api/runs/{run_id:sint}/texts", api.texts),
+        Route("/api/runs/{run_id:sint}/histograms", api.histograms),
         Route("/api/media/{media_id:sint}", api.media_png),
         Route("/api/series", api.series),
         Route("/api/live", api.live),

@@ -239,6 +239,11 @@ def openapi_schema() -> dict[str, Any]:
                 [_path("run_id"), _q("kind", "string", "text or fragment", enum=["text", "fragment"])],
                 _json("texts"),
             ),
+            "/api/runs/{run_id}/histograms": _get(
+                "A run's histogram tags, and the histograms (buckets, stats) of one tag by step",
+                [_path("run_id"), _q("tag", "string", "tag; default: the run's first")],
+                _json("tags, tag, histograms"),
+            ),
             "/api/media/{media_id}": {
                 "get": {
                     "summary": "One image or figure as PNG",

@@ -17,6 +17,9 @@ An export here is the whole table, in files any tool reads, and it imports back 
     media.<ext>             run_id, tag, rep, step, epoch, walltime, kind (image|figure), width,
                             height, file (relative path of the PNG)
     media/<run_id>/<n>.png  the images and figures, numbered per run in logging order
+    histograms.<ext>        run_id, tag, rep, step, epoch, walltime, count, nonfinite, minimum,
+                            maximum, total, total_squares, edges and counts (JSON arrays of numbers)
+                            -- written since schema v7; an older export has no such file
 
 Rows come in a fixed order (runs by id, then tag, repetition and step), so exporting the same table
 twice gives identical files. Wall times are the table's milliseconds written as seconds.
@@ -68,8 +71,14 @@ MEDIA = Layout(
     "media",
     (*_RECORD, ("kind", str, False), ("width", int, False), ("height", int, False), ("file", str, False)),
 )
-LAYOUTS = (RUNS, HPARAMS, RESULTS, COLUMNS, REPETITIONS, RUN_TAGS, SCALARS, TEXTS, MEDIA)
-OPTIONAL_LAYOUTS = (RUN_TAGS,)  # files that exports of older versions lack
+HISTOGRAMS = Layout(
+    "histograms",
+    (*_RECORD, ("count", int, False), ("nonfinite", int, False), ("minimum", float, True),
+     ("maximum", float, True), ("total", float, False), ("total_squares", float, False),
+     ("edges", str, False), ("counts", str, False)),
+)  # fmt: skip
+LAYOUTS = (RUNS, HPARAMS, RESULTS, COLUMNS, REPETITIONS, RUN_TAGS, SCALARS, TEXTS, MEDIA, HISTOGRAMS)
+OPTIONAL_LAYOUTS = (RUN_TAGS, HISTOGRAMS)  # files that exports of older versions lack
 
 
 def seconds(walltime_ms: int) -> float:
@@ -132,6 +141,11 @@ def export_run(store: Store, run: dict[str, Any], out: Path, writers: dict[str, 
         (out / file).write_bytes(png)
         rows.append((run_id, tag, rep, step, epoch, seconds(walltime_ms), kind, width, height, file))
     writers["media"].write(rows)
+    writers["histograms"].write(
+        (run_id, r.tag, r.run_rep, r.step, r.epoch, r.walltime, h.count, h.nonfinite, h.minimum, h.maximum,
+         h.total, h.total_squares, json.dumps(h.edges), json.dumps(h.counts))
+        for r in store.histograms(run_id) for h in (r.histogram,)
+    )  # fmt: skip
 
 
 def export_table(

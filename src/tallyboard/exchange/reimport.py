@@ -20,6 +20,7 @@ from tallyboard.exchange.bundle import apply_column_layout, create_run, run_iden
 from tallyboard.exchange.export import (
     COLUMNS,
     EXPORT_VERSION,
+    HISTOGRAMS,
     HPARAMS,
     LAYOUTS,
     MANIFEST,
@@ -34,7 +35,9 @@ from tallyboard.exchange.export import (
     Layout,
 )
 from tallyboard.exchange.formats import FORMATS, read_rows
+from tallyboard.histogram import Histogram
 from tallyboard.store import Batch
+from tallyboard.store.histograms import queued_row
 
 MEDIA_PER_BATCH = 200
 
@@ -115,6 +118,26 @@ def _media_batches(reader: ExportReader) -> Iterator[Batch]:
             yield batch
 
 
+def _histogram_batches(reader: ExportReader) -> Iterator[Batch]:
+    for chunk in reader.rows(HISTOGRAMS):
+        yield Batch(histograms=[queued_row(*row[:6], exported_histogram(row[6:])) for row in chunk])
+
+
+def exported_histogram(columns: tuple) -> Histogram:
+    """The `Histogram` of an export row's columns after `walltime` (edges and counts as JSON)."""
+    count, nonfinite, minimum, maximum, total, squares, edges, counts = columns
+    return Histogram(
+        count,
+        nonfinite,
+        minimum,
+        maximum,
+        total,
+        squares,
+        tuple(json.loads(edges)),
+        tuple(json.loads(counts)),
+    )
+
+
 def _record_batches(reader: ExportReader) -> Iterator[Batch]:
     for layout in (HPARAMS, RESULTS):
         for chunk in reader.rows(layout):
@@ -125,6 +148,7 @@ def _record_batches(reader: ExportReader) -> Iterator[Batch]:
     for chunk in reader.rows(TEXTS):
         yield Batch(texts=chunk)
     yield from _media_batches(reader)
+    yield from _histogram_batches(reader)
 
 
 def import_export(directory: str | os.PathLike[str], into: str, progress: bool = False) -> str:

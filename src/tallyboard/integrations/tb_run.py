@@ -41,6 +41,7 @@ from tallyboard.integrations.tb_summaries import (
 )
 from tallyboard.progress import ProgressBar
 from tallyboard.store.base import Batch, Store
+from tallyboard.store.histograms import queued_row
 from tallyboard.store.imported import FileProgress, ImportRecords
 
 ROWS_PER_BATCH = 50_000
@@ -266,8 +267,9 @@ class RunImport:
                 self.hparams.update(payload)
                 self.tally.imported[HPARAMS] += len(payload)
         elif kind == HISTOGRAM:
-            self.records.raw.append((self.target.run_id, tag, 0, step, wall, "histogram", *payload))
-            self._added(HISTOGRAM, len(payload[1]))
+            row = queued_row(self.target.run_id, tag, 0, step, None, wall, payload)
+            self.batch.histograms.append(row)
+            self._added(HISTOGRAM, len(row[-2]) + len(row[-1]))
         else:
             self.tally.skipped[kind] += 1
 

@@ -1,7 +1,7 @@
 """What one TensorBoard event holds, in the terms of a result table.
 
-Every summary value becomes one `Item`: a scalar, an image, a text, hparams, a histogram (kept as
-its raw protobuf bytes until the table has a histogram kind), or a skipped kind named so the import
+Every summary value becomes one `Item`: a scalar, an image, a text, hparams, a histogram (as the
+table's `Histogram`, tb_histograms.py), or a skipped kind named so the import
 can report it (audio, PR curves, graphs, any other plugin). The plugin of a tag is written only with
 its first value in TF2 logs, so the decoder remembers it per tag, as TensorBoard does.
 
@@ -12,6 +12,8 @@ Scalars come in two shapes: TF1 and torch write `simple_value`; TF2/Keras and to
 from __future__ import annotations
 
 from typing import Any, NamedTuple
+
+from tallyboard.integrations.tb_histograms import from_histogram_proto, from_histogram_tensor
 
 SCALAR, IMAGE, TEXT, HPARAMS, HISTOGRAM = "scalars", "images", "texts", "hparams", "histograms"
 TEXT_SUFFIX = "/text_summary"  # torch appends it to the tag the user wrote
@@ -28,7 +30,7 @@ EVENT_KINDS = {
 
 class Item(NamedTuple):
     """One thing found in an event. `payload`: the float (None for NaN) of a scalar, PNG bytes of an
-    image, the text, {name: value} of hparams, (format, bytes) of a histogram, None when skipped."""
+    image, the text, {name: value} of hparams, the `Histogram` of a histogram, None when skipped."""
 
     kind: str
     tag: str
@@ -59,7 +61,7 @@ class SummaryDecoder:
         if kind == "image":
             return Item(IMAGE, tag, [value.image.encoded_image_string])
         if kind == "histo":
-            return Item(HISTOGRAM, tag, ("HistogramProto", value.histo.SerializeToString()))
+            return Item(HISTOGRAM, tag, from_histogram_proto(value.histo))
         if kind == "tensor":
             return self._tensor(tag, plugin or "", value.tensor)
         if kind == "audio":
@@ -77,7 +79,10 @@ class SummaryDecoder:
         if plugin == "text":
             return Item(TEXT, tag.removesuffix(TEXT_SUFFIX), text_of(tensor))
         if plugin == "histograms":
-            return Item(HISTOGRAM, tag, ("TensorProto", tensor.SerializeToString()))
+            histogram = from_histogram_tensor(tensor)
+            if histogram is None:
+                return Item("histograms (not rows of left, right, count)", tag, None)
+            return Item(HISTOGRAM, tag, histogram)
         return Item(plugin or "tensors without a plugin", tag, None)
 
 

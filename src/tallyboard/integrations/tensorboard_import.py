@@ -7,7 +7,7 @@ size of the logs. Each directory that holds event files is one run, named by its
 - scalars keep their steps, every point (several at one step included); wall times become seconds
   since the run's first event, which is the run's start time;
 - images keep their PNG bytes; text summaries become text records under the tag the user wrote;
-  histograms are kept as their raw protobuf bytes; hparams come from the hparams plugin.
+  histograms become the table's histograms (tb_histograms.py); hparams come from the hparams plugin.
   `SummaryWriter.add_hparams` writes them into a child directory next to its metric values: such a
   child (its first summary is hparams) is folded into its parent run, its metrics becoming results;
 - everything else (audio, graphs, PR curves, other plugins) is counted and reported as skipped.

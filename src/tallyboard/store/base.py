@@ -26,10 +26,12 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
+from tallyboard.store import histograms as histogram_rows
 from tallyboard.store.imported import IMPORT_RUN_TABLES, ImportedLogs
 from tallyboard.store.schema import BLOCK_BITS, BLOCK_STEPS, RUN_COLUMNS, RUN_TAGS_SINCE, UNIQUE_KEY_PREFIX
 
 if TYPE_CHECKING:
+    from tallyboard.histogram import HistogramRecord
     from tallyboard.store.location import Access, Found
 
 T = TypeVar("T")
@@ -65,6 +67,8 @@ class Batch:
       engine can insert a series with one prepared statement.
     media: (run_id, tag, rep, step, epoch, walltime, kind, width, height, png).
     texts: (run_id, tag, rep, step, epoch, walltime, kind, content).
+    histograms: (run_id, tag, rep, step, epoch, walltime, count, nonfinite, minimum, maximum,
+      total, total_squares, edges, counts) with edges/counts packed (`store/histograms.queued_row`).
     hparams / results: (run_id, name, json_value); later values of a name overwrite.
     repetitions: (run_id, rep, start_time).
     run_updates: (run_id, {column: value}) applied last (e.g. status and end_time on close).
@@ -73,6 +77,7 @@ class Batch:
     scalars: list[tuple[int, str, list[ScalarRow]]] = field(default_factory=list)
     media: list[tuple] = field(default_factory=list)
     texts: list[tuple] = field(default_factory=list)
+    histograms: list[tuple] = field(default_factory=list)
     hparams: list[tuple[int, str, str]] = field(default_factory=list)
     results: list[tuple[int, str, str]] = field(default_factory=list)
     repetitions: list[tuple[int, int, float]] = field(default_factory=list)
@@ -83,6 +88,7 @@ class Batch:
             sum(len(rows) for _, _, rows in self.scalars)
             + len(self.media)
             + len(self.texts)
+            + len(self.histograms)
             + len(self.hparams)
             + len(self.results)
             + len(self.repetitions)
@@ -138,7 +144,8 @@ def empty_text_as_null(fields: dict[str, Any]) -> dict[str, Any]:
 RUN_FIELDS = (*(name for name, _, _ in RUN_COLUMNS), "config_content", "unique_key", "updated_at")
 # Tables that hold a run's rows, children first: what deleting a run clears.
 RUN_TABLES = (
-    *("scalars", "scalar_blocks", "media", "texts", "hparams", "results", "repetitions", "quarantine"),
+    *("scalars", "scalar_blocks", "media", "texts", "histograms", "hparams", "results", "repetitions"),
+    "quarantine",
     *IMPORT_RUN_TABLES,
     "run_tags",
     "runs",
@@ -552,6 +559,8 @@ class Store(ImportedLogs, ABC):
                 f" VALUES (?, ?, ?, ?, ?, {WALLTIME_MS_SQL}, ?, ?)",
                 [(r[0], tag_id(r[1]), *r[2:]) for r in batch.texts],
             )
+        if batch.histograms:
+            histogram_rows.insert(self, batch.histograms, tag_id, WALLTIME_MS_SQL)
         for kind, rows in (("hparams", batch.hparams), ("results", batch.results)):
             if rows:
                 self._write_values(kind, rows)
@@ -638,8 +647,8 @@ class Store(ImportedLogs, ABC):
 
     # ---- reads of logged records --------------------------------------------------------------
     def tag_names(self, run_id: int, table: str = "scalars") -> list[str]:
-        """Tags used by a run in `table` ('scalars', 'media' or 'texts'), sorted."""
-        if table not in ("scalars", "media", "texts"):
+        """Tags used by a run in `table` ('scalars', 'media', 'texts' or 'histograms'), sorted."""
+        if table not in ("scalars", "media", "texts", "histograms"):
             raise ValueError(f"no logged records in table {table!r}")
         with self._lock:
             rows = self._execute(  # one index seek per known tag, never a scan of the run's rows
@@ -694,6 +703,13 @@ class Store(ImportedLogs, ABC):
     def texts(self, run_id: int, kind: str | None = None, **filters: Any) -> list[tuple]:
         """Text rows (text_id, step, epoch, rep, tag, walltime_ms, content), same filters as `media`."""
         return self._records("texts x", "x", "text_id", _TEXT_COLUMNS, run_id, kind, filters)
+
+    def histograms(
+        self, run_id: int, tag: str | None = None, repetition: int | None = None
+    ) -> list[HistogramRecord]:
+        """A run's histograms (one tag, one repetition, or all), ordered by tag, repetition, step."""
+        with self._lock:
+            return histogram_rows.read(self, run_id, tag, repetition)
 
     def _records(self, table, alias, id_column, columns, run_id, kind, filters) -> list[tuple]:
         where, params = [], []

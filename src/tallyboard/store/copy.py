@@ -27,6 +27,7 @@ from tallyboard.store.base import RUN_FIELDS
 from tallyboard.store.location import Kind, require_current
 
 # (table, primary key, other columns, rows per chunk), parents before children.
+HISTOGRAM_STATS = ("count", "nonfinite", "minimum", "maximum", "total", "total_squares", "edges", "counts")
 _RECORD = ("run_id", "tag_id", "rep", "step", "epoch", "walltime_ms", "kind")
 TABLES: tuple[tuple[str, tuple[str, ...], tuple[str, ...], int], ...] = (
     ("runs", ("run_id",), tuple(name for name in RUN_FIELDS if name != "run_id"), 2_000),
@@ -42,6 +43,7 @@ TABLES: tuple[tuple[str, tuple[str, ...], tuple[str, ...], int], ...] = (
     ("scalar_blocks", ("run_id", "tag_id", "rep", "block"), ("lowest", "highest"), 50_000),
     ("media", ("media_id",), (*_RECORD, "width", "height", "png"), 200),
     ("texts", ("text_id",), (*_RECORD, "content"), 2_000),
+    ("histograms", ("histogram_id",), (*_RECORD[:-1], *HISTOGRAM_STATS), 2_000),
     ("run_tags", ("run_id", "tag"), (), 10_000),
     ("quarantine", ("quarantine_id",), ("run_id", "kind", "tag", "error", "record", "quarantined_at"), 2_000),
     # What imports keep beyond those (schema v3, store/imported.py).

@@ -17,6 +17,7 @@ from dataclasses import fields
 from typing import Any
 
 from tallyboard.store.base import Batch, Quarantined
+from tallyboard.store.histograms import from_columns
 
 # Batch lists in the order `Store._write` applies them, so two halves written one after the other
 # apply the records in the same order as the whole batch would have.
@@ -60,6 +61,12 @@ def describe(batch: Batch, error: BaseException) -> Quarantined:
         run_id, tag, rep, step, epoch, walltime, kind, content = batch.texts[0]
         record = {"rep": rep, "step": step, "epoch": epoch, "walltime": walltime, "content": content}
         return _row(run_id, kind, tag, error, record)
+    if batch.histograms:
+        run_id, tag, rep, step, epoch, walltime, *stats = batch.histograms[0]
+        record = {"rep": rep, "step": step, "epoch": epoch, "walltime": walltime}
+        histogram = from_columns(stats)
+        record.update({name: getattr(histogram, name) for name in histogram.__slots__})
+        return _row(run_id, "histogram", tag, error, record)
     for name in ("hparams", "results"):
         for run_id, key, value in getattr(batch, name):
             return _row(run_id, name[:-1], key, error, {"name": key, "value": value})

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tallyboard.store import histograms as histogram_rows
 from tallyboard.store.base import Store
 from tallyboard.store.location import Access, require_current
 from tallyboard.store.schema import BLOCK_BITS
@@ -419,6 +420,28 @@ class DashboardQueries:
             WHERE m.run_id = ? AND m.kind = ? ORDER BY t.name, m.rep, m.step, m.media_id"""
         names = ("media_id", "tag", "rep", "step", "epoch", "width", "height")
         return [dict(zip(names, row, strict=True)) for row in self._all(sql, [run_id, kind])]
+
+    def histograms(self, run_id: int, tag: str | None = None) -> dict[str, Any]:
+        """A run's histogram tags, and the histograms of `tag` (default: its first tag) with their
+        buckets, by repetition and step. Every row is a few hundred bytes, so a tag is sent whole."""
+        tags = [name for (name,) in self._all(
+            "SELECT DISTINCT t.name FROM histograms h JOIN tags t ON t.tag_id = h.tag_id"
+            " WHERE h.run_id = ? ORDER BY t.name", [run_id])]  # fmt: skip
+        if tag is None and tags:
+            tag = tags[0]
+        rows = self._all(
+            f"SELECT h.rep, h.step, h.epoch, {histogram_rows.STATS} FROM histograms h"
+            " JOIN tags t ON t.tag_id = h.tag_id WHERE h.run_id = ? AND t.name = ?"
+            " ORDER BY h.rep, h.step, h.histogram_id",
+            [run_id, tag],
+        )
+        found = []
+        for rep, step, epoch, *stats in rows:
+            h = histogram_rows.from_columns(stats)
+            found.append({"rep": rep, "step": step, "epoch": epoch, "count": h.count,
+                          "nonfinite": h.nonfinite, "min": h.minimum, "max": h.maximum, "sum": h.total,
+                          "sum_squares": h.total_squares, "edges": h.edges, "counts": h.counts})  # fmt: skip
+        return {"tags": tags, "tag": tag, "histograms": found}
 
     def media_png(self, media_id: int) -> bytes | None:
         row = self._one("SELECT png FROM media WHERE media_id = ?", [media_id])

@@ -38,7 +38,8 @@ Conventions every reader relies on:
 - `meta` holds 'schema_version' (integer as text) and 'unique_columns' (JSON array of names);
 - `quarantine` (v3) keeps the records the database rejected after they passed the checks at the
   call (a trigger, a constraint added by hand, a limit of another engine): `kind` is 'scalar',
-  'image', 'figure', 'text', 'fragment', 'hparam', 'result', 'repetition' or 'run_update'; `tag` the
+  'image', 'figure', 'text', 'fragment', 'histogram' (v5), 'hparam', 'result', 'repetition' or
+  'run_update'; `tag` the
   record's tag or name (NULL when it has none); `error` the database's message; `record` the
   whole record as JSON (`store/quarantine.py`: lossless, PNG bytes as base64); `quarantined_at`
   float seconds since the Unix epoch. A run's quarantined records go with the run;
@@ -51,8 +52,9 @@ Conventions every reader relies on:
   increase in the source (a step logged again, or a step counter that went back), EVERY point of
   the series in source order: `seq` is the point's index in the series (0 = first). `scalars` still
   holds one row per step (the last one); series that never repeat a step have no rows here;
-- `raw_summaries` keeps summaries the table has no kind for yet (histograms) as their source
-  bytes: `format` names the protobuf message ('HistogramProto' or 'TensorProto');
+- `raw_summaries` keeps summaries the table has no kind for as their source bytes: `format` names
+  the protobuf message ('HistogramProto' or 'TensorProto'); imports before v7 kept histograms
+  here, imports since write them to `histograms`;
 - `import_files` remembers how far each imported file was read (`read_to`: bytes; the next record
   starts there), into which run, the wall time (seconds since the epoch) of its last event read,
   and `plugins`, the JSON object {tag: plugin name} learned from the directory's files so far (TF2
@@ -61,10 +63,15 @@ Conventions every reader relies on:
 - `run_tags` (v6) holds a run's tags, several per run (`LogWriter.add_tags`), one row each, each a
   non-empty key (`values.check_key`); DeepBoard's single `runs.tag` is a separate thing and stays.
   The `columns` row 'tags' (kind 'run', hidden by default) lets the filter language and the
-  dashboard name them; a run's tags go with the run.
+  dashboard name them; a run's tags go with the run;
+- `histograms` (v7) holds one row per `LogWriter.add_histogram` call (or imported TensorBoard
+  histogram): `count` finite values, `nonfinite` NaN/inf values left out of everything else,
+  `minimum`/`maximum` NULL when `count` is 0, `total`/`total_squares` the sum and sum of squares,
+  `edges` little-endian float64 bucket edges (len(counts) + 1 of them) and `counts` little-endian
+  int64 bucket counts, packed with the stdlib `array` module (`tallyboard/histogram.py`).
 """
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 RUN_TAGS_SINCE = 6  # the version that added `run_tags`
 UNIQUE_KEY_PREFIX = 256
 BLOCK_BITS = 8
@@ -267,6 +274,27 @@ CREATE INDEX run_tags_by_tag ON run_tags (tag);
 INSERT INTO columns (name, kind, alias, position) VALUES ('tags', 'run', 'Tags', NULL)
 ON CONFLICT (name) DO NOTHING"""
 
+# v7: histograms (one self-contained step).
+HISTOGRAMS = """
+CREATE TABLE histograms (
+    histogram_id  {pk},
+    run_id        BIGINT NOT NULL,
+    tag_id        INTEGER NOT NULL,
+    rep           INTEGER NOT NULL,
+    step          BIGINT NOT NULL,
+    epoch         BIGINT,
+    walltime_ms   BIGINT NOT NULL,
+    count         BIGINT NOT NULL,
+    nonfinite     BIGINT NOT NULL,
+    minimum       DOUBLE PRECISION,
+    maximum       DOUBLE PRECISION,
+    total         DOUBLE PRECISION NOT NULL,
+    total_squares DOUBLE PRECISION NOT NULL,
+    edges         {blob} NOT NULL,
+    counts        {blob} NOT NULL
+);
+CREATE INDEX histograms_by_run ON histograms (run_id, tag_id, rep, step)"""
+
 # MIGRATIONS[n] upgrades a store at version n to n + 1. Version 1 is the first released schema.
 MIGRATIONS: dict[int, str] = {
     1: SCALAR_BLOCKS + ";" + BACKFILL_BLOCKS,  # v2: block summaries, backfilled
@@ -274,4 +302,5 @@ MIGRATIONS: dict[int, str] = {
     # 3 -> 4: empty note and tag become NULL; differs per engine: migrations.nullable_note_and_tag
     4: IMPORT_TABLES,  # v5: every point of repeated steps, raw histograms, import progress
     5: RUN_TAGS,  # v6: several tags per run
+    6: HISTOGRAMS,  # v7: histograms
 }

@@ -75,7 +75,8 @@
   }
 
   const TABS = [["scalars", "Scalars"], ["image", "Images"], ["figure", "Figures"], ["text", "Text"],
-    ["fragment", "Fragments"], ["hparams", "HParams"], ["config", "Config"], ["reproduce", "Reproduce"]];
+    ["fragment", "Fragments"], ["histogram", "Histograms"], ["hparams", "HParams"], ["config", "Config"],
+    ["reproduce", "Reproduce"]];
   let tabBody = null;
   function tabs() {
     tabBody = el("div", { id: "tab-body" });
@@ -89,7 +90,8 @@
     save({ tab: key });
     document.querySelectorAll(".tabs button").forEach((b) => b.classList.toggle("active", b.dataset.tab === key));
     cards.clear();
-    const render = { scalars, image: gallery, figure: gallery, text: texts, fragment: fragments, hparams, config, reproduce }[key];
+    const render = { scalars, image: gallery, figure: gallery, text: texts, fragment: fragments,
+      histogram: () => Histograms.show(tabBody, runId), hparams, config, reproduce }[key];
     tabBody.replaceChildren();
     render(key);
   }
