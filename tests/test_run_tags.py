@@ -11,6 +11,7 @@ import pytest
 
 import tallyboard as tb
 from cli_runner import run_cli
+from store.schema_versions import downgrade
 from tallyboard.exchange.export import export_table
 from tallyboard.exchange.reimport import import_export
 from tallyboard.run_filter import FilterError
@@ -109,10 +110,9 @@ def test_an_export_without_tags_file_still_imports(tmp_path):
 def test_a_version_5_table_is_read_as_it_is_and_migrated_by_the_first_write(tmp_path):
     path = tmp_path / "old.db"
     tagged_table(str(path)).close()
-    with sqlite3.connect(path) as db:  # back to what a version-5 tallyboard wrote
-        db.execute("DROP TABLE run_tags")
+    downgrade(str(path), 5)  # back to what a version-5 tallyboard wrote
+    with sqlite3.connect(path) as db:
         db.execute("DELETE FROM columns WHERE name = 'tags'")
-        db.execute("UPDATE meta SET value = '5' WHERE key = 'schema_version'")
     table = open_table(str(path))
     assert table.load_run(1).tags == []
     assert table._store.meta("schema_version") == "5"  # reading changed nothing
