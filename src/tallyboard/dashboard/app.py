@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import re
 import secrets
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 from starlette.applications import Starlette
@@ -18,7 +20,7 @@ from starlette.responses import HTMLResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from tallyboard.dashboard import api, params
+from tallyboard.dashboard import api, params, stream
 from tallyboard.dashboard.downsample import Downsampler
 from tallyboard.dashboard.openapi import openapi_schema
 from tallyboard.dashboard.params import MAX_ID, BadRequest, Json
@@ -56,7 +58,13 @@ class SignedIntConvertor(Convertor):
 register_url_convertor("sint", SignedIntConvertor())
 
 
-def create_app(url_or_path: str, *, token: str | None = None, read_only: bool = False) -> Starlette:
+def create_app(
+    url_or_path: str,
+    *,
+    token: str | None = None,
+    read_only: bool = False,
+    live_interval: float = stream.INTERVAL,
+) -> Starlette:
     """The dashboard for the result table at `url_or_path` (a SQLite file or postgresql:// URL).
 
     Raises FileNotFoundError for a missing SQLite file, ValueError for a file that is not a
@@ -111,13 +119,23 @@ def create_app(url_or_path: str, *, token: str | None = None, read_only: bool = 
         Route("/api/media/{media_id:sint}", api.media_png),
         Route("/api/series", api.series),
         Route("/api/live", api.live),
+        Route("/api/stream", stream.stream),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
+    hub = stream.Hub(queries, interval=live_interval)
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        yield
+        hub.close()  # open event streams end, so the server can stop
+
     app = Starlette(
         routes=routes,
+        lifespan=lifespan,
         exception_handlers={BadRequest: _bad_request, HTTPException: _http_error, BodyTooLarge: _too_large},
     )
     app.state.dashboard = api.Dashboard(queries, RunsTable(queries), Downsampler(queries), store)
+    app.state.hub = hub
     app.add_middleware(SecurityMiddleware, csrf_secret=csrf_secret, token=token, read_only=read_only)
     return app
 
