@@ -20,7 +20,7 @@ import logging
 import secrets
 import threading
 from collections import deque
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -177,21 +177,13 @@ class Hub:
         marks = self.queries.last_steps(run_ids)
         grown = {key: last for key, last in marks.items() if last > self._marks.get(key, -(2**63))}
         if any(key not in self._names for key in grown):
-            for run_id, tag_id, name, rep, start in self.queries.tags_of_runs(
-                sorted({k.run_id for k in grown})
-            ):
-                self._names[SeriesKey(run_id, tag_id, rep)] = (name, start)
+            self._names.update(series_names(self.queries, grown))
         for key, last in grown.items():
             name, start = self._names.get(key, ("", 0.0))
             if key not in self._marks:  # a new series: the page loads it as a whole
                 update.series[key] = {**api.series_json(key, name, start, last, {}), "new": True}
             else:
-                data, more = raw_after(self.queries, key, self._marks[key], LIVE_LIMIT, upto=last)
-                entry = {
-                    **api.series_json(key, name, start, last, {} if more else data.to_json()),
-                    "more": more,
-                }
-                update.series[key] = entry
+                update.series[key] = grown_series(self.queries, key, name, start, self._marks[key], last)
             self._marks[key] = last
 
     def _poll_runs(self, run_ids: list[int], update: Update) -> None:
@@ -251,6 +243,21 @@ class Hub:
             self._task.cancel()
 
 
+def series_names(queries: DashboardQueries, keys: Iterable[SeriesKey]) -> dict[SeriesKey, tuple[str, float]]:
+    """(tag name, repetition start) of series, read for the runs they belong to."""
+    rows = queries.tags_of_runs(sorted({key.run_id for key in keys}))
+    return {SeriesKey(run_id, tag_id, rep): (name, start) for run_id, tag_id, name, rep, start in rows}
+
+
+def grown_series(
+    queries: DashboardQueries, key: SeriesKey, name: str, start: float, after: int, last: int
+) -> dict[str, Any]:
+    """A series' points after step `after` up to `last`, or only `more: true` past LIVE_LIMIT of
+    them (the page reloads that chart instead)."""
+    data, more = raw_after(queries, key, after, LIVE_LIMIT, upto=last)
+    return {**api.series_json(key, name, start, last, {} if more else data.to_json()), "more": more}
+
+
 def sse(event: str, data: Any, event_id: str | None = None) -> str:
     head = f"id: {event_id}\n" if event_id is not None else ""
     return f"{head}event: {event}\ndata: {json.dumps(data, separators=(',', ':'), allow_nan=False)}\n\n"
@@ -261,19 +268,13 @@ def _catch_up(
 ) -> dict[str, Any]:
     """Points between each cursor the page sent and the hub's marks at its start, and the runs' state."""
     series = []
-    names = {
-        SeriesKey(r, t, p): (n, s)
-        for r, t, n, p, s in queries.tags_of_runs(sorted({k.run_id for k in sub.marks}))
-    }
+    names = series_names(queries, sub.marks)
     for key, last in sub.marks.items():
         cursor = after.get((key.run_id, key.tag_id, key.rep))
         name, start = names.get(key, ("", 0.0))
         if cursor is None or cursor >= last or (metric is not None and api.split_tag(name)[1] != metric):
             continue
-        data, more = raw_after(queries, key, cursor, LIVE_LIMIT, upto=last)
-        series.append(
-            {**api.series_json(key, name, start, last, {} if more else data.to_json()), "more": more}
-        )
+        series.append(grown_series(queries, key, name, start, cursor, last))
     return {"series": series, "runs": queries.run_states(run_ids), "media": [], "texts": []}
 
 
