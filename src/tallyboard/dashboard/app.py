@@ -6,6 +6,7 @@ from the API and is put into the page with textContent, never as markup.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import secrets
 from collections.abc import AsyncIterator
@@ -33,9 +34,9 @@ OUT_OF_RANGE = MAX_ID + 1
 DECLARATIVE_SHADOW = re.compile("shadowrootmode", re.IGNORECASE)
 CHARTS = ("vendor/uplot/uPlot.iife.min.js", "charts.js")
 PAGES = {  # page -> (title, its scripts after common.js)
-    "table": ("Runs", ("table.js",)),
-    "run": ("Run", (*CHARTS, "run.js")),
-    "compare": ("Compare", (*CHARTS, "compare.js")),
+    "table": ("Runs", ("live.js", "table.js")),
+    "run": ("Run", (*CHARTS, "live.js", "board.js", "run.js")),
+    "compare": ("Compare", (*CHARTS, "live.js", "compare.js")),
 }
 
 
@@ -72,7 +73,8 @@ def create_app(
     token = usable_token(token)
     queries, store = open_for_dashboard(url_or_path, read_only)  # creates nothing, migrates nothing
     csrf_secret = secrets.token_urlsafe(32)
-    pages = {name: _page(name, csrf_secret, read_only) for name in PAGES}
+    table_id = hashlib.sha256(url_or_path.encode()).hexdigest()[:16]  # names the browser's saved layout
+    pages = {name: _page(name, csrf_secret, read_only, table_id) for name in PAGES}
     fragment_frame = (HERE / "templates" / "fragment.html").read_text(encoding="utf-8")
     guard = (HERE / "static" / "fragment-guard.js").read_text(encoding="utf-8")
 
@@ -151,13 +153,13 @@ def guarded(content: str, guard: str) -> str:
     return f"{head}<script>{guard}</script>{content}"
 
 
-def _page(name: str, csrf_secret: str, read_only: bool) -> str:
+def _page(name: str, csrf_secret: str, read_only: bool, table_id: str) -> str:
     """The one page template filled in for a page (no user data: that arrives through the API)."""
     title, scripts = PAGES[name]
     html = (HERE / "templates" / "page.html").read_text(encoding="utf-8")
     tags = "\n".join(f'<script src="/static/{script}" defer></script>' for script in scripts)
     values = {"csrf": csrf_secret, "read_only": "true" if read_only else "false", "title": title,
-              "page": name, "scripts": tags}  # fmt: skip
+              "page": name, "scripts": tags, "table": table_id}  # fmt: skip
     for key, value in values.items():
         html = html.replace("{{" + key + "}}", value)
     return html

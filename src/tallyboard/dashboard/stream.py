@@ -50,9 +50,11 @@ class Update:
     runs: dict[int, dict[str, Any]] = field(default_factory=dict)
     media: list[dict[str, Any]] = field(default_factory=list)
     texts: list[dict[str, Any]] = field(default_factory=list)
+    version: dict[str, Any] | None = None  # the runs table's version, when any run row changed
 
-    def for_page(self, run_ids: set[int], metric: str | None) -> dict[str, Any] | None:
-        """The part of this update a page showing these runs (and metric) needs; None if nothing."""
+    def for_page(self, run_ids: set[int], metric: str | None, table: bool = False) -> dict[str, Any] | None:
+        """The part of this update a page showing these runs (and metric, or the runs table) needs;
+        None if nothing."""
         series = [
             entry
             for key, entry in self.series.items()
@@ -61,9 +63,10 @@ class Update:
         runs = [state for run_id, state in self.runs.items() if run_id in run_ids]
         media = [item for item in self.media if item["run_id"] in run_ids]
         texts = [item for item in self.texts if item["run_id"] in run_ids]
-        if not (series or runs or media or texts):
+        version = self.version if table else None
+        if not (series or runs or media or texts or version):
             return None
-        return {"series": series, "runs": runs, "media": media, "texts": texts}
+        return {"series": series, "runs": runs, "media": media, "texts": texts, "version": version}
 
 
 @dataclass
@@ -100,6 +103,8 @@ class Hub:
         self._names: dict[SeriesKey, tuple[str, float]] = {}
         self._states: dict[int, dict[str, Any]] = {}
         self._items: tuple[int, int] | None = None
+        self._version: tuple[int, float] | None = None
+        self._table_pages = 0  # runs tables open: only then is the table's version asked
         self._watched: dict[int, Watch] = {}
         self._updates: deque[Update] = deque(maxlen=keep)
         self._task: asyncio.Task | None = None
@@ -109,8 +114,14 @@ class Hub:
         return f"{self.boot}.{tick}"
 
     # -- pages coming and going -----------------------------------------------------------------
-    def subscribe(self, run_ids: Sequence[int], last_event_id: str | None) -> Subscription:
+    def subscribe(
+        self, run_ids: Sequence[int], last_event_id: str | None, table: bool = False
+    ) -> Subscription:
         with self._lock:
+            if table:
+                self._table_pages += 1
+                if self._version is None:
+                    self._version = self.queries.runs_version()
             replay = self._replay(run_ids, last_event_id) if last_event_id else None
             fresh = [run_id for run_id in run_ids if run_id not in self._watched]
             if fresh:  # followed from now on: what they hold now is the start, not news
@@ -137,10 +148,11 @@ class Hub:
             return None  # some updates after it are no longer kept
         return [update for update in self._updates if update.tick > tick]
 
-    def unsubscribe(self, run_ids: Sequence[int]) -> None:
+    def unsubscribe(self, run_ids: Sequence[int], table: bool = False) -> None:
         """A page left; its runs stay watched for as long as updates are kept, so that a reconnect
         in that time can still be answered."""
         with self._lock:
+            self._table_pages -= int(table)
             for run_id in run_ids:
                 watch = self._watched.get(run_id)
                 if watch is not None:
@@ -159,6 +171,11 @@ class Hub:
                 self._poll_series(run_ids, update)
                 self._poll_runs(run_ids, update)
                 self._poll_items(run_ids, update)
+            if self._table_pages > 0:
+                version = self.queries.runs_version()
+                if version != self._version:
+                    update.version = {"runs": version[0], "updated_at": version[1]}
+                    self._version = version
             self.tick = update.tick
             self._updates.append(update)
             return update
@@ -275,22 +292,24 @@ def _catch_up(
         if cursor is None or cursor >= last or (metric is not None and api.split_tag(name)[1] != metric):
             continue
         series.append(grown_series(queries, key, name, start, cursor, last))
-    return {"series": series, "runs": queries.run_states(run_ids), "media": [], "texts": []}
+    return {"series": series, "runs": queries.run_states(run_ids), "media": [], "texts": [], "version": None}
 
 
 async def stream(request: Request) -> Response:
-    """GET /api/stream?runs=1,2[&metric=loss][&after=RUN:TAG_ID:REP:STEP...]: an event stream."""
+    """GET /api/stream?runs=1,2[&metric=loss][&after=RUN:TAG_ID:REP:STEP...][&table=1]: an event
+    stream of `update` events (series, runs, media, texts, version), `ping` and `reset`."""
     hub: Hub = request.app.state.hub
-    run_ids = params.id_list(request, "runs", MAX_RUNS)
-    if not run_ids:
-        raise BadRequest("runs is required (comma-separated run ids)")
+    run_ids = params.id_list(request, "runs", MAX_RUNS) or []
+    table = params.boolean(request, "table")
+    if not run_ids and not table:
+        raise BadRequest("runs (comma-separated run ids) or table=1 is required")
     metric = params.text(request, "metric", "", api.MAX_NAME) or None
     after = api.cursors(request)
     last_event_id = request.headers.get("last-event-id")
     if hub.closed:
         return Response("shutting down", status_code=503)
     hub.start()
-    sub = await asyncio.to_thread(hub.subscribe, run_ids, last_event_id)
+    sub = await asyncio.to_thread(hub.subscribe, run_ids, last_event_id, table)
     wanted = set(run_ids)
 
     async def events() -> AsyncIterator[str]:
@@ -299,13 +318,16 @@ async def stream(request: Request) -> Response:
             yield f"retry: {int(hub.interval * 2000)}\n\n"
             if sub.replay is not None:
                 for update in sub.replay:
-                    part = update.for_page(wanted, metric)
+                    part = update.for_page(wanted, metric, table)
                     if part:
                         yield sse("update", part, hub.event_id(update.tick))
             elif last_event_id:
                 yield sse("reset", {}, hub.event_id(tick))
             else:
                 first = await asyncio.to_thread(_catch_up, hub.queries, run_ids, sub, after, metric)
+                if table:  # what the page loaded may already be older than this
+                    count, latest = await asyncio.to_thread(hub.queries.runs_version)
+                    first["version"] = {"runs": count, "updated_at": latest}
                 yield sse("update", first, hub.event_id(tick))
             tick = max([tick, *(u.tick for u in sub.replay or [])])
             clock = asyncio.get_running_loop().time
@@ -317,7 +339,7 @@ async def stream(request: Request) -> Response:
                     return
                 for update in updates:
                     tick = update.tick
-                    part = update.for_page(wanted, metric)
+                    part = update.for_page(wanted, metric, table)
                     if part:
                         yield sse("update", part, hub.event_id(tick))
                         last_sent = clock()
@@ -325,7 +347,7 @@ async def stream(request: Request) -> Response:
                     yield sse("ping", {}, hub.event_id(tick))
                     last_sent = clock()
         finally:
-            hub.unsubscribe(run_ids)
+            hub.unsubscribe(run_ids, table)
 
     headers = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
     return StreamingResponse(events(), media_type="text/event-stream", headers=headers)
