@@ -47,13 +47,18 @@ def read_until(stream: Iterator[tuple[str, str, dict]], seen: list[int], last: i
 
 @pytest.fixture
 def live_run(db_url):
+    """A running run with steps 0..9 of train/loss, served with a fast live poll; yields (http, run)."""
     table = tb.ResultTable(db_url, nocommit_action=tb.NoCommitAction.NOP)
     run = table.new_run("live", auto_log_plt=False)
     for step in range(10):
         run.add_scalar("train/loss", 1.0 / (step + 1), step=step)
     run.flush()
     try:
-        yield db_url, run
+        with (
+            running_dashboard(str(db_url), live_interval=LIVE_INTERVAL) as base,
+            httpx.Client(base_url=base) as http,
+        ):
+            yield http, run
     finally:
         run.close()
         table.close()
@@ -75,69 +80,67 @@ def log_steps(run: tb.LogWriter, steps: range) -> threading.Thread:
 
 
 def test_reconnect_with_last_event_id_has_no_gap_and_no_duplicate(live_run):
-    url, run = live_run
-    with (
-        running_dashboard(str(url), live_interval=LIVE_INTERVAL) as base,
-        httpx.Client(base_url=base) as http,
-    ):
-        tag_id = http.get("/api/series", params={"runs": run.run_id}).json()["series"][0]["tag_id"]
-        query = {"runs": run.run_id, "after": f"{run.run_id}:{tag_id}:0:9"}
-        seen: list[int] = []
-        writer = log_steps(run, range(10, 400))
-        with http.stream("GET", "/api/stream", params=query, timeout=30) as first:
-            assert first.headers["content-type"].startswith("text/event-stream")
-            last_id = read_until(events(first), seen, 120)
-        # Reconnect as a browser does: the same URL (its cursor long stale) plus Last-Event-ID.
-        headers = {"Last-Event-ID": last_id}
-        with http.stream("GET", "/api/stream", params=query, headers=headers, timeout=30) as second:
-            writer.join()
-            read_until(events(second), seen, 399)
-        assert seen == list(range(10, 400))
+    http, run = live_run
+    tag_id = http.get("/api/series", params={"runs": run.run_id}).json()["series"][0]["tag_id"]
+    query = {"runs": run.run_id, "after": f"{run.run_id}:{tag_id}:0:9"}
+    seen: list[int] = []
+    writer = log_steps(run, range(10, 400))
+    with http.stream("GET", "/api/stream", params=query, timeout=30) as first:
+        assert first.headers["content-type"].startswith("text/event-stream")
+        last_id = read_until(events(first), seen, 120)
+    # Reconnect as a browser does: the same URL (its cursor long stale) plus Last-Event-ID.
+    with http.stream(
+        "GET", "/api/stream", params=query, headers={"Last-Event-ID": last_id}, timeout=30
+    ) as second:
+        writer.join()
+        read_until(events(second), seen, 399)
+    assert seen == list(range(10, 400))
 
-        with http.stream("GET", "/api/stream", params=query, headers={"Last-Event-ID": "stale.3"}) as old:
-            assert next(events(old))[1] == "reset"  # an id this server never gave: reload, then follow
+    with http.stream("GET", "/api/stream", params=query, headers={"Last-Event-ID": "stale.3"}) as old:
+        assert next(events(old))[1] == "reset"  # an id this server never gave: reload, then follow
 
 
-def test_status_changes_and_new_media_arrive_live(live_run):
-    url, run = live_run
-    with (
-        running_dashboard(str(url), live_interval=LIVE_INTERVAL) as base,
-        httpx.Client(base_url=base) as http,
-    ):
-        with http.stream("GET", "/api/stream", params={"runs": run.run_id}, timeout=30) as response:
-            stream = events(response)
-            _, name, first = next(stream)
-            assert name == "update" and first["runs"][0]["status"] == "running" and first["series"] == []
-            run.add_text("epoch done", tag="log", step=3)
-            run.add_scalar("val/acc", 0.5, step=0)
-            run.flush()
-            got: dict[str, list] = {"texts": [], "series": []}
-            for _, name, data in stream:
-                for kind in got:
-                    got[kind].extend(data.get(kind, []))
-                if got["texts"] and got["series"]:
-                    break
-            assert [(t["tag"], t["step"], t["kind"]) for t in got["texts"]] == [("log", 3, "text")]
-            assert [(s["tag"], s["new"]) for s in got["series"]] == [("val/acc", True)]  # the page loads it
-            run.close()
-            for _, name, data in stream:
-                if data.get("runs"):
-                    assert data["runs"][0]["status"] == "finished"
-                    break
+def test_status_new_series_and_texts_arrive_live(live_run):
+    http, run = live_run
+    with http.stream("GET", "/api/stream", params={"runs": run.run_id}, timeout=30) as response:
+        stream = events(response)
+        _, name, first = next(stream)
+        assert name == "update" and first["runs"][0]["status"] == "running" and first["series"] == []
+        run.add_text("epoch done", tag="log", step=3)
+        run.add_scalar("val/acc", 0.5, step=0)
+        run.flush()
+        got: dict[str, list] = {"texts": [], "series": []}
+        for _, _name, data in stream:
+            for kind in got:
+                got[kind].extend(data.get(kind, []))
+            if got["texts"] and got["series"]:
+                break
+        assert [(t["tag"], t["step"], t["kind"]) for t in got["texts"]] == [("log", 3, "text")]
+        assert [(s["tag"], s["new"]) for s in got["series"]] == [("val/acc", True)]  # the page loads it
+        run.close()
+        states = next(data["runs"] for _, _name, data in stream if data.get("runs"))
+        assert states[0]["status"] == "finished"
+
+
+def test_the_runs_table_hears_of_changed_and_new_runs(live_run):
+    http, run = live_run
+    with http.stream("GET", "/api/stream", params={"table": "1"}, timeout=30) as response:
+        stream = events(response)
+        _, _, first = next(stream)
+        assert first["version"]["runs"] == 1
+        run.write_result(accuracy=0.5)
+        changed = next(data["version"] for _, _name, data in stream if data.get("version"))
+        assert changed["runs"] == 1 and changed["updated_at"] >= first["version"]["updated_at"]
 
 
 def test_stream_refuses_bad_requests(live_run):
-    url, run = live_run
-    with (
-        running_dashboard(str(url), live_interval=LIVE_INTERVAL) as base,
-        httpx.Client(base_url=base) as http,
-    ):
-        assert http.get("/api/stream").status_code == 400
-        assert http.get("/api/stream", params={"runs": "1", "after": "junk"}).status_code == 400
-        assert http.get("/api/stream", params={"runs": ",".join(map(str, range(60)))}).status_code == 400
+    http, _ = live_run
+    assert http.get("/api/stream").status_code == 400
+    assert http.get("/api/stream", params={"runs": "1", "after": "junk"}).status_code == 400
+    assert http.get("/api/stream", params={"runs": ",".join(map(str, range(60)))}).status_code == 400
 
 
-def test_stream_needs_the_token_like_every_route(live_run):
-    url, run = live_run
-    with running_dashboard(str(url), token="s3cret", live_interval=LIVE_INTERVAL) as base:
-        assert httpx.get(f"{base}/api/stream?runs={run.run_id}").status_code in (401, 403)
+def test_stream_needs_the_token_like_every_route(db_url):
+    tb.ResultTable(db_url).close()
+    with running_dashboard(str(db_url), token="s3cret", live_interval=LIVE_INTERVAL) as base:
+        assert httpx.get(f"{base}/api/stream?runs=1").status_code in (401, 403)

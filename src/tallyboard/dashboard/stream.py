@@ -292,7 +292,13 @@ def _catch_up(
         if cursor is None or cursor >= last or (metric is not None and api.split_tag(name)[1] != metric):
             continue
         series.append(grown_series(queries, key, name, start, cursor, last))
-    return {"series": series, "runs": queries.run_states(run_ids), "media": [], "texts": [], "version": None}
+    return {
+        "series": series,
+        "runs": queries.run_states(run_ids) if run_ids else [],
+        "media": [],
+        "texts": [],
+        "version": None,
+    }
 
 
 async def stream(request: Request) -> Response:
