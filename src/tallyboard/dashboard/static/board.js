@@ -20,8 +20,12 @@ TB.chartMatcher = (text, regex) => {
   catch (e) { return { test: () => true, error: `invalid regex: ${e.message}` }; }
 };
 
+TB.GROUP_MIN = 9; // charts from which they are grouped; fewer sit in one grid, as they always did
+
 TB.ChartBoard = class {
-  constructor(parent) {
+  // `parent` holds the charts, `toolbar` the search box; `grouped` shows the groups' heads.
+  constructor(parent, { toolbar, grouped }) {
+    this.grouped = grouped;
     const table = document.querySelector('meta[name="table-id"]');
     this.storageKey = `tallyboard.layout.${table ? table.content : "default"}`;
     this.layout = { pinned: [], collapsed: [], query: "", regex: false, ...this.read() };
@@ -36,15 +40,15 @@ TB.ChartBoard = class {
       }
     }, { rootMargin: "300px" });
     this.search = TB.el("input", { type: "search", id: "chart-search", class: "filter", value: this.layout.query,
-      placeholder: "search charts (text, or a regex with .*)", oninput: () => this.changed() });
+      placeholder: "search charts", title: "substring, or a regular expression with .*", oninput: () => this.changed() });
     this.regex = TB.el("input", { type: "checkbox", id: "chart-regex", checked: this.layout.regex, onchange: () => this.changed() });
     this.error = TB.el("span", { class: "error", id: "chart-search-error" });
     this.count = TB.el("span", { class: "muted", id: "chart-count" });
     this.pinnedSection = this.section("pinned", "Pinned");
-    this.root = TB.el("div", { class: "board" },
-      TB.el("div", { class: "toolbar" }, this.search, TB.el("label", { title: "treat the search as a regular expression" }, this.regex, ".*"),
-        this.error, TB.el("span", { class: "spacer" }), this.count),
-      this.pinnedSection.section);
+    this.tools = TB.el("div", { class: "board-tools" }, this.search,
+      TB.el("label", { title: "treat the search as a regular expression" }, this.regex, ".*"), this.error, this.count);
+    this.root = TB.el("div", { class: grouped ? "board" : "board flat" }, this.pinnedSection.section);
+    toolbar.append(this.tools);
     parent.append(this.root);
   }
 
@@ -80,6 +84,7 @@ TB.ChartBoard = class {
 
   // Adds a chart card (its body built by the page, with a `.head`); `onShow` runs once, when it first scrolls into view.
   add(key, group, body, onShow) {
+    if (!this.grouped) group = "charts";
     if (!this.groups.has(group)) {
       const entry = this.section(group, group);
       this.groups.set(group, entry);
@@ -88,7 +93,7 @@ TB.ChartBoard = class {
     const card = { key, group, body, onShow, shown: false };
     this.cards.set(key, card);
     body.dataset.boardKey = key;
-    const pin = TB.el("button", { class: "pin", title: "pin on top", onclick: () => this.pin(key) }, "📌");
+    const pin = TB.el("button", { class: "pin", title: "pin on top (kept for this table)", onclick: () => this.pin(key) });
     body.querySelector(".head").prepend(pin);
     this.place(card);
     this.observer.observe(body);
@@ -98,6 +103,7 @@ TB.ChartBoard = class {
   place(card) {
     const pinned = this.layout.pinned.includes(card.key);
     card.body.classList.toggle("pinned", pinned);
+    card.body.querySelector("button.pin").textContent = pinned ? "★" : "☆";
     (pinned ? this.pinnedSection : this.groups.get(card.group)).grid.append(card.body);
   }
 

@@ -88,6 +88,7 @@
     save({ tab: key });
     document.querySelectorAll(".tabs button").forEach((b) => b.classList.toggle("active", b.dataset.tab === key));
     cards.clear();
+    document.querySelectorAll(".board-tools").forEach((tools) => tools.remove());
     const render = { scalars, image: gallery, figure: gallery, text: texts, fragment: fragments, hparams, config, reproduce }[key];
     tabBody.replaceChildren();
     render(key);
@@ -100,7 +101,7 @@
     board = null;
     const metrics = [...new Set(run.series.map((s) => s.metric))];
     if (!metrics.length) { tabBody.append(el("div", { class: "empty-state" }, "no scalars logged yet")); return; }
-    board = new TB.ChartBoard(tabBody);
+    board = new TB.ChartBoard(tabBody, { toolbar: document.querySelector(".tabs"), grouped: metrics.length >= TB.GROUP_MIN });
     board.root.id = "charts";
     metrics.forEach(addCard);
   }
