@@ -108,7 +108,7 @@ class Hub:
         self._watched: dict[int, Watch] = {}
         self._updates: deque[Update] = deque(maxlen=keep)
         self._task: asyncio.Task | None = None
-        self._wake: asyncio.Condition | None = None
+        self._polled: asyncio.Event | None = None  # set after each poll, then replaced by a fresh one
 
     def event_id(self, tick: int) -> str:
         return f"{self.boot}.{tick}"
@@ -222,32 +222,29 @@ class Hub:
     def start(self) -> None:
         """Start polling in the running event loop (the first stream does this)."""
         if self._task is None and not self.closed:
-            self._wake = asyncio.Condition()
+            self._polled = asyncio.Event()
             self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def _run(self) -> None:
-        assert self._wake is not None
         while not self.closed:
             try:
                 await asyncio.to_thread(self.poll)
             except Exception:  # a busy or briefly unreachable database: try again next interval
                 log.warning("live poll of the store failed", exc_info=True)
-            async with self._wake:
-                self._wake.notify_all()
+            polled, self._polled = self._polled, asyncio.Event()
+            assert polled is not None
+            polled.set()
             await asyncio.sleep(self.interval)
 
     async def updates_after(self, tick: int, timeout: float) -> list[Update] | None:
         """Updates after `tick`, waiting up to `timeout` for one; None when the ones after `tick`
         are no longer kept (a page that fell that far behind reloads)."""
-        assert self._wake is not None
+        assert self._polled is not None
         if self.tick <= tick and not self.closed:
-            async with self._wake:
-                try:
-                    await asyncio.wait_for(
-                        self._wake.wait_for(lambda: self.tick > tick or self.closed), timeout
-                    )
-                except TimeoutError:
-                    return []
+            try:
+                await asyncio.wait_for(self._polled.wait(), timeout)
+            except TimeoutError:
+                return []
         updates = list(self._updates)
         if updates and updates[0].tick > tick + 1:
             return None
@@ -258,6 +255,8 @@ class Hub:
         self.closed = True
         if self._task is not None:
             self._task.cancel()
+        if self._polled is not None:
+            self._polled.set()
 
 
 def series_names(queries: DashboardQueries, keys: Iterable[SeriesKey]) -> dict[SeriesKey, tuple[str, float]]:
