@@ -4,6 +4,10 @@ every point arrives exactly once across a reconnect with Last-Event-ID."""
 from __future__ import annotations
 
 import json
+import re
+import signal
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 
@@ -144,3 +148,24 @@ def test_stream_needs_the_token_like_every_route(db_url):
     tb.ResultTable(db_url).close()
     with running_dashboard(str(db_url), token="s3cret", live_interval=LIVE_INTERVAL) as base:
         assert httpx.get(f"{base}/api/stream?runs=1").status_code in (401, 403)
+
+
+def test_serve_stops_with_streams_open(tmp_path):
+    table = tb.ResultTable(tmp_path / "t.db", nocommit_action=tb.NoCommitAction.NOP)
+    run = table.new_run("live", auto_log_plt=False)
+    run.add_scalar("train/loss", 1.0, step=0)
+    run.flush()
+    code = f"from tallyboard.dashboard import serve; serve({str(tmp_path / 't.db')!r}, port=0)"
+    server = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        base = re.search(r"(http://[^/\s]+)/", server.stdout.readline()).group(1)
+        with httpx.stream("GET", f"{base}/api/stream?runs={run.run_id}", timeout=30) as response:
+            stream = events(response)
+            assert next(stream)[1] == "update"
+            server.send_signal(signal.SIGINT)  # Ctrl+C
+            assert list(stream) == []  # the server ended the stream cleanly (no error mid-chunk)
+        assert server.wait(20) in (0, -signal.SIGINT)  # uvicorn re-raises the Ctrl+C once it stopped
+    finally:
+        server.kill()
+        run.close()
+        table.close()
