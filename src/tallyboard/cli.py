@@ -98,8 +98,13 @@ def cmd_export(args: argparse.Namespace) -> None:
 def cmd_import(args: argparse.Namespace) -> None:
     into = args.into or default_target()
     if args.source_kind == "tensorboard":
-        from tallyboard.integrations.tensorboard_import import import_tensorboard as importer
-    elif args.source_kind == "deepboard":
+        from tallyboard.integrations.tensorboard_import import cli_import
+
+        cli_import(args.source, into, args.json, args.watch, args.finished_after, progress=not args.quiet)
+        return
+    if args.json or args.watch or args.finished_after is not None:
+        raise ValueError("--json, --watch and --finished-after apply to `import tensorboard` only")
+    if args.source_kind == "deepboard":
         from tallyboard.integrations.deepboard_import import import_deepboard as importer
     else:
         from tallyboard.exchange.reimport import import_export as importer
@@ -227,6 +232,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     importer.add_argument("source", type=Path, metavar="SOURCE", help="the log directory, file or export")
     importer.add_argument("--into", metavar="PATH_OR_URL", help=TARGET_HELP)
+    importer.add_argument("--json", action="store_true", help="tensorboard: print the summary as JSON")
+    importer.add_argument(
+        "--watch",
+        action="store_true",
+        help="tensorboard: keep importing what is new until interrupted (Ctrl-C)",
+    )
+    importer.add_argument(
+        "--finished-after",
+        type=float,
+        metavar="SECONDS",
+        help="tensorboard: a run whose files have not changed for this long is finished (default: 600)",
+    )
 
     copy = _parser(
         commands,

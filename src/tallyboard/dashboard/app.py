@@ -116,6 +116,8 @@ def create_app(
         Route("/api/runs/{run_id:sint}", api.run_detail, methods=["GET"]),
         Route("/api/runs/{run_id:sint}", api.edit_run, methods=["POST"]),
         Route("/api/runs/{run_id:sint}/scalars.csv", api.scalars_csv),
+        Route("/api/runs/{run_id:sint}/repeated-steps", api.repeated_steps),
+        Route("/api/runs/{run_id:sint}/scalar-events", api.scalar_events),
         Route("/api/runs/{run_id:sint}/media", api.media),
         Route("/api/runs/{run_id:sint}/texts", api.texts),
         Route("/api/media/{media_id:sint}", api.media_png),

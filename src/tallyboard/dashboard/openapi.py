@@ -178,6 +178,21 @@ def openapi_schema() -> dict[str, Any]:
                     },
                 }
             },
+            "/api/runs/{run_id}/repeated-steps": _get(
+                "Series of a run with several points at one step, and why the steps repeat",
+                [_path("run_id")],
+                _json("series with their point counts and reasons (same_step, step_went_back)"),
+            ),
+            "/api/runs/{run_id}/scalar-events": _get(
+                "Every point of a series that repeats steps, in source order (seq), with wall times",
+                [
+                    _path("run_id"),
+                    {**_q("tag", "string", "tag, e.g. train/loss"), "required": True},
+                    _q("rep", "integer", "repetition (default 0)"),
+                    _q("after_seq", "integer", "only points after this event index (paging)"),
+                ],
+                _json("columns seq, step, epoch, walltime, value; more: another page follows"),
+            ),
             "/api/runs/{run_id}/media": _get(
                 "Index of a run's images or figures",
                 [_path("run_id"), _q("kind", "string", "image or figure", enum=["image", "figure"])],

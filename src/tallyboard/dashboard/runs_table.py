@@ -28,7 +28,7 @@ from tallyboard.store.queries import DashboardQueries
 # Run fields that can be table columns; git_diff is far too long for a cell (the run page shows it).
 TABLE_RUN_FIELDS = (
     "run_id", "experiment", "tag", "config_path", "comment", "config_hash", "note", "color", "status",
-    "start_time", "end_time", "hidden",
+    "start_time", "end_time", "hidden", "tags",
 )  # fmt: skip
 
 
@@ -208,7 +208,7 @@ def _sort_key(value: Any) -> tuple:
 
 
 def _is_empty(value: Any) -> bool:
-    return value is None or value == "" or (isinstance(value, float) and math.isnan(value))
+    return value is None or value == "" or value == [] or (isinstance(value, float) and math.isnan(value))
 
 
 def _sorted(rows: list[dict[str, Any]], name: str, descending: bool) -> list[dict[str, Any]]:

@@ -214,6 +214,13 @@ class DashboardQueries:
             ):
                 if run_id in runs:
                     runs[run_id][table][name] = _json_value(value)
+        for run in runs.values():
+            run["tags"] = []
+        for run_id, tag in self._all(
+            f"SELECT run_id, tag FROM run_tags WHERE run_id IN {run_ids_sql} ORDER BY tag", params
+        ):
+            if run_id in runs:
+                runs[run_id]["tags"].append(tag)
         return list(runs.values())
 
     def run(self, run_id: int) -> dict[str, Any] | None:
@@ -225,6 +232,9 @@ class DashboardQueries:
         for table in ("hparams", "results"):
             pairs = self._all(f"SELECT name, value FROM {table} WHERE run_id = ? ORDER BY name", [run_id])
             run[table] = {name: _json_value(value) for name, value in pairs}
+        run["tags"] = [
+            row[0] for row in self._all("SELECT tag FROM run_tags WHERE run_id = ? ORDER BY tag", [run_id])
+        ]
         reps = self._all("SELECT rep, start_time FROM repetitions WHERE run_id = ? ORDER BY rep", [run_id])
         run["repetitions"] = [{"rep": rep, "start_time": start} for rep, start in reps]
         return run
@@ -287,6 +297,32 @@ class DashboardQueries:
             sql += " LIMIT ?"
             params.append(limit)
         return self._all(sql, params)
+
+    # -- repeated steps (imports keep every point: store/imported.py) ---------------------------
+    def repeated_step_series(self, run_id: int) -> list[tuple[int, str, int, int, int, int]]:
+        """(tag_id, tag, rep, points, same-step repeats, steps that went back) of every series of
+        the run that holds several points at a step; a repeat is a point whose step equals the one
+        before it in source order, a step back one whose step is smaller."""
+        return self._all(
+            """
+            SELECT e.tag_id, t.name, e.rep, COUNT(*),
+                   SUM(CASE WHEN e.step = e.prev THEN 1 ELSE 0 END),
+                   SUM(CASE WHEN e.step < e.prev THEN 1 ELSE 0 END)
+            FROM (SELECT tag_id, rep, step, LAG(step) OVER (PARTITION BY tag_id, rep ORDER BY seq) AS prev
+                  FROM scalar_events WHERE run_id = ?) e
+            JOIN tags t ON t.tag_id = e.tag_id
+            GROUP BY e.tag_id, t.name, e.rep ORDER BY t.name, e.rep""",
+            [run_id],
+        )
+
+    def scalar_events(self, key: SeriesKey, after_seq: int, limit: int) -> list[tuple]:
+        """(seq, step, epoch, walltime_ms, value) of a series' points in source order, from seq
+        `after_seq` + 1 on, at most `limit`; [] when the series never repeated a step."""
+        return self._all(
+            "SELECT seq, step, epoch, walltime_ms, value FROM scalar_events"
+            " WHERE run_id = ? AND tag_id = ? AND rep = ? AND seq > ? ORDER BY seq LIMIT ?",
+            [key.run_id, key.tag_id, key.rep, after_seq, limit],
+        )
 
     def buckets(self, key: SeriesKey, lo: int, hi: int, span: int, origin: int | None = None) -> list[tuple]:
         """Per bucket that holds points, its last row (step, epoch, walltime_ms, value), then its

@@ -116,6 +116,7 @@
     if (column.name === "status") return el("td", {}, TB.statusBadge(value));
     if (column.name === "start_time" || column.name === "end_time") return el("td", {}, TB.time(value));
     if (column.name === "color") return el("td", {}, TB.swatch(value), " ", value);
+    if (Array.isArray(value)) return el("td", { class: value.length ? "tags" : "empty" }, value.map((t) => el("span", { class: "chip" }, t)));
     const text = TB.format(TB.number(value));
     return el("td", { class: typeof value === "number" ? "num" : "", title: text }, text);
   }
