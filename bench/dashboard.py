@@ -10,6 +10,10 @@
    re-sending their whole series. Target: < 20 ms per poll.
 4. Memory: resident-set growth while serving hundreds of chart requests and streaming the
    1,000,000-point CSV, next to the size of the table. Target: bounded (no growth with data size).
+6. Live stream: 50 open charts (event streams, one run and metric each) following 10 running runs
+   that log 5 series at 10 points/s, served by `serve` in a process of its own: that process's CPU
+   over --live-seconds, against the same 50 charts polling /api/live every 2 s (the way before),
+   alternated in one run. Target: < 5% of one core, and bytes sent ~ the new points only.
 5. Runs table of --browser-runs (100,000) runs in headless Chromium: first screen (navigation to
    the first row drawn) from a fresh server each time, against the way before it (every row
    loaded before the first page), alternated in one run. Target: < 1 s. Needs playwright and
@@ -22,6 +26,7 @@ includes routing, JSON encoding and the security middleware. Times are medians o
     python bench/dashboard.py [--points 1000000] [--runs 10000] [--repeats 7] [--only-chart]
                               [--postgres postgresql://postgres@127.0.0.1:5432/test]
                               [--browser-runs 100000] [--browser-table FILE] [--only-browser]
+                              [--live-seconds 20] [--only-live]
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -288,12 +294,19 @@ def bench_memory(path: Path) -> None:
 def served(path: Path) -> Iterator[str]:
     """`serve` in a process of its own, as `tallyboard serve` runs (a server thread in this process
     would share its interpreter lock with the browser's driver); yields the base URL."""
+    with served_process(path) as (url, _):
+        yield url
+
+
+@contextmanager
+def served_process(path: Path) -> Iterator[tuple[str, subprocess.Popen]]:
+    """`served`, also yielding the server's process (whose CPU time section 6 reads)."""
     code = f"from tallyboard.dashboard import serve; serve({str(path)!r}, port=0)"
     server = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     try:
         found = re.search(r"(http://[^/\s]+)/", server.stdout.readline() if server.stdout else "")
         assert found, "the dashboard did not start"
-        yield found.group(1)
+        yield found.group(1), server
     finally:
         server.terminate()
         server.wait(30)
@@ -334,6 +347,92 @@ def bench_browser(path: Path, runs: int, repeats: int) -> None:
           f" {repeats} each: ours {', '.join(f'{t:.0f}' for t in ours)} ms)")  # fmt: skip
 
 
+# -- 6. live stream ------------------------------------------------------------------------------
+LIVE_TAGS = ("train/loss", "train/accuracy", "val/loss", "val/accuracy", "sys/cpu")
+
+
+def bench_stream(path: Path, seconds: float) -> None:
+    table = tb.ResultTable(path, nocommit_action=NOP)
+    writers = [table.new_run("live", cli={"i": i}, auto_log_plt=False) for i in range(10)]
+    step = [0]
+
+    def log_points(count: int) -> None:
+        for _ in range(count):
+            for writer in writers:
+                for tag in LIVE_TAGS:
+                    writer.add_scalar(tag, 1 / (step[0] + 1), step=step[0])
+            step[0] += 1
+        for writer in writers:
+            writer.flush()
+
+    log_points(1000)
+    charts = [(writers[i % 10].run_id, LIVE_TAGS[i // 10].partition("/")[2]) for i in range(50)]
+    results = {}
+    with served_process(path) as (url, server):
+        cpu = psutil_process(server.pid)
+        for way in ("poll", "stream", "poll", "stream"):  # alternated: the load of the machine drifts
+            stop = threading.Event()
+            sent = [0]
+            clients = [
+                threading.Thread(target=follow_chart, args=(url, way, run, metric, stop, sent))
+                for run, metric in charts
+            ]
+            for client in clients:
+                client.start()
+            time.sleep(2)  # connected, first answers sent
+            before, started, logged = sum(cpu.cpu_times()[:2]), time.perf_counter(), step[0]
+            while time.perf_counter() - started < seconds:
+                log_points(1)
+                time.sleep(0.1)
+            used = sum(cpu.cpu_times()[:2]) - before
+            wall = time.perf_counter() - started
+            stop.set()
+            for client in clients:
+                client.join(10)
+            results.setdefault(way, []).append((used / wall * 100, sent[0] / wall, (step[0] - logged) / wall))
+    for writer in writers:
+        writer.close()
+    table.close()
+    print("6. live: 50 charts following 10 running runs (5 series each, 10 points/s per series)")
+    stream = min(r[0] for r in results["stream"])
+    poll = min(r[0] for r in results["poll"])
+    line(
+        "server CPU, % of one core (event streams)", stream, poll, "%", "target < 5% (reference: 2-s polling)"
+    )
+    for way, rows in results.items():
+        print(f"  {way}: bytes/s sent {statistics.median(r[1] for r in rows):,.0f}")
+
+
+def psutil_process(pid: int):
+    import psutil  # present wherever the dashboard's tests run; only this benchmark uses it
+
+    return psutil.Process(pid)
+
+
+def follow_chart(
+    url: str, way: str, run_id: int, metric: str, stop: threading.Event, sent: list[int]
+) -> None:
+    """One chart: an event stream of its run and metric, or /api/live every 2 s with its cursors."""
+    import httpx
+
+    with httpx.Client(base_url=url, timeout=30) as http:
+        if way == "stream":
+            with http.stream("GET", "/api/stream", params={"runs": run_id, "metric": metric}) as response:
+                for chunk in response.iter_bytes():
+                    sent[0] += len(chunk)
+                    if stop.is_set():
+                        return
+            return
+        cursors: dict[tuple, int] = {}
+        while not stop.is_set():
+            after = [f"{r}:{t}:{p}:{s}" for (r, t, p), s in cursors.items()]
+            reply = http.get("/api/live", params={"runs": run_id, "metric": metric, "after": after})
+            sent[0] += len(reply.content)
+            for series in reply.json()["series"]:
+                cursors[(series["run_id"], series["tag_id"], series["rep"])] = series["last_step"]
+            stop.wait(2)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -346,6 +445,8 @@ def main() -> None:
     parser.add_argument("--browser-runs", type=int, default=100_000, help="runs of section 5 (0: skip it)")
     parser.add_argument("--browser-table", type=Path, help="section 5 on this table (made if missing)")
     parser.add_argument("--only-browser", action="store_true", help="just section 5")
+    parser.add_argument("--live-seconds", type=float, default=20, help="measured time per way in section 6")
+    parser.add_argument("--only-live", action="store_true", help="just section 6")
     args = parser.parse_args()
     if args.browser_table is not None:
         args.browser_table = args.browser_table.resolve()
@@ -354,6 +455,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         os.chdir(folder)  # no git checkout here: runs start without capturing a diff
         start = time.perf_counter()
+        if args.only_live:
+            bench_stream(Path(folder) / "stream.db", args.live_seconds)
+            return
         if args.browser_runs:
             table = args.browser_table or Path(folder) / "browser.db"
             bench_browser(table, args.browser_runs, max(3, args.repeats // 2))
@@ -368,6 +472,7 @@ def main() -> None:
         bench_memory(Path(folder) / "long.db")
         bench_table(Path(folder) / "many.db", args.runs, args.repeats)
         bench_live(Path(folder) / "live.db", args.repeats)
+        bench_stream(Path(folder) / "stream.db", args.live_seconds)
         print(f"(total {time.perf_counter() - start:.0f} s including logging the data)")
 
 

@@ -225,13 +225,13 @@ def series(request: Request) -> Response:
             data = Series()
         else:
             data = dash.downsampler.series(key, lo, hi, width, first, last)
-        out.append(_series_json(key, name, start, last, data.to_json()))
+        out.append(series_json(key, name, start, last, data.to_json()))
     bucket = max(s["bucket"] for s in out)
     origin = grid(lo, hi, width)[0] if bucket > 1 else lo  # where bucket 0 starts
     return Json({"lo": origin, "hi": hi, "bucket": bucket, "series": out})
 
 
-def _series_json(key: SeriesKey, name: str, start: float, last: int, data: dict) -> dict[str, Any]:
+def series_json(key: SeriesKey, name: str, start: float, last: int, data: dict) -> dict[str, Any]:
     split, metric = split_tag(name)
     return {
         "run_id": key.run_id, "tag_id": key.tag_id, "tag": name, "split": split, "metric": metric,
@@ -239,9 +239,9 @@ def _series_json(key: SeriesKey, name: str, start: float, last: int, data: dict)
     }  # fmt: skip
 
 
-def _cursors(request: Request) -> dict[tuple[int, int, int], int]:
+def cursors(request: Request) -> dict[tuple[int, int, int], int]:
     """`after` values 'RUN:TAG_ID:REP:STEP' -> {(run, tag_id, rep): step}."""
-    cursors = {}
+    found = {}
     for raw in request.query_params.getlist("after")[:2000]:
         try:
             run_id, tag_id, rep, step = (int(part) for part in raw.split(":"))
@@ -249,22 +249,22 @@ def _cursors(request: Request) -> dict[tuple[int, int, int], int]:
             raise BadRequest("after must look like RUN:TAG_ID:REP:STEP") from None
         if max(abs(run_id), abs(tag_id), abs(rep), abs(step)) > params.MAX_ID:
             raise BadRequest("after is out of range")
-        cursors[(run_id, tag_id, rep)] = step
-    return cursors
+        found[(run_id, tag_id, rep)] = step
+    return found
 
 
 def live(request: Request) -> Response:
     """Only the points logged after each cursor, plus the runs' status (for live views)."""
     dash = _dash(request)
     run_ids, metric = _runs_and_metric(request)
-    cursors = _cursors(request)
+    after = cursors(request)
     out = []
     for run_id, tag_id, name, rep, start in _series_of(dash, run_ids, metric):
         key = SeriesKey(run_id, tag_id, rep)
-        after = cursors.get((run_id, tag_id, rep), -(2**62))
-        data, more = raw_after(dash.queries, key, after, LIVE_LIMIT)
+        start_after = after.get((run_id, tag_id, rep), -(2**62))
+        data, more = raw_after(dash.queries, key, start_after, LIVE_LIMIT)
         if data.step or more:
-            out.append({**_series_json(key, name, start, data.step[-1], data.to_json()), "more": more})
+            out.append({**series_json(key, name, start, data.step[-1], data.to_json()), "more": more})
     states = dash.queries.run_states(run_ids)
     return Json({"series": out, "runs": states})
 

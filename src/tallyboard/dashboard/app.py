@@ -6,8 +6,11 @@ from the API and is put into the page with textContent, never as markup.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import secrets
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 from starlette.applications import Starlette
@@ -18,7 +21,7 @@ from starlette.responses import HTMLResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from tallyboard.dashboard import analysis, api, params
+from tallyboard.dashboard import analysis, api, params, stream
 from tallyboard.dashboard.downsample import Downsampler
 from tallyboard.dashboard.openapi import openapi_schema
 from tallyboard.dashboard.params import MAX_ID, BadRequest, Json
@@ -31,9 +34,9 @@ OUT_OF_RANGE = MAX_ID + 1
 DECLARATIVE_SHADOW = re.compile("shadowrootmode", re.IGNORECASE)
 CHARTS = ("vendor/uplot/uPlot.iife.min.js", "charts.js")
 PAGES = {  # page -> (title, its scripts after common.js)
-    "table": ("Runs", ("table.js",)),
-    "run": ("Run", (*CHARTS, "histograms.js", "run.js")),
-    "compare": ("Compare", (*CHARTS, "compare.js", "stats.js")),
+    "table": ("Runs", ("live.js", "table.js")),
+    "run": ("Run", (*CHARTS, "live.js", "board.js", "histograms.js", "run.js")),
+    "compare": ("Compare", (*CHARTS, "live.js", "compare.js", "stats.js")),
     "hparams": ("Hparams", ("hparams.js",)),
     "diff": ("Diff", ("diff.js",)),
 }
@@ -58,7 +61,13 @@ class SignedIntConvertor(Convertor):
 register_url_convertor("sint", SignedIntConvertor())
 
 
-def create_app(url_or_path: str, *, token: str | None = None, read_only: bool = False) -> Starlette:
+def create_app(
+    url_or_path: str,
+    *,
+    token: str | None = None,
+    read_only: bool = False,
+    live_interval: float = stream.INTERVAL,
+) -> Starlette:
     """The dashboard for the result table at `url_or_path` (a SQLite file or postgresql:// URL).
 
     Raises FileNotFoundError for a missing SQLite file, ValueError for a file that is not a
@@ -66,7 +75,8 @@ def create_app(url_or_path: str, *, token: str | None = None, read_only: bool = 
     token = usable_token(token)
     queries, store = open_for_dashboard(url_or_path, read_only)  # creates nothing, migrates nothing
     csrf_secret = secrets.token_urlsafe(32)
-    pages = {name: _page(name, csrf_secret, read_only) for name in PAGES}
+    table_id = hashlib.sha256(url_or_path.encode()).hexdigest()[:16]  # names the browser's saved layout
+    pages = {name: _page(name, csrf_secret, read_only, table_id) for name in PAGES}
     fragment_frame = (HERE / "templates" / "fragment.html").read_text(encoding="utf-8")
     guard = (HERE / "static" / "fragment-guard.js").read_text(encoding="utf-8")
 
@@ -122,13 +132,23 @@ def create_app(url_or_path: str, *, token: str | None = None, read_only: bool = 
         Route("/api/summaries", analysis.summaries),
         Route("/api/importance", analysis.importance),
         Route("/api/diff", analysis.diff),
+        Route("/api/stream", stream.stream),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
+    hub = stream.Hub(queries, interval=live_interval)
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        yield
+        hub.close()  # open event streams end, so the server can stop
+
     app = Starlette(
         routes=routes,
+        lifespan=lifespan,
         exception_handlers={BadRequest: _bad_request, HTTPException: _http_error, BodyTooLarge: _too_large},
     )
     app.state.dashboard = api.Dashboard(queries, RunsTable(queries), Downsampler(queries), store)
+    app.state.hub = hub
     app.add_middleware(SecurityMiddleware, csrf_secret=csrf_secret, token=token, read_only=read_only)
     return app
 
@@ -144,13 +164,13 @@ def guarded(content: str, guard: str) -> str:
     return f"{head}<script>{guard}</script>{content}"
 
 
-def _page(name: str, csrf_secret: str, read_only: bool) -> str:
+def _page(name: str, csrf_secret: str, read_only: bool, table_id: str) -> str:
     """The one page template filled in for a page (no user data: that arrives through the API)."""
     title, scripts = PAGES[name]
     html = (HERE / "templates" / "page.html").read_text(encoding="utf-8")
     tags = "\n".join(f'<script src="/static/{script}" defer></script>' for script in scripts)
     values = {"csrf": csrf_secret, "read_only": "true" if read_only else "false", "title": title,
-              "page": name, "scripts": tags}  # fmt: skip
+              "page": name, "scripts": tags, "table": table_id}  # fmt: skip
     for key, value in values.items():
         html = html.replace("{{" + key + "}}", value)
     return html

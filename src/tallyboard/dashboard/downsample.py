@@ -106,9 +106,11 @@ class Downsampler:
         return out
 
 
-def raw_after(queries: DashboardQueries, key: SeriesKey, after: int, limit: int) -> tuple[Series, bool]:
-    """Points after a step (live updates), at most `limit`; True when more are waiting."""
-    rows = queries.points(key, after + 1, 2**62, limit=limit + 1)
+def raw_after(
+    queries: DashboardQueries, key: SeriesKey, after: int, limit: int, upto: int = 2**62
+) -> tuple[Series, bool]:
+    """Points after a step up to `upto` (live updates), at most `limit`; True when more are waiting."""
+    rows = queries.points(key, after + 1, upto, limit=limit + 1)
     return _raw(rows[:limit]), len(rows) > limit
 
 

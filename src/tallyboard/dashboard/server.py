@@ -72,4 +72,13 @@ def serve(
     mode = " (read-only)" if read_only else ""
     print(f"tallyboard dashboard for {url_or_path}{mode}: {url}", flush=True)
     config = uvicorn.Config(app, log_level="warning", access_log=False)
-    uvicorn.Server(config).run(sockets=[sock])
+    server = uvicorn.Server(config)
+    stop = server.handle_exit
+
+    def handle_exit(sig: int, frame: object) -> None:
+        # uvicorn waits for open responses before its lifespan shutdown: end the event streams first.
+        app.state.hub.close()
+        stop(sig, frame)
+
+    server.handle_exit = handle_exit  # type: ignore[method-assign]
+    server.run(sockets=[sock])

@@ -411,6 +411,42 @@ class DashboardQueries:
         row = self._one("SELECT tag_id FROM tags WHERE name = ?", [name])
         return None if row is None else row[0]
 
+    # -- live stream: high-water marks ---------------------------------------------------------
+    def last_steps(self, run_ids: Sequence[int]) -> dict[SeriesKey, int]:
+        """The last step of every scalar series of some runs: what a live stream compares with its
+        previous answer to find the series that grew. One statement: the series come from
+        `scalar_blocks` (one row per 256 points), their last step from one index seek each."""
+        if not run_ids:
+            return {}
+        marks = ", ".join("?" * len(run_ids))
+        sql = f"""
+            SELECT k.run_id, k.tag_id, k.rep, (SELECT MAX(s.step) FROM scalars s
+                WHERE s.run_id = k.run_id AND s.tag_id = k.tag_id AND s.rep = k.rep)
+            FROM (SELECT DISTINCT run_id, tag_id, rep FROM scalar_blocks WHERE run_id IN ({marks})) k"""
+        return {
+            SeriesKey(r, t, p): last for r, t, p, last in self._all(sql, list(run_ids)) if last is not None
+        }
+
+    def last_item_ids(self) -> tuple[int, int]:
+        """(largest media_id, largest text_id): ids only grow, so new images and texts of any run
+        are those above the last answer (two primary-key seeks)."""
+        media = self._one("SELECT MAX(media_id) FROM media")
+        texts = self._one("SELECT MAX(text_id) FROM texts")
+        return int((media and media[0]) or 0), int((texts and texts[0]) or 0)
+
+    def new_items(self, table: str, after: int, upto: int, run_ids: Sequence[int]) -> list[dict[str, Any]]:
+        """Index rows (no pixels, no content) of media or texts with after < id <= upto of some runs."""
+        if table not in ("media", "texts") or not run_ids:
+            return []
+        item_id = "media_id" if table == "media" else "text_id"
+        marks = ", ".join("?" * len(run_ids))
+        sql = f"""
+            SELECT x.{item_id}, x.run_id, t.name, x.kind, x.rep, x.step, x.epoch
+            FROM {table} x JOIN tags t ON t.tag_id = x.tag_id
+            WHERE x.{item_id} > ? AND x.{item_id} <= ? AND x.run_id IN ({marks}) ORDER BY x.{item_id}"""
+        names = ("id", "run_id", "tag", "kind", "rep", "step", "epoch")
+        return [dict(zip(names, row, strict=True)) for row in self._all(sql, [after, upto, *run_ids])]
+
     # -- media and texts ----------------------------------------------------------------------
     def media(self, run_id: int, kind: str) -> list[dict[str, Any]]:
         """Index of a run's images or figures (no pixels)."""

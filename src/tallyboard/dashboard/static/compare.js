@@ -7,7 +7,6 @@
   const DEFAULTS = { runs: "", smooth: "auto", x: "step", log: "0", group: "", band: "minmax", reps: "mean" };
   const state = TB.readState(DEFAULTS);
   const main = document.getElementById("main");
-  const live = document.getElementById("live");
   const metrics = new Map(); // metric -> {series, lo, bucket, range, charts: Map(split -> chart)}
   let runs = [], hparamNames = [];
   const legend = el("div", { class: "legend runs-legend", id: "runs-legend" });
@@ -53,7 +52,8 @@
     const tags = [...new Set(series.map((s) => s.tag))].sort();
     document.dispatchEvent(new CustomEvent("tb:compare-ready", { detail: { runIds, hparamNames, metrics: tags, results } }));  // stats.js
     await Promise.all([...metrics.values()].map((entry) => load(entry, null)));
-    if (runs.some((r) => r.status === "running")) pollLive();
+    const states = new Map(runs.map((r) => [r.run_id, r.status]));
+    if (runs.some((r) => r.status === "running")) follow(states);
   }
 
   // A run's name in legends: what sets it apart from the others compared (the hparams whose values
@@ -143,26 +143,29 @@
 
   function redraw() { drawLegend(); for (const entry of metrics.values()) draw(entry); }
 
-  async function pollLive() {
-    live.className = "live"; live.textContent = "live";
-    const query = new URLSearchParams({ runs: runIds.join(",") });
-    for (const entry of metrics.values()) for (const s of entry.series) query.append("after", `${s.run_id}:${s.tag_id}:${s.rep}:${s.last_step}`);
-    try {
-      const update = await TB.getJSON(`/api/live?${query}`);
-      const touched = new Set();
-      for (const fresh of update.series) {
-        const entry = metrics.get(fresh.metric);
-        if (!entry || entry.range) continue;
-        const s = entry.series.find((x) => x.run_id === fresh.run_id && x.tag_id === fresh.tag_id && x.rep === fresh.rep);
-        if (!s || fresh.more) { load(entry, null); continue; }
-        for (const k of ["step", "epoch", "wall", "value", "min", "max"]) s[k].push(...fresh[k]);
-        s.last_step = fresh.last_step;
-        touched.add(entry);
-      }
-      touched.forEach(draw);
-      if (!update.runs.some((r) => r.status === "running")) { live.className = "live off"; live.textContent = "all finished"; return; }
-    } catch (e) { live.className = "live off"; live.textContent = "offline"; }
-    setTimeout(pollLive, 2000);
+  // Live: the server pushes new points (live.js); a series it does not know yet reloads its metric.
+  function follow(states) {
+    // Cursors of what the charts hold: the stream starts with what was logged since they loaded.
+    const query = [["runs", runIds.join(",")]];
+    for (const entry of metrics.values()) for (const s of entry.series) query.push(["after", `${s.run_id}:${s.tag_id}:${s.rep}:${s.last_step}`]);
+    TB.live(query, {
+      update: (data) => {
+        const touched = new Set();
+        for (const fresh of data.series) {
+          const entry = metrics.get(fresh.metric);
+          if (!entry || entry.range) continue;
+          const s = entry.series.find((x) => x.run_id === fresh.run_id && x.tag_id === fresh.tag_id && x.rep === fresh.rep);
+          if (!s || fresh.more || fresh.new) { load(entry, null); continue; }
+          if (TB.appendPoints(s, fresh)) touched.add(entry);
+        }
+        touched.forEach(draw);
+      },
+      reset: () => { for (const entry of metrics.values()) load(entry, entry.range); },
+      status: (runs) => {
+        for (const state of runs) states.set(state.run_id, state.status);
+        return [...states.values()].includes("running") ? "" : "all finished";
+      },
+    });
   }
 
   start();

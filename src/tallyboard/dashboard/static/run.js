@@ -7,7 +7,6 @@
   const DEFAULTS = { tab: "scalars", smooth: "auto", x: "step", log: "0", reps: "minmax" };
   const state = TB.readState(DEFAULTS);
   const main = document.getElementById("main");
-  const live = document.getElementById("live");
   let run = null;
   const cards = new Map(); // metric -> card
 
@@ -24,7 +23,7 @@
     document.title = `Run ${runId} · tallyboard`;
     main.replaceChildren(el("div", { class: "layout" }, sidebar(), el("section", {}, title(), tabs())));
     showTab(state.tab);
-    if (run.status === "running") { live.className = "live"; live.textContent = "live"; setTimeout(pollLive, 2000); }
+    if (run.status === "running") follow();
   }
 
   function title() {
@@ -90,6 +89,7 @@
     save({ tab: key });
     document.querySelectorAll(".tabs button").forEach((b) => b.classList.toggle("active", b.dataset.tab === key));
     cards.clear();
+    document.querySelectorAll(".board-tools").forEach((tools) => tools.remove());
     const render = { scalars, image: gallery, figure: gallery, text: texts, fragment: fragments,
       histogram: () => Histograms.show(tabBody, runId), hparams, config, reproduce }[key];
     tabBody.replaceChildren();
@@ -97,37 +97,43 @@
   }
 
   // -- scalars -----------------------------------------------------------------------------
+  // Cards live on a board (board.js): grouped, searchable, pinnable, each loaded when first seen.
+  let board = null;
   function scalars() {
+    board = null;
     const metrics = [...new Set(run.series.map((s) => s.metric))];
     if (!metrics.length) { tabBody.append(el("div", { class: "empty-state" }, "no scalars logged yet")); return; }
-    const grid = el("div", { class: "charts", id: "charts" });
-    tabBody.append(grid);
-    metrics.forEach((metric) => addCard(grid, metric));
+    board = new TB.ChartBoard(tabBody, { toolbar: document.querySelector(".tabs"), grouped: metrics.length >= TB.GROUP_MIN });
+    board.root.id = "charts";
+    metrics.forEach(addCard);
   }
 
-  function addCard(grid, metric) {
+  function addCard(metric) {
     const body = el("div", { class: "card chart-card", dataset: { metric } });
     const reset = el("button", { hidden: true, onclick: () => load(card, null) }, "Reset zoom");
-    const tags = [...new Set(run.series.filter((s) => s.metric === metric).map((s) => s.tag))];
+    const mine = run.series.filter((s) => s.metric === metric);
+    const tags = [...new Set(mine.map((s) => s.tag))];
     const csv = el("select", { title: "download the full-resolution series as CSV", onchange: (e) => {
       if (e.target.value) location.href = `/api/runs/${runId}/scalars.csv?tag=${encodeURIComponent(e.target.value)}`;
       e.target.value = "";
     } }, el("option", { value: "" }, "CSV"), tags.map((t) => el("option", { value: t }, t)));
     const png = el("button", { onclick: async () => TB.download(`run${runId}_${TB.fileName(metric)}.png`, await card.chart.png(`Run ${runId} · ${metric}`)) }, "PNG");
     body.append(el("div", { class: "head" }, el("h4", { title: metric }, metric), reset, csv, png));
-    grid.append(body);
-    const card = { metric, body, reset, series: [], range: null, lo: 0, bucket: 1 };
-    if (TB.nameTooLong(metric)) {
-      csv.disabled = true; png.disabled = true; card.loaded = true;
-      body.append(TB.tooLong(metric));
-      return;
-    }
-    card.chart = new TB.Chart(body, { onZoom: (range) => load(card, range) });
+    const card = { metric, body, reset, series: [], range: null, lo: 0, bucket: 1, loaded: false, pending: null };
     cards.set(metric, card);
-    load(card, null);
+    board.add(metric, TB.chartGroup(metric, mine.map((s) => s.split)), body, () => {
+      if (TB.nameTooLong(metric)) {
+        csv.disabled = true; png.disabled = true; card.loaded = true;
+        body.append(TB.tooLong(metric));
+        return;
+      }
+      card.chart = new TB.Chart(body, { onZoom: (range) => load(card, range) });
+      load(card, null);
+    });
   }
 
   async function load(card, range) {
+    card.pending = []; // live points that arrive while this request runs: applied after it
     const width = Math.max(200, Math.round(card.body.clientWidth || 600));
     const query = new URLSearchParams({ runs: runId, metric: card.metric, width });
     if (range) { query.set("step_min", range[0]); query.set("step_max", range[1]); }
@@ -135,6 +141,11 @@
     card.series = data.series; card.range = range; card.lo = data.lo; card.bucket = data.bucket; card.loaded = true;
     card.reset.hidden = !range;
     card.body.dataset.range = range ? range.join("-") : "";
+    const pending = card.pending;
+    card.pending = null;
+    const known = (f) => card.series.some((x) => x.tag_id === f.tag_id && x.rep === f.rep);
+    if (pending.some((f) => f.new || f.more || !known(f))) { load(card, range); return; } // changed while loading
+    if (!range) pending.forEach((fresh) => append(card, fresh));
     draw(card);
   }
 
@@ -150,44 +161,46 @@
     card.chart.set(lines, { ...settings(), yTitle: card.metric });
   }
 
-  function redraw() { for (const card of cards.values()) draw(card); }
+  function redraw() { for (const card of cards.values()) if (card.chart && card.loaded) draw(card); }
 
-  // Live: ask only for points after the last one each series has; nothing is sent twice.
-  async function pollLive() {
-    // Only the Scalars tab follows the run; wait while its first draw is pending.
-    if (state.tab === "scalars" && !cards.size) { // nothing logged yet: wait for the first series
-      try { run = await TB.getJSON(`/api/runs/${runId}`); if (run.series.length) showTab("scalars"); } catch (e) { /* next time */ }
+  // Adds live points to a loaded chart; false when the chart must load again instead.
+  function append(card, fresh) {
+    const s = card.series.find((x) => x.tag_id === fresh.tag_id && x.rep === fresh.rep);
+    if (!s || fresh.more || fresh.new) return false;
+    return TB.appendPoints(s, fresh);
+  }
+
+  // Live: the server pushes what is new (live.js); charts not yet seen ignore it (they load fresh).
+  function follow() {
+    TB.live({ runs: runId }, {
+      update: (data) => {
+        if (state.tab === "scalars") liveScalars(data.series);
+        const kinds = [...data.media, ...data.texts].map((item) => item.kind);
+        if (kinds.includes(state.tab)) showTab(state.tab);
+      },
+      reset: () => { for (const card of cards.values()) if (card.loaded && card.chart) load(card, card.range); },
+      status: (runs) => {
+        const mine = runs.find((r) => r.run_id === runId);
+        return mine && mine.status !== "running" ? mine.status : "";
+      },
+    });
+  }
+
+  async function liveScalars(fresh) {
+    const unknown = fresh.filter((f) => !cards.has(f.metric));
+    for (const entry of fresh) {
+      const card = cards.get(entry.metric);
+      if (!card || !card.chart) continue;
+      if (card.pending) { card.pending.push(entry); continue; } // loading now
+      if (card.range && !entry.new && !entry.more) continue; // a zoomed chart stays put; reset shows the new points
+      if (!append(card, entry)) { if (entry.new || entry.more || !card.series.some((x) => x.tag_id === entry.tag_id && x.rep === entry.rep)) load(card, card.range); }
+      else draw(card);
     }
-    if (!cards.size || [...cards.values()].some((card) => !card.loaded)) { setTimeout(pollLive, 2000); return; }
-    live.className = "live"; live.textContent = "live";
-    const after = [];
-    for (const card of cards.values()) {
-      for (const s of card.series) after.push(`${s.run_id}:${s.tag_id}:${s.rep}:${s.last_step}`);
+    if (unknown.length) { // a metric logged for the first time: its card joins the board
+      run = await TB.getJSON(`/api/runs/${runId}`);
+      if (!board) { showTab("scalars"); return; }
+      [...new Set(unknown.map((f) => f.metric))].filter((m) => !cards.has(m)).forEach(addCard);
     }
-    const query = new URLSearchParams({ runs: runId });
-    after.forEach((a) => query.append("after", a));
-    try {
-      const update = await TB.getJSON(`/api/live?${query}`);
-      const known = new Set(after.map((a) => a.split(":").slice(0, 3).join(":")));
-      let reload = false;
-      for (const fresh of update.series) {
-        const card = cards.get(fresh.metric);
-        const id = `${fresh.run_id}:${fresh.tag_id}:${fresh.rep}`;
-        if (!card || !known.has(id) || fresh.more) { reload = true; continue; }
-        if (card.range) continue; // a zoomed chart stays put; reset shows the new points
-        const s = card.series.find((x) => `${x.run_id}:${x.tag_id}:${x.rep}` === id);
-        for (const k of ["step", "epoch", "wall", "value", "min", "max"]) s[k].push(...fresh[k]);
-        s.last_step = fresh.last_step;
-        draw(card);
-      }
-      if (reload && state.tab === "scalars") {
-        run = await TB.getJSON(`/api/runs/${runId}`);
-        showTab("scalars");
-      }
-      const mine = update.runs.find((r) => r.run_id === runId);
-      if (mine && mine.status !== "running") { live.className = "live off"; live.textContent = mine.status; return; }
-    } catch (e) { live.className = "live off"; live.textContent = "offline"; }
-    setTimeout(pollLive, 2000);
   }
 
   // -- media ---------------------------------------------------------------------------------

@@ -232,17 +232,18 @@
     draw();
   }
 
-  // Live: a cheap version poll; the page reloads its rows only when a run changed or appeared.
-  async function poll() {
-    try {
-      const now = await TB.getJSON("/api/version");
-      live.className = "live"; live.textContent = "live";
-      if (version && (now.runs !== version.runs || now.updated_at !== version.updated_at)) await load();
-    } catch (e) { live.className = "live off"; live.textContent = "offline"; }
-    setTimeout(poll, 2000);
+  // Live: the server says when a run changed or appeared (live.js); only then are the rows reloaded.
+  function follow() {
+    TB.live({ table: 1 }, {
+      update: (data) => {
+        const now = data.version;
+        if (now && version && (now.runs !== version.runs || now.updated_at !== version.updated_at)) load();
+      },
+      reset: () => load(),
+    });
   }
   load().then(() => {
-    setTimeout(poll, 2000);
+    follow();
     // Tag suggestions for editing wait for the first screen: they are not part of it.
     TB.getJSON("/api/tags").then((r) => tagOptions.replaceChildren(...r.tags.map((t) => el("option", { value: t }))));
   });
