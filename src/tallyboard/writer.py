@@ -11,6 +11,7 @@ anything is appended, so a failed call leaves no half-written record.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import threading
@@ -22,7 +23,7 @@ from typing import Any, Literal
 from tallyboard.media import open_png
 from tallyboard.sink import AT_EXIT, MAX_PENDING_ROWS, Sink, closed, opened
 from tallyboard.store import Store
-from tallyboard.store.base import RUN_FIELDS, ResumePoint
+from tallyboard.store.base import RUN_FIELDS, ConsoleLine, ResumePoint
 from tallyboard.values import (
     INT64_MAX,
     INT64_MIN,
@@ -38,6 +39,9 @@ Status = Literal["running", "finished", "failed"]
 STATUSES = ("running", "finished", "failed")
 END_STATUSES = ("finished", "failed")
 _clock = time.perf_counter
+
+
+CONSOLE_STREAMS = ("stdout", "stderr", "log")
 
 
 @dataclass(slots=True)
@@ -287,13 +291,16 @@ class LogWriter:
             self._put_media("figure", png, width, height, step, tag, epoch, False)
         return [figure for figure, _, _, _ in changed]
 
-    def _put_text(self, kind: str, content: Any, step, tag, epoch, flush) -> None:
+    def _put_text(self, kind: str, content: Any, step, tag, epoch, flush, markdown: bool = False) -> None:
         if self._read_only:
             return self._refuse()
         check_text(f"{kind} content", content)
+        if not isinstance(markdown, bool):
+            raise TypeError(f"markdown must be True or False, got {markdown!r}")
         tag = _record_tag(kind, tag)
         step, epoch, walltime = self._position(step, epoch)
-        self._sink.put("texts", (self._run_id, tag, self._rep, step, epoch, walltime, kind, content))
+        row = (self._run_id, tag, self._rep, step, epoch, walltime, kind, content, int(markdown))
+        self._sink.put("texts", row)
         if flush:
             self.flush()
         return None
@@ -305,9 +312,11 @@ class LogWriter:
         tag: str | None = None,
         epoch: int | None = None,
         flush: bool = False,
+        markdown: bool = False,
     ) -> None:
-        """Log text, stored verbatim (shown escaped)."""
-        return self._put_text("text", text, step, tag, epoch, flush)
+        """Log text, stored verbatim: shown escaped, or with `markdown=True` rendered as Markdown
+        and then sanitised (no raw HTML, no scripts, no `javascript:` links; docs/dashboard.md)."""
+        return self._put_text("text", text, step, tag, epoch, flush, markdown)
 
     def add_fragment(
         self,
@@ -319,6 +328,26 @@ class LogWriter:
     ) -> None:
         """Log an HTML fragment, stored verbatim (shown in a sandboxed frame)."""
         return self._put_text("fragment", content, step, tag, epoch, flush)
+
+    # ---- console and environment ---------------------------------------------------------------
+    def add_console_line(self, line: str, stream: str = "stdout") -> None:
+        """Log one line of console output (what `capture_console=True` does for every line the
+        process writes); `stream` is 'stdout', 'stderr' or 'log'."""
+        if self._read_only:
+            return self._refuse()
+        check_text("console line", line)
+        if stream not in CONSOLE_STREAMS:
+            raise ValueError(f"stream must be one of {CONSOLE_STREAMS}, got {stream!r}")
+        self._sink.put("console", (self._run_id, self._rep, _clock() - self._rep_start, stream, line))
+        return None
+
+    def record_environment(self, environment: dict[str, Any]) -> None:
+        """Store `environment` (environment.capture()) with the run, replacing one stored before."""
+        if self._read_only:
+            return self._refuse()
+        content = json.dumps(environment, sort_keys=True, default=str)
+        self._sink.put("environments", (self._run_id, check_text("environment", content)))
+        return None
 
     # ---- hparams, results, run fields -----------------------------------------------------------
     def _put_values(self, kind: str, values: dict[str, Any]) -> None:
@@ -512,7 +541,7 @@ class LogWriter:
             if table == "media":
                 record.update(width=row[6], height=row[7], png=row[8], image=open_png(row[8]))
             else:
-                record["fragment"] = row[6]
+                record.update(fragment=row[6], markdown=bool(row[7]))
             records.append(record)
         return records
 
@@ -523,9 +552,21 @@ class LogWriter:
     )
     get_figures = _record_reader("media", "figure", "Figures, in the shape of `get_images`.")
     get_text = _record_reader(
-        "texts", "text", "Texts as dicts (id, step, epoch, run_rep, tag, walltime, fragment)."
+        "texts", "text", "Texts as dicts (id, step, epoch, run_rep, tag, walltime, fragment, markdown)."
     )
     get_fragment = _record_reader("texts", "fragment", "HTML fragments, in the shape of `get_text`.")
+
+    def get_console(
+        self, after: int = 0, limit: int | None = None, search: str | None = None
+    ) -> list[ConsoleLine]:
+        """The console lines captured with `capture_console=True`, oldest first: named records
+        (console_id, rep, walltime_ms, stream, line); see `Store.console` for the arguments."""
+        return self._store.console(self._run_id, after, limit, search)
+
+    def get_environment(self) -> dict[str, Any] | None:
+        """The environment recorded when the run started (environment.py), None if none was."""
+        content = self._store.environment(self._run_id)
+        return None if content is None else json.loads(content)
 
     def get_hparams(self) -> dict[str, Any]:
         return self._store.values("hparams", self._run_id).get(self._run_id, {})

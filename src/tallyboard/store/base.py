@@ -18,6 +18,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import threading
 import time
 import weakref
@@ -63,7 +64,9 @@ class Batch:
     scalars: (run_id, tag, rows) with rows of `ScalarRow`; one entry per series so that the
       engine can insert a series with one prepared statement.
     media: (run_id, tag, rep, step, epoch, walltime, kind, width, height, png).
-    texts: (run_id, tag, rep, step, epoch, walltime, kind, content).
+    texts: (run_id, tag, rep, step, epoch, walltime, kind, content[, markdown]), markdown 0 (default) or 1.
+    console: (run_id, rep, walltime, stream, line): captured console lines (console.py).
+    environments: (run_id, json_text): a run's environment (environment.py); a later one replaces.
     hparams / results: (run_id, name, json_value); later values of a name overwrite.
     repetitions: (run_id, rep, start_time).
     run_updates: (run_id, {column: value}) applied last (e.g. status and end_time on close).
@@ -75,6 +78,8 @@ class Batch:
     hparams: list[tuple[int, str, str]] = field(default_factory=list)
     results: list[tuple[int, str, str]] = field(default_factory=list)
     repetitions: list[tuple[int, int, float]] = field(default_factory=list)
+    console: list[tuple[int, int, float, str, str]] = field(default_factory=list)
+    environments: list[tuple[int, str]] = field(default_factory=list)
     run_updates: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
 
     def __len__(self) -> int:
@@ -85,8 +90,20 @@ class Batch:
             + len(self.hparams)
             + len(self.results)
             + len(self.repetitions)
+            + len(self.console)
+            + len(self.environments)
             + len(self.run_updates)
         )
+
+
+class ConsoleLine(NamedTuple):
+    """One captured console line (schema v5): `walltime_ms` since its repetition started."""
+
+    console_id: int
+    rep: int
+    walltime_ms: int
+    stream: str
+    line: str
 
 
 class ResumePoint(NamedTuple):
@@ -137,13 +154,14 @@ def empty_text_as_null(fields: dict[str, Any]) -> dict[str, Any]:
 RUN_FIELDS = (*(name for name, _, _ in RUN_COLUMNS), "config_content", "unique_key", "updated_at")
 # Tables that hold a run's rows, children first: what deleting a run clears.
 RUN_TABLES = (
-    "scalars", "scalar_blocks", "media", "texts", "hparams", "results", "repetitions", "quarantine", "runs",
+    "scalars", "scalar_blocks", "media", "texts", "hparams", "results", "repetitions", "quarantine", "console",
+    "environments", "runs",
 )  # fmt: skip
 _SCALAR_COLUMNS = {name: name for name in ("rep", "step", "epoch", "walltime_ms", "value")}
 _SCALAR_COLUMNS["value_or_nan"] = "COALESCE(value, 'nan')"
 _SCALAR_COLUMNS["epoch_or_minus_one"] = "COALESCE(epoch, -1)"
 _MEDIA_COLUMNS = "m.media_id, m.step, m.epoch, m.rep, t.name, m.walltime_ms, m.width, m.height, m.png"
-_TEXT_COLUMNS = "x.text_id, x.step, x.epoch, x.rep, t.name, x.walltime_ms, x.content"
+_TEXT_COLUMNS = "x.text_id, x.step, x.epoch, x.rep, t.name, x.walltime_ms, x.content, x.markdown"
 # Seconds -> whole milliseconds, to the nearest (halves away from zero): SQLite's ROUND adds 0.5 to
 # the magnitude and truncates; `walltime_ms` does that same float arithmetic, for engines that COPY.
 WALLTIME_MS_SQL = "CAST(ROUND(? * 1000) AS BIGINT)"
@@ -509,9 +527,9 @@ class Store(ABC):
             )
         if batch.texts:
             self._executemany(
-                "INSERT INTO texts (run_id, tag_id, rep, step, epoch, walltime_ms, kind, content)"
-                f" VALUES (?, ?, ?, ?, ?, {WALLTIME_MS_SQL}, ?, ?)",
-                [(r[0], tag_id(r[1]), *r[2:]) for r in batch.texts],
+                "INSERT INTO texts (run_id, tag_id, rep, step, epoch, walltime_ms, kind, content, markdown)"
+                f" VALUES (?, ?, ?, ?, ?, {WALLTIME_MS_SQL}, ?, ?, ?)",
+                [(r[0], tag_id(r[1]), *r[2:8], r[8] if len(r) > 8 else 0) for r in batch.texts],
             )
         for kind, rows in (("hparams", batch.hparams), ("results", batch.results)):
             if rows:
@@ -522,8 +540,22 @@ class Store(ABC):
                 " ON CONFLICT (run_id, rep) DO UPDATE SET start_time = excluded.start_time",
                 batch.repetitions,
             )
+        self._write_console_and_environments(batch)
         for run_id, values in batch.run_updates:
             self._update_run(run_id, values)
+
+    def _write_console_and_environments(self, batch: Batch) -> None:
+        if batch.console:
+            self._executemany(
+                f"INSERT INTO console (run_id, rep, walltime_ms, stream, line) VALUES (?, ?, {WALLTIME_MS_SQL}, ?, ?)",
+                batch.console,
+            )
+        if batch.environments:
+            self._executemany(
+                "INSERT INTO environments (run_id, content) VALUES (?, ?)"
+                " ON CONFLICT (run_id) DO UPDATE SET content = excluded.content",
+                batch.environments,
+            )
 
     def put_values(self, kind: str, rows: list[tuple[int, str, str]]) -> None:
         """Write hparams (`kind='hparams'`) or results (`'results'`) now, in their own transaction:
@@ -643,8 +675,30 @@ class Store(ABC):
         return self._records("media m", "m", "media_id", _MEDIA_COLUMNS, run_id, kind, filters)
 
     def texts(self, run_id: int, kind: str | None = None, **filters: Any) -> list[tuple]:
-        """Text rows (text_id, step, epoch, rep, tag, walltime_ms, content), same filters as `media`."""
+        """Text rows (text_id, step, epoch, rep, tag, walltime_ms, content, markdown), same filters as `media`."""
         return self._records("texts x", "x", "text_id", _TEXT_COLUMNS, run_id, kind, filters)
+
+    def console(
+        self, run_id: int, after: int = 0, limit: int | None = None, search: str | None = None
+    ) -> list[ConsoleLine]:
+        """A run's captured console lines with `console_id > after`, oldest first, at most `limit`;
+        `search` keeps the lines containing it (case-insensitive, taken literally)."""
+        sql = "SELECT console_id, rep, walltime_ms, stream, line FROM console WHERE run_id = ? AND console_id > ?"
+        params: list[Any] = [run_id, after]
+        if search:
+            sql += " AND LOWER(line) LIKE ? ESCAPE '!'"
+            params.append("%" + re.sub(r"([!%_])", r"!\1", search.lower()) + "%")
+        sql += " ORDER BY console_id"
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
+        with self._lock:
+            return [ConsoleLine(*row) for row in self._execute(sql, params)]
+
+    def environment(self, run_id: int) -> str | None:
+        """The run's environment as stored (JSON text), None when it recorded none."""
+        with self._lock:
+            rows = self._execute("SELECT content FROM environments WHERE run_id = ?", (run_id,))
+        return rows[0][0] if rows else None
 
     def _records(self, table, alias, id_column, columns, run_id, kind, filters) -> list[tuple]:
         where, params = [], []

@@ -46,10 +46,18 @@ Conventions every reader relies on:
   the whole: a long CLI dict would make the key longer than PostgreSQL's index rows can be
   (2704 bytes); the lookup compares the prefix through the index, then the whole key;
 - `runs.note` and `runs.tag` are NULL when empty (v4; v1 to v3 stored ''), so the filter
-  `note == null` finds runs without a note.
+  `note == null` finds runs without a note;
+- `console` (v5) holds the lines a run captured from its process (`capture_console=True`):
+  `stream` is 'stdout', 'stderr' or 'log' (a `logging` record, `line` = "LEVEL name: message"),
+  `walltime_ms` as for other records, `console_id` increases in capture order (the dashboard's
+  live tail asks for ids after the last it has);
+- `environments` (v5) holds one JSON object per run (`environment.py`): interpreter, platform,
+  host, CPU/GPU, packages and the allowlisted environment variables;
+- `texts.markdown` (v5) is 1 when the text was logged with `markdown=True` (rendered, then
+  sanitised, by the dashboard), else 0.
 """
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 UNIQUE_KEY_PREFIX = 256
 BLOCK_BITS = 8
 BLOCK_STEPS = 1 << BLOCK_BITS  # steps per row of scalar_blocks (why 256: docs/dashboard.md)
@@ -204,9 +212,27 @@ CREATE INDEX quarantine_by_run ON quarantine (run_id);
 DROP INDEX runs_by_unique_key;
 CREATE INDEX runs_by_unique_key ON runs (substr(unique_key, 1, {UNIQUE_KEY_PREFIX}))"""
 
+# v5: a run's captured console and its environment; texts flagged as Markdown.
+CONSOLE_AND_ENVIRONMENT = """
+CREATE TABLE console (
+    console_id  {pk},
+    run_id      BIGINT NOT NULL,
+    rep         INTEGER NOT NULL,
+    walltime_ms BIGINT NOT NULL,
+    stream      TEXT NOT NULL,
+    line        TEXT NOT NULL
+);
+CREATE INDEX console_by_run ON console (run_id, console_id);
+CREATE TABLE environments (
+    run_id  BIGINT PRIMARY KEY,
+    content TEXT NOT NULL
+);
+ALTER TABLE texts ADD COLUMN markdown INTEGER NOT NULL DEFAULT 0"""
+
 # MIGRATIONS[n] upgrades a store at version n to n + 1. Version 1 is the first released schema.
 MIGRATIONS: dict[int, str] = {
     1: SCALAR_BLOCKS + ";" + BACKFILL_BLOCKS,  # v2: block summaries, backfilled
     2: QUARANTINE,  # v3: quarantined records; the unique key indexed by its prefix
     # 3 -> 4: empty note and tag become NULL; differs per engine: migrations.nullable_note_and_tag
+    4: CONSOLE_AND_ENVIRONMENT,  # v5: console lines, environments, markdown texts
 }

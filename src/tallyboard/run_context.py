@@ -1,0 +1,22 @@
+"""What a new run records about where it runs: its environment at the start, its console while open.
+
+Kept apart from `table` so that starting a run stays one readable function, and so that the
+capture modules (`environment`, `console`) know nothing of runs: they hand dicts and lines to the
+writer's public methods.
+"""
+
+from __future__ import annotations
+
+from tallyboard import environment as machine
+from tallyboard.console import ConsoleCapture
+from tallyboard.writer import LogWriter
+
+
+def attach(writer: LogWriter, capture_console: bool, environment: bool) -> None:
+    """Record `writer`'s environment (if `environment`) and tee the console into it until it ends
+    (if `capture_console`; raises RuntimeError when another run of this process captures it)."""
+    if environment:
+        writer.record_environment(machine.capture())
+    if capture_console:
+        capture = ConsoleCapture(lambda stream, line: writer.add_console_line(line, stream)).start()
+        writer.before_end(capture.stop)
