@@ -32,7 +32,7 @@ DECLARATIVE_SHADOW = re.compile("shadowrootmode", re.IGNORECASE)
 CHARTS = ("vendor/uplot/uPlot.iife.min.js", "charts.js")
 PAGES = {  # page -> (title, its scripts after common.js)
     "table": ("Runs", ("table.js",)),
-    "run": ("Run", (*CHARTS, "run.js")),
+    "run": ("Run", (*CHARTS, "run-logs.js", "run.js")),
     "compare": ("Compare", (*CHARTS, "compare.js")),
 }
 
@@ -108,6 +108,8 @@ def create_app(url_or_path: str, *, token: str | None = None, read_only: bool = 
         Route("/api/runs/{run_id:sint}/scalars.csv", api.scalars_csv),
         Route("/api/runs/{run_id:sint}/media", api.media),
         Route("/api/runs/{run_id:sint}/texts", api.texts),
+        Route("/api/runs/{run_id:sint}/console", api.console),
+        Route("/api/runs/{run_id:sint}/environment", api.environment),
         Route("/api/media/{media_id:sint}", api.media_png),
         Route("/api/series", api.series),
         Route("/api/live", api.live),

@@ -106,6 +106,21 @@ class ConsoleLine(NamedTuple):
     line: str
 
 
+def console_query(
+    run_id: int, after: int = 0, limit: int | None = None, search: str | None = None
+) -> tuple[str, list[Any]]:
+    """The SQL and parameters of `Store.console` (shared with the dashboard's queries)."""
+    sql = "SELECT console_id, rep, walltime_ms, stream, line FROM console WHERE run_id = ? AND console_id > ?"
+    params: list[Any] = [run_id, after]
+    if search:
+        sql += " AND LOWER(line) LIKE ? ESCAPE '!'"
+        params.append("%" + re.sub(r"([!%_])", r"!\1", search.lower()) + "%")
+    sql += " ORDER BY console_id"
+    if limit is not None:
+        sql += f" LIMIT {int(limit)}"
+    return sql, params
+
+
 class ResumePoint(NamedTuple):
     """Where a run's logging stopped (`Store.reopen_run`): its last repetition, that repetition's
     start time (seconds since the epoch), and the next auto step of each tag logged in it."""
@@ -683,14 +698,7 @@ class Store(ABC):
     ) -> list[ConsoleLine]:
         """A run's captured console lines with `console_id > after`, oldest first, at most `limit`;
         `search` keeps the lines containing it (case-insensitive, taken literally)."""
-        sql = "SELECT console_id, rep, walltime_ms, stream, line FROM console WHERE run_id = ? AND console_id > ?"
-        params: list[Any] = [run_id, after]
-        if search:
-            sql += " AND LOWER(line) LIKE ? ESCAPE '!'"
-            params.append("%" + re.sub(r"([!%_])", r"!\1", search.lower()) + "%")
-        sql += " ORDER BY console_id"
-        if limit is not None:
-            sql += f" LIMIT {int(limit)}"
+        sql, params = console_query(run_id, after, limit, search)
         with self._lock:
             return [ConsoleLine(*row) for row in self._execute(sql, params)]
 
