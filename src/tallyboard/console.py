@@ -69,6 +69,13 @@ class _LogHandler(logging.Handler):
             self.handleError(record)
 
 
+def require_free() -> None:
+    """Raise RuntimeError if a capture is running in this process (checked before a run starts,
+    so a refused capture leaves no run behind)."""
+    if _active is not None:
+        raise RuntimeError("another run is already capturing this process's console")
+
+
 class ConsoleCapture:
     """Tees descriptors 1 and 2 and the root logger into `emit(stream, line)` until `stop()`."""
 
@@ -87,8 +94,7 @@ class ConsoleCapture:
     def start(self) -> ConsoleCapture:
         global _active
         with _active_lock:
-            if _active is not None:
-                raise RuntimeError("another run is already capturing this process's console")
+            require_free()
             _active = self
         _flush_python_streams()
         for fd, name in STREAMS:

@@ -8,8 +8,14 @@ writer's public methods.
 from __future__ import annotations
 
 from tallyboard import environment as machine
-from tallyboard.console import ConsoleCapture
+from tallyboard.console import ConsoleCapture, require_free
 from tallyboard.writer import LogWriter
+
+
+def check(capture_console: bool) -> None:
+    """Refuse, before the run is created, what `attach` could not do."""
+    if capture_console:
+        require_free()
 
 
 def attach(writer: LogWriter, capture_console: bool, environment: bool) -> None:

@@ -143,6 +143,7 @@ class ResultTable:
         for what, count in (("keep_each", keep_each), ("flush_each", flush_each)):
             if to_int(what, count) < 1:
                 raise ValueError(f"{what} must be 1 or more, got {count}")
+        run_context.check(capture_console)
         fields = self._run_fields(name, configfile, cli, comment, tag, with_git=not debug)
         if not debug:
             fields["unique_key"] = self._unique_key(fields)
