@@ -20,6 +20,7 @@ both descriptors and removes the logging handler.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
@@ -86,10 +87,8 @@ class ConsoleCapture:
         self._handler = _LogHandler(self._safe_emit)
 
     def _safe_emit(self, stream: str, line: str) -> None:
-        try:
+        with contextlib.suppress(Exception):  # the run ended (a child kept the pipe open): drop it
             self._emit(stream, line)
-        except Exception:  # the run ended under us (a child kept the pipe open): drop, never raise
-            pass
 
     def start(self) -> ConsoleCapture:
         global _active
@@ -102,9 +101,8 @@ class ConsoleCapture:
             self._saved[fd] = os.dup(fd)
             os.dup2(write_end, fd)
             os.close(write_end)
-            reader = threading.Thread(
-                target=self._pump, args=(read_end, self._saved[fd], name), name=f"tallyboard-{name}", daemon=True
-            )
+            pump = (read_end, self._saved[fd], name)
+            reader = threading.Thread(target=self._pump, args=pump, name=f"tallyboard-{name}", daemon=True)
             reader.start()
             self._readers.append(reader)
         root = logging.getLogger()
@@ -163,7 +161,5 @@ def _write_all(fd: int, data: bytes) -> None:
 
 def _flush_python_streams() -> None:
     for stream in (sys.stdout, sys.stderr):
-        try:
+        with contextlib.suppress(Exception):  # a closed or replaced stream: nothing buffered to lose
             stream.flush()
-        except Exception:  # a closed or replaced stream: nothing buffered to lose
-            pass

@@ -535,13 +535,14 @@ class LogWriter:
     def _records(self, table: str, kind: str, **filters: Any) -> list[dict[str, Any]]:
         read = self._store.media if table == "media" else self._store.texts
         records = []
+        markdown = self._store.markdown_text_ids(self._run_id) if table == "texts" else set()
         for row in read(self._run_id, kind, **filters):
             record = dict(zip(("id", "step", "epoch", "run_rep"), row[:4], strict=True))
             record.update(tag=row[4] or None, walltime=row[5] / 1000)
             if table == "media":
                 record.update(width=row[6], height=row[7], png=row[8], image=open_png(row[8]))
             else:
-                record.update(fragment=row[6], markdown=bool(row[7]))
+                record.update(fragment=row[6], markdown=row[0] in markdown)
             records.append(record)
         return records
 

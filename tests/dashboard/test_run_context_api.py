@@ -15,7 +15,7 @@ from tallyboard.dashboard.markdown import render
 HOSTILE = (
     "# Results\n\n**bold** and [docs](https://example.org)\n\n"
     "<script>alert('md')</script>\n\n[click](javascript:alert(1)) "
-    "[also](JaVaScRiPt:alert(2)) <a href=\"javascript:alert(3)\">raw</a> <img src=x onerror=alert(4)>\n\n"
+    '[also](JaVaScRiPt:alert(2)) <a href="javascript:alert(3)">raw</a> <img src=x onerror=alert(4)>\n\n'
     "| a | b |\n|---|---|\n| 1 | 2 |\n"
 )
 
@@ -81,7 +81,8 @@ def test_console_pages_after_an_id_and_searches(client: TestClient) -> None:
     after = answer["lines"][1]["console_id"]
     tail = client.get(f"/api/runs/1/console?after={after}").json()
     assert [line["line"] for line in tail["lines"]] == ["line 2", "line 3", "line 4"]
-    assert client.get(f"/api/runs/1/console?after={answer['last']}").json() == {"lines": [], "last": answer["last"]}
+    caught_up = client.get(f"/api/runs/1/console?after={answer['last']}").json()
+    assert caught_up == {"lines": [], "last": answer["last"]}
     found = client.get("/api/runs/1/console", params={"search": "LINE 4"}).json()["lines"]
     assert [line["line"] for line in found] == ["line 4"]
     assert client.get("/api/runs/1/console?after=-1").status_code == 400

@@ -12,7 +12,7 @@ from e2e.browser import browser_page, chromium_available, running_dashboard
 from support import require
 
 TIMEOUT = 15_000  # ms; generous for a loaded CI machine, never reached when things work
-HOSTILE_LINE = "<img src=x onerror=\"window.pwned=1\"> not markup"
+HOSTILE_LINE = '<img src=x onerror="window.pwned=1"> not markup'
 MARKDOWN = "# Results\n\n**fine** [bad](javascript:window.pwned=2)\n\n<script>window.pwned=3</script>\n"
 LINES = "document.querySelectorAll('#console-lines .console-line').length"
 
@@ -40,7 +40,7 @@ def page():
 
 
 def test_logs_tab_tails_a_running_run_and_searches(page, running_run, tmp_path: Path) -> None:
-    table, run = running_run
+    _, run = running_run
     with running_dashboard(str(tmp_path / "results.db")) as url:
         page.goto(f"{url}/runs/{run.run_id}?tab=logs")
         page.wait_for_function(f"() => {LINES} === 4", timeout=TIMEOUT)
@@ -52,7 +52,8 @@ def test_logs_tab_tails_a_running_run_and_searches(page, running_run, tmp_path: 
         page.fill("#console-search", "EPOCH 1")
         page.press("#console-search", "Enter")
         page.wait_for_function(
-            "() => [...document.querySelectorAll('#console-lines .l')].map(l => l.textContent).join() === 'epoch 1 done'",
+            "() => [...document.querySelectorAll('#console-lines .l')].map(l => l.textContent).join()"
+            " === 'epoch 1 done'",
             timeout=TIMEOUT,
         )
         page.click('.tabs button[data-tab="environment"]')
@@ -70,7 +71,8 @@ def test_markdown_texts_and_notes_render_and_run_nothing(page, running_run, tmp_
         page.wait_for_selector(".markdown h1", timeout=TIMEOUT)
         assert page.inner_text(".card.item .markdown h1") == "Results"
         assert page.inner_text(".card.item .markdown strong") == "fine"
-        assert page.eval_on_selector_all(".markdown script, .markdown [href^=javascript]", "n => n.length") == 0
+        dangerous = ".markdown script, .markdown [href^=javascript]"
+        assert page.eval_on_selector_all(dangerous, "n => n.length") == 0
         assert page.inner_text("aside .markdown strong") == "the report"  # the note, rendered
         assert page.evaluate("window.pwned") is None
         assert page.errors == []

@@ -116,7 +116,7 @@ def export_run(store: Store, run: dict[str, Any], out: Path, writers: dict[str, 
     texts = _by_id({kind: store.texts(run_id, kind) for kind in ("text", "fragment")})
     writers["texts"].write(
         (run_id, tag, rep, step, epoch, seconds(walltime_ms), kind, content)
-        for kind, (_, step, epoch, rep, tag, walltime_ms, content, *_) in texts
+        for kind, (_, step, epoch, rep, tag, walltime_ms, content) in texts
     )
     media = _by_id({kind: store.media(run_id, kind) for kind in ("image", "figure")})
     if media:

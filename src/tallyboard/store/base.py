@@ -169,14 +169,14 @@ def empty_text_as_null(fields: dict[str, Any]) -> dict[str, Any]:
 RUN_FIELDS = (*(name for name, _, _ in RUN_COLUMNS), "config_content", "unique_key", "updated_at")
 # Tables that hold a run's rows, children first: what deleting a run clears.
 RUN_TABLES = (
-    "scalars", "scalar_blocks", "media", "texts", "hparams", "results", "repetitions", "quarantine", "console",
-    "environments", "runs",
+    "scalars", "scalar_blocks", "media", "texts", "hparams", "results", "repetitions", "quarantine",
+    "console", "environments", "runs",
 )  # fmt: skip
 _SCALAR_COLUMNS = {name: name for name in ("rep", "step", "epoch", "walltime_ms", "value")}
 _SCALAR_COLUMNS["value_or_nan"] = "COALESCE(value, 'nan')"
 _SCALAR_COLUMNS["epoch_or_minus_one"] = "COALESCE(epoch, -1)"
 _MEDIA_COLUMNS = "m.media_id, m.step, m.epoch, m.rep, t.name, m.walltime_ms, m.width, m.height, m.png"
-_TEXT_COLUMNS = "x.text_id, x.step, x.epoch, x.rep, t.name, x.walltime_ms, x.content, x.markdown"
+_TEXT_COLUMNS = "x.text_id, x.step, x.epoch, x.rep, t.name, x.walltime_ms, x.content"
 # Seconds -> whole milliseconds, to the nearest (halves away from zero): SQLite's ROUND adds 0.5 to
 # the magnitude and truncates; `walltime_ms` does that same float arithmetic, for engines that COPY.
 WALLTIME_MS_SQL = "CAST(ROUND(? * 1000) AS BIGINT)"
@@ -562,7 +562,8 @@ class Store(ABC):
     def _write_console_and_environments(self, batch: Batch) -> None:
         if batch.console:
             self._executemany(
-                f"INSERT INTO console (run_id, rep, walltime_ms, stream, line) VALUES (?, ?, {WALLTIME_MS_SQL}, ?, ?)",
+                "INSERT INTO console (run_id, rep, walltime_ms, stream, line)"
+                f" VALUES (?, ?, {WALLTIME_MS_SQL}, ?, ?)",
                 batch.console,
             )
         if batch.environments:
@@ -690,8 +691,14 @@ class Store(ABC):
         return self._records("media m", "m", "media_id", _MEDIA_COLUMNS, run_id, kind, filters)
 
     def texts(self, run_id: int, kind: str | None = None, **filters: Any) -> list[tuple]:
-        """Text rows (text_id, step, epoch, rep, tag, walltime_ms, content, markdown), same filters as `media`."""
+        """Text rows (text_id, step, epoch, rep, tag, walltime_ms, content), same filters as `media`."""
         return self._records("texts x", "x", "text_id", _TEXT_COLUMNS, run_id, kind, filters)
+
+    def markdown_text_ids(self, run_id: int) -> set[int]:
+        """The ids of the run's texts logged with `markdown=True` (schema v5)."""
+        with self._lock:
+            rows = self._execute("SELECT text_id FROM texts WHERE run_id = ? AND markdown = 1", (run_id,))
+        return {text_id for (text_id,) in rows}
 
     def console(
         self, run_id: int, after: int = 0, limit: int | None = None, search: str | None = None

@@ -212,9 +212,9 @@ CREATE INDEX quarantine_by_run ON quarantine (run_id);
 DROP INDEX runs_by_unique_key;
 CREATE INDEX runs_by_unique_key ON runs (substr(unique_key, 1, {UNIQUE_KEY_PREFIX}))"""
 
-# v5: a run's captured console and its environment; texts flagged as Markdown.
+# v5: a run's captured console and its environment (idempotent: IF NOT EXISTS).
 CONSOLE_AND_ENVIRONMENT = """
-CREATE TABLE console (
+CREATE TABLE IF NOT EXISTS console (
     console_id  {pk},
     run_id      BIGINT NOT NULL,
     rep         INTEGER NOT NULL,
@@ -222,17 +222,16 @@ CREATE TABLE console (
     stream      TEXT NOT NULL,
     line        TEXT NOT NULL
 );
-CREATE INDEX console_by_run ON console (run_id, console_id);
-CREATE TABLE environments (
+CREATE INDEX IF NOT EXISTS console_by_run ON console (run_id, console_id);
+CREATE TABLE IF NOT EXISTS environments (
     run_id  BIGINT PRIMARY KEY,
     content TEXT NOT NULL
-);
-ALTER TABLE texts ADD COLUMN markdown INTEGER NOT NULL DEFAULT 0"""
+)"""  # + texts.markdown: migrations.markdown_flag_on_texts
 
 # MIGRATIONS[n] upgrades a store at version n to n + 1. Version 1 is the first released schema.
 MIGRATIONS: dict[int, str] = {
     1: SCALAR_BLOCKS + ";" + BACKFILL_BLOCKS,  # v2: block summaries, backfilled
     2: QUARANTINE,  # v3: quarantined records; the unique key indexed by its prefix
     # 3 -> 4: empty note and tag become NULL; differs per engine: migrations.nullable_note_and_tag
-    4: CONSOLE_AND_ENVIRONMENT,  # v5: console lines, environments, markdown texts
+    4: CONSOLE_AND_ENVIRONMENT,  # v5: console lines, environments; texts.markdown in Python
 }
