@@ -41,8 +41,10 @@ TABLES: tuple[tuple[str, tuple[str, ...], tuple[str, ...], int], ...] = (
     # longer has can only belong to a debug run, which `_refuse_conflicts` deletes whole).
     ("scalar_blocks", ("run_id", "tag_id", "rep", "block"), ("lowest", "highest"), 50_000),
     ("media", ("media_id",), (*_RECORD, "width", "height", "png"), 200),
-    ("texts", ("text_id",), (*_RECORD, "content"), 2_000),
+    ("texts", ("text_id",), (*_RECORD, "content", "markdown"), 2_000),
     ("quarantine", ("quarantine_id",), ("run_id", "kind", "tag", "error", "record", "quarantined_at"), 2_000),
+    ("console", ("console_id",), ("run_id", "rep", "walltime_ms", "stream", "line"), 10_000),
+    ("environments", ("run_id",), ("content",), 200),
 )
 
 

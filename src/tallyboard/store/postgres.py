@@ -453,6 +453,7 @@ class PostgresStore(Store):
             ("media", "media_id"),
             ("texts", "text_id"),
             ("quarantine", "quarantine_id"),
+            ("console", "console_id"),
         ):
             self._execute(
                 "SELECT setval(pg_get_serial_sequence(?, ?), COALESCE(MAX"
