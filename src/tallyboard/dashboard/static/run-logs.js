@@ -58,8 +58,9 @@
     const { environment: env } = await TB.getJSON(`/api/runs/${ctx.runId}/environment`);
     if (!env) { body.append(el("div", { class: "empty-state" }, "no environment recorded")); return; }
     const kv = (title, object) => el("div", { class: "card" }, el("div", { class: "block-head" }, el("strong", {}, title)),
-      el("div", { class: "kv" }, Object.entries(object).flatMap(([k, v]) => [el("span", { class: "k" }, k),
-        el("span", { class: "mono" }, typeof v === "object" && v !== null ? JSON.stringify(v) : String(v))])));
+      Object.keys(object).length ? el("div", { class: "kv" }, Object.entries(object).flatMap(([k, v]) => [el("span", { class: "k" }, k),
+        el("span", { class: "mono" }, typeof v === "object" && v !== null ? JSON.stringify(v) : String(v))]))
+        : el("div", { class: "empty-state" }, "none"));
     const { packages, env: variables, ...machine } = env;
     body.append(el("div", { class: "charts", id: "environment" }, kv("Machine", machine),
       kv("Environment variables", variables || {}), kv(`Packages (${Object.keys(packages || {}).length})`, packages || {})));
