@@ -7,9 +7,14 @@ writer's public methods.
 
 from __future__ import annotations
 
+import logging
+import threading
+
 from tallyboard import environment as machine
 from tallyboard.console import ConsoleCapture, require_free
 from tallyboard.writer import LogWriter
+
+log = logging.getLogger(__name__)
 
 
 def check(capture_console: bool) -> None:
@@ -21,8 +26,17 @@ def check(capture_console: bool) -> None:
 def attach(writer: LogWriter, capture_console: bool, environment: bool) -> None:
     """Record `writer`'s environment (if `environment`) and tee the console into it until it ends
     (if `capture_console`; raises RuntimeError when another run of this process captures it)."""
-    if environment:
-        writer.record_environment(machine.capture())
+    if environment:  # in a thread: the first capture of a process walks site-packages (~0.1-0.6 s)
+        recorder = threading.Thread(target=_record, args=(writer,), name="tallyboard-env", daemon=True)
+        recorder.start()
+        writer.before_end(recorder.join)
     if capture_console:
         capture = ConsoleCapture(lambda stream, line: writer.add_console_line(line, stream)).start()
         writer.before_end(capture.stop)
+
+
+def _record(writer: LogWriter) -> None:
+    try:
+        writer.record_environment(machine.capture())
+    except Exception:  # a run must not fail because its machine could not be described
+        log.warning("tallyboard: could not record the environment of run %s", writer.run_id, exc_info=True)
