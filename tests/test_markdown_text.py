@@ -1,4 +1,4 @@
-"""Texts logged with `markdown=True` keep the flag (schema v5), and a v4 table gains it."""
+"""Texts logged with `markdown=True` keep the flag (schema v7), and a v6 table gains it."""
 
 from __future__ import annotations
 
@@ -23,15 +23,15 @@ def test_the_markdown_flag_is_stored_with_the_text(db_url: str) -> None:
     table.close()
 
 
-def test_a_version_4_table_gains_console_environment_and_markdown(db_url: str) -> None:
+def test_a_version_6_table_gains_console_environment_and_markdown(db_url: str) -> None:
     table = tb.ResultTable(db_url, nocommit_action=tb.NoCommitAction.NOP)
     with table.new_run("old", auto_log_plt=False, environment=False) as old:
         old.add_text("written by v4")
     table.close()
-    run_sql(  # what tallyboard with schema version 4 left
+    run_sql(  # what tallyboard with schema version 6 left
         db_url,
         "DROP TABLE console; DROP TABLE environments; ALTER TABLE texts DROP COLUMN markdown;"
-        " UPDATE meta SET value = '4' WHERE key = 'schema_version'",
+        " UPDATE meta SET value = '6' WHERE key = 'schema_version'",
     )
     table = tb.ResultTable(db_url, nocommit_action=tb.NoCommitAction.NOP)
     with table.new_run("new", auto_log_plt=False) as new:  # the first write migrates

@@ -13,6 +13,7 @@ EXTRA_OF_MODULE: dict[str, str] = {
     "uvicorn": "dashboard",
     "markdown_it": "dashboard",
     "nh3": "dashboard",
+    "scipy": "dashboard",
     "psycopg": "postgres",
     "numpy": "media",
     "PIL": "media",
@@ -25,6 +26,7 @@ EXTRA_OF_MODULE: dict[str, str] = {
     "pynvml": "integrations",
     "lightning": "integrations",
     "transformers": "integrations",
+    "keras": "integrations",
 }
 
 

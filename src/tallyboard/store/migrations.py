@@ -104,7 +104,7 @@ def nullable_note_and_tag(store: Store) -> None:
     )
 
 
-# ---- v4 -> v5: texts.markdown (the tables of the step are SQL: schema.CONSOLE_AND_ENVIRONMENT) --
+# ---- v6 -> v7: texts.markdown (the tables of the step are SQL: schema.CONSOLE_AND_ENVIRONMENT) --
 # Why in Python: neither engine's ALTER TABLE ADD COLUMN can say "unless it exists" the same way
 # (SQLite has no IF NOT EXISTS there), and the step must be safe to run on a table that has it.
 def markdown_flag_on_texts(store: Store) -> None:
@@ -118,4 +118,4 @@ def markdown_flag_on_texts(store: Store) -> None:
 
 # Steps (or parts of steps) that are not one SQL script for both engines, by the version they
 # upgrade from; they run after that step's SQL in `MIGRATIONS`, if any.
-PYTHON_MIGRATIONS: dict[int, Callable[[Store], None]] = {3: nullable_note_and_tag, 4: markdown_flag_on_texts}
+PYTHON_MIGRATIONS: dict[int, Callable[[Store], None]] = {3: nullable_note_and_tag, 6: markdown_flag_on_texts}

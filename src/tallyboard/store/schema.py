@@ -47,17 +47,33 @@ Conventions every reader relies on:
   (2704 bytes); the lookup compares the prefix through the index, then the whole key;
 - `runs.note` and `runs.tag` are NULL when empty (v4; v1 to v3 stored ''), so the filter
   `note == null` finds runs without a note;
-- `console` (v5) holds the lines a run captured from its process (`capture_console=True`):
+- (v5, imports of foreign logs) `scalar_events` holds, for a series whose steps did not strictly
+  increase in the source (a step logged again, or a step counter that went back), EVERY point of
+  the series in source order: `seq` is the point's index in the series (0 = first). `scalars` still
+  holds one row per step (the last one); series that never repeat a step have no rows here;
+- `raw_summaries` keeps summaries the table has no kind for yet (histograms) as their source
+  bytes: `format` names the protobuf message ('HistogramProto' or 'TensorProto');
+- `import_files` remembers how far each imported file was read (`read_to`: bytes; the next record
+  starts there), into which run, the wall time (seconds since the epoch) of its last event read,
+  and `plugins`, the JSON object {tag: plugin name} learned from the directory's files so far (TF2
+  writes a tag's plugin only with its first value), so importing the same logs again adds only
+  what is new, understood as the first import understood it;
+- `run_tags` (v6) holds a run's tags, several per run (`LogWriter.add_tags`), one row each, each a
+  non-empty key (`values.check_key`); DeepBoard's single `runs.tag` is a separate thing and stays.
+  The `columns` row 'tags' (kind 'run', hidden by default) lets the filter language and the
+  dashboard name them; a run's tags go with the run;
+- `console` (v7) holds the lines a run captured from its process (`capture_console=True`):
   `stream` is 'stdout', 'stderr' or 'log' (a `logging` record, `line` = "LEVEL name: message"),
   `walltime_ms` as for other records, `console_id` increases in capture order (the dashboard's
   live tail asks for ids after the last it has);
-- `environments` (v5) holds one JSON object per run (`environment.py`): interpreter, platform,
+- `environments` (v7) holds one JSON object per run (`environment.py`): interpreter, platform,
   host, CPU/GPU, packages and the allowlisted environment variables;
-- `texts.markdown` (v5) is 1 when the text was logged with `markdown=True` (rendered, then
+- `texts.markdown` (v7) is 1 when the text was logged with `markdown=True` (rendered, then
   sanitised, by the dashboard), else 0.
 """
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 7
+RUN_TAGS_SINCE = 6  # the version that added `run_tags`
 UNIQUE_KEY_PREFIX = 256
 BLOCK_BITS = 8
 BLOCK_STEPS = 1 << BLOCK_BITS  # steps per row of scalar_blocks (why 256: docs/dashboard.md)
@@ -212,7 +228,54 @@ CREATE INDEX quarantine_by_run ON quarantine (run_id);
 DROP INDEX runs_by_unique_key;
 CREATE INDEX runs_by_unique_key ON runs (substr(unique_key, 1, {UNIQUE_KEY_PREFIX}))"""
 
-# v5: a run's captured console and its environment (idempotent: IF NOT EXISTS).
+# v5: what imports of foreign logs keep beyond one point per step (see the conventions above).
+IMPORT_TABLES = """
+CREATE TABLE scalar_events (
+    run_id      BIGINT NOT NULL,
+    tag_id      INTEGER NOT NULL,
+    rep         INTEGER NOT NULL,
+    seq         BIGINT NOT NULL,
+    step        BIGINT NOT NULL,
+    epoch       BIGINT,
+    walltime_ms BIGINT NOT NULL,
+    value       DOUBLE PRECISION,
+    PRIMARY KEY (run_id, tag_id, rep, seq)
+) {without_rowid};
+CREATE TABLE raw_summaries (
+    raw_id      {pk},
+    run_id      BIGINT NOT NULL,
+    tag_id      INTEGER NOT NULL,
+    rep         INTEGER NOT NULL,
+    step        BIGINT NOT NULL,
+    walltime_ms BIGINT NOT NULL,
+    kind        TEXT NOT NULL,
+    format      TEXT NOT NULL,
+    data        {blob} NOT NULL
+);
+CREATE INDEX raw_summaries_by_run ON raw_summaries (run_id, tag_id, rep, step);
+CREATE TABLE import_files (
+    source  TEXT NOT NULL,
+    name    TEXT NOT NULL,
+    run_id  BIGINT NOT NULL,
+    read_to BIGINT NOT NULL,
+    last_wall DOUBLE PRECISION,
+    plugins   TEXT NOT NULL DEFAULT '{{}}',
+    PRIMARY KEY (source, name)
+)"""
+
+# v6: several tags per run, and the column that names them (hidden by default, so the result
+# table's DeepBoard layout is unchanged). An hparam or result already named 'tags' keeps its row.
+RUN_TAGS = """
+CREATE TABLE run_tags (
+    run_id BIGINT NOT NULL,
+    tag    TEXT NOT NULL,
+    PRIMARY KEY (run_id, tag)
+);
+CREATE INDEX run_tags_by_tag ON run_tags (tag);
+INSERT INTO columns (name, kind, alias, position) VALUES ('tags', 'run', 'Tags', NULL)
+ON CONFLICT (name) DO NOTHING"""
+
+# v7: a run's captured console and its environment (idempotent: IF NOT EXISTS).
 CONSOLE_AND_ENVIRONMENT = """
 CREATE TABLE IF NOT EXISTS console (
     console_id  {pk},
@@ -233,5 +296,7 @@ MIGRATIONS: dict[int, str] = {
     1: SCALAR_BLOCKS + ";" + BACKFILL_BLOCKS,  # v2: block summaries, backfilled
     2: QUARANTINE,  # v3: quarantined records; the unique key indexed by its prefix
     # 3 -> 4: empty note and tag become NULL; differs per engine: migrations.nullable_note_and_tag
-    4: CONSOLE_AND_ENVIRONMENT,  # v5: console lines, environments; texts.markdown in Python
+    4: IMPORT_TABLES,  # v5: every point of repeated steps, raw histograms, import progress
+    5: RUN_TAGS,  # v6: several tags per run
+    6: CONSOLE_AND_ENVIRONMENT,  # v7: console lines, environments; texts.markdown in Python
 }
