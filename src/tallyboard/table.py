@@ -176,7 +176,8 @@ class ResultTable:
         return json.dumps(key)
 
     def _start(self, debug, name, configfile, cli, comment, tag, flush_each, keep_each, auto_log_plt,
-               disable, system_metrics, unique=True, capture_console=False, environment=True) -> LogWriter:  # fmt: skip
+               disable, system_metrics, unique=True, capture_console=False,
+               environment=True) -> LogWriter:  # fmt: skip
         """What new_run and new_debug_run share; a debug run skips git and uniqueness."""
         if disable:
             return LogWriter(self._store, None, DEBUG_RUN_ID if debug else DISABLED_RUN_ID, disable=True)
@@ -229,7 +230,8 @@ class ResultTable:
         (console.py); `environment` records the interpreter, machine, packages and allowlisted
         variables (environment.py)."""
         return self._start(False, experiment_name, configfile, cli, comment, tag, flush_each, keep_each,
-                           auto_log_plt, disable, system_metrics, unique, capture_console, environment)  # fmt: skip
+                           auto_log_plt, disable, system_metrics, unique, capture_console,
+                           environment)  # fmt: skip
 
     def new_debug_run(
         self,
@@ -249,7 +251,8 @@ class ResultTable:
         """Start the debug run: id -1 (`DEBUG_RUN_ID`), replaced by the next debug run, no git
         capture, no uniqueness; real runs' ids are never shifted by it."""
         return self._start(True, experiment_name, configfile, cli, comment, tag, flush_each, keep_each,
-                           auto_log_plt, disable, system_metrics, True, capture_console, environment)  # fmt: skip
+                           auto_log_plt, disable, system_metrics, True, capture_console,
+                           environment)  # fmt: skip
 
     def resume_run(
         self, run_id: int, keep_each: int = 1, auto_log_plt: bool = True, system_metrics: bool = False
