@@ -8,7 +8,6 @@ writer's public methods.
 from __future__ import annotations
 
 import logging
-import threading
 
 from tallyboard import environment as machine
 from tallyboard.console import ConsoleCapture, require_free
@@ -26,10 +25,8 @@ def check(capture_console: bool) -> None:
 def attach(writer: LogWriter, capture_console: bool, environment: bool) -> None:
     """Record `writer`'s environment (if `environment`) and tee the console into it until it ends
     (if `capture_console`; raises RuntimeError when another run of this process captures it)."""
-    if environment:  # in a thread: the first capture of a process walks site-packages (~0.1-0.6 s)
-        recorder = threading.Thread(target=_record, args=(writer,), name="tallyboard-env", daemon=True)
-        recorder.start()
-        writer.before_end(recorder.join)
+    if environment:  # not in a thread: a fork while it imports would deadlock the child (tests/crash)
+        _record(writer)
     if capture_console:
         capture = ConsoleCapture(lambda stream, line: writer.add_console_line(line, stream)).start()
         writer.before_end(capture.stop)
