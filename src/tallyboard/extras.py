@@ -11,6 +11,8 @@ from __future__ import annotations
 EXTRA_OF_MODULE: dict[str, str] = {
     "starlette": "dashboard",
     "uvicorn": "dashboard",
+    "markdown_it": "dashboard",
+    "nh3": "dashboard",
     "scipy": "dashboard",
     "psycopg": "postgres",
     "numpy": "media",

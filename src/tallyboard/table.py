@@ -19,12 +19,12 @@ from datetime import datetime
 from enum import Enum
 from typing import IO, TYPE_CHECKING, Any, NamedTuple
 
-from tallyboard import capture, left_out
+from tallyboard import capture, left_out, run_context
 from tallyboard import query as query_api
 from tallyboard.media import open_png
 from tallyboard.sink import DEFAULT_COMMIT_INTERVAL, arm_signals, sink_for
 from tallyboard.store import Column, Quarantined, StoreError, open_store
-from tallyboard.store.base import DEBUG_RUN_ID
+from tallyboard.store.base import DEBUG_RUN_ID, ConsoleLine
 from tallyboard.values import check_text, to_int
 from tallyboard.writer import LogWriter, let_go
 
@@ -176,19 +176,23 @@ class ResultTable:
         return json.dumps(key)
 
     def _start(self, debug, name, configfile, cli, comment, tag, flush_each, keep_each, auto_log_plt,
-               disable, system_metrics, unique=True) -> LogWriter:  # fmt: skip
+               disable, system_metrics, unique=True, capture_console=False,
+               environment=True) -> LogWriter:  # fmt: skip
         """What new_run and new_debug_run share; a debug run skips git and uniqueness."""
         if disable:
             return LogWriter(self._store, None, DEBUG_RUN_ID if debug else DISABLED_RUN_ID, disable=True)
         for what, count in (("keep_each", keep_each), ("flush_each", flush_each)):
             if to_int(what, count) < 1:
                 raise ValueError(f"{what} must be 1 or more, got {count}")
+        run_context.check(capture_console)
         fields = self._run_fields(name, configfile, cli, comment, tag, with_git=not debug)
         if not debug:
             fields["unique_key"] = self._unique_key(fields, unique)
         run_id = self._store.create_run(fields, debug=debug)
         sink = sink_for(self.db_path, self.commit_interval)
-        return self._writer(sink, run_id, keep_each, auto_log_plt, system_metrics)
+        writer = self._writer(sink, run_id, keep_each, auto_log_plt, system_metrics)
+        run_context.attach(writer, capture_console, environment)
+        return writer
 
     def _writer(self, sink, run_id, keep_each, auto_log_plt, system_metrics, resume=None) -> LogWriter:
         """The writer of a run just created or reopened (with where it stopped, if reopened)."""
@@ -212,6 +216,8 @@ class ResultTable:
         disable: bool = False,
         system_metrics: bool = False,
         unique: bool | Mapping[str, Any] = True,
+        capture_console: bool = False,
+        environment: bool = True,
     ) -> LogWriter:
         """Start a run and return its writer. Raises `DuplicateRunError` if a visible, non-failed run
         has the same unique columns. `flush_each` is accepted for DeepBoard compatibility: commits
@@ -220,9 +226,12 @@ class ResultTable:
         `unique=False` skips the check for this run, and later runs are not compared with it: each
         launch of a training script is a run of its own, the way framework loggers count versions.
         A mapping (e.g. the hyperparameters) is checked too: same columns and same mapping is a
-        duplicate."""
+        duplicate. `capture_console` tees stdout, stderr and `logging` into the run until it ends
+        (console.py); `environment` records the interpreter, machine, packages and allowlisted
+        variables (environment.py)."""
         return self._start(False, experiment_name, configfile, cli, comment, tag, flush_each, keep_each,
-                           auto_log_plt, disable, system_metrics, unique)  # fmt: skip
+                           auto_log_plt, disable, system_metrics, unique, capture_console,
+                           environment)  # fmt: skip
 
     def new_debug_run(
         self,
@@ -236,11 +245,14 @@ class ResultTable:
         auto_log_plt: bool = True,
         disable: bool = False,
         system_metrics: bool = False,
+        capture_console: bool = False,
+        environment: bool = True,
     ) -> LogWriter:
         """Start the debug run: id -1 (`DEBUG_RUN_ID`), replaced by the next debug run, no git
         capture, no uniqueness; real runs' ids are never shifted by it."""
         return self._start(True, experiment_name, configfile, cli, comment, tag, flush_each, keep_each,
-                           auto_log_plt, disable, system_metrics)  # fmt: skip
+                           auto_log_plt, disable, system_metrics, True, capture_console,
+                           environment)  # fmt: skip
 
     def resume_run(
         self, run_id: int, keep_each: int = 1, auto_log_plt: bool = True, system_metrics: bool = False
@@ -307,6 +319,16 @@ class ResultTable:
         if "run_id" in ids:
             frame = frame.set_index(names[ids.index("run_id")])
         return frame
+
+    def get_environment(self, run_id: int) -> dict[str, Any] | None:
+        """The environment run `run_id` recorded when it started (environment.py), None if none."""
+        self._require(run_id)
+        return self.load_run(run_id).get_environment()
+
+    def get_console(self, run_id: int, after: int = 0, search: str | None = None) -> list[ConsoleLine]:
+        """Run `run_id`'s captured console lines (see `LogWriter.get_console`)."""
+        self._require(run_id)
+        return self.load_run(run_id).get_console(after=after, search=search)
 
     def compare(self, metric: str, by: str | Sequence[str] = (), **options: Any) -> Any:
         """Groups of runs (by the hparams `by`) compared on `metric`, as a pandas DataFrame: one row

@@ -11,6 +11,7 @@ anything is appended, so a failed call leaves no half-written record.
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import os
@@ -23,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from tallyboard.media import open_png
 from tallyboard.sink import AT_EXIT, SeriesQueue, Sink, closed, end_run, opened
 from tallyboard.store import Store
-from tallyboard.store.base import RUN_FIELDS, ResumePoint
+from tallyboard.store.base import RUN_FIELDS, ConsoleLine, ResumePoint
 from tallyboard.values import (
     INT64_MAX,
     INT64_MIN,
@@ -44,6 +45,9 @@ Status = Literal["running", "finished", "failed"]
 STATUSES = ("running", "finished", "failed")
 END_STATUSES = ("finished", "failed")
 _clock = time.perf_counter
+
+
+CONSOLE_STREAMS = ("stdout", "stderr", "log")
 
 
 @dataclass(slots=True)
@@ -305,13 +309,16 @@ class LogWriter:
             self._put_media("figure", png, width, height, step, tag, epoch, False)
         return [figure for figure, _, _, _ in changed]
 
-    def _put_text(self, kind: str, content: Any, step, tag, epoch, flush) -> None:
+    def _put_text(self, kind: str, content: Any, step, tag, epoch, flush, markdown: bool = False) -> None:
         if self._read_only:
             return self._refuse()
         check_text(f"{kind} content", content)
+        if not isinstance(markdown, bool):
+            raise TypeError(f"markdown must be True or False, got {markdown!r}")
         tag = _record_tag(kind, tag)
         step, epoch, walltime = self._position(step, epoch)
-        self._sink.put("texts", (self._run_id, tag, self._rep, step, epoch, walltime, kind, content))
+        row = (self._run_id, tag, self._rep, step, epoch, walltime, kind, content, int(markdown))
+        self._sink.put("texts", row)
         if flush:
             self.flush()
         return None
@@ -323,9 +330,11 @@ class LogWriter:
         tag: str | None = None,
         epoch: int | None = None,
         flush: bool = False,
+        markdown: bool = False,
     ) -> None:
-        """Log text, stored verbatim (shown escaped)."""
-        return self._put_text("text", text, step, tag, epoch, flush)
+        """Log text, stored verbatim: shown escaped, or with `markdown=True` rendered as Markdown
+        and then sanitised (no raw HTML, no scripts, no `javascript:` links; docs/dashboard.md)."""
+        return self._put_text("text", text, step, tag, epoch, flush, markdown)
 
     def add_fragment(
         self,
@@ -366,6 +375,25 @@ class LogWriter:
         )
         if flush:
             self.flush()
+
+    # ---- console and environment ---------------------------------------------------------------
+    def add_console_line(self, line: str, stream: str = "stdout") -> None:
+        """Log one line of console output (what `capture_console=True` does for every line the
+        process writes); `stream` is 'stdout', 'stderr' or 'log'."""
+        if self._read_only:
+            return self._refuse()
+        check_text("console line", line)
+        if stream not in CONSOLE_STREAMS:
+            raise ValueError(f"stream must be one of {CONSOLE_STREAMS}, got {stream!r}")
+        self._sink.put("console", (self._run_id, self._rep, _clock() - self._rep_start, stream, line))
+        return None
+
+    def record_environment(self, environment: dict[str, Any]) -> None:
+        """Store `environment` (environment.capture()) with the run, replacing one stored before."""
+        if self._read_only:
+            return self._refuse()
+        content = json.dumps(environment, sort_keys=True, default=str)
+        self._sink.put("environments", (self._run_id, check_text("environment", content)))
         return None
 
     # ---- hparams, results, run fields -----------------------------------------------------------
@@ -634,13 +662,14 @@ class LogWriter:
     def _records(self, table: str, kind: str, **filters: Any) -> list[dict[str, Any]]:
         read = self._store.media if table == "media" else self._store.texts
         records = []
+        markdown = self._store.markdown_text_ids(self._run_id) if table == "texts" else set()
         for row in read(self._run_id, kind, **filters):
             record = dict(zip(("id", "step", "epoch", "run_rep"), row[:4], strict=True))
             record.update(tag=row[4] or None, walltime=row[5] / 1000)
             if table == "media":
                 record.update(width=row[6], height=row[7], png=row[8], image=open_png(row[8]))
             else:
-                record["fragment"] = row[6]
+                record.update(fragment=row[6], markdown=row[0] in markdown)
             records.append(record)
         return records
 
@@ -651,7 +680,7 @@ class LogWriter:
     )
     get_figures = _record_reader("media", "figure", "Figures, in the shape of `get_images`.")
     get_text = _record_reader(
-        "texts", "text", "Texts as dicts (id, step, epoch, run_rep, tag, walltime, fragment)."
+        "texts", "text", "Texts as dicts (id, step, epoch, run_rep, tag, walltime, fragment, markdown)."
     )
     get_fragment = _record_reader("texts", "fragment", "HTML fragments, in the shape of `get_text`.")
 
@@ -659,6 +688,18 @@ class LogWriter:
         """The run's histograms (of one tag, one repetition, or all) as named records, ordered by
         tag, repetition and step."""
         return self._store.histograms(self._run_id, tag, repetition)
+
+    def get_console(
+        self, after: int = 0, limit: int | None = None, search: str | None = None
+    ) -> list[ConsoleLine]:
+        """The console lines captured with `capture_console=True`, oldest first: named records
+        (console_id, rep, walltime_ms, stream, line); see `Store.console` for the arguments."""
+        return self._store.console(self._run_id, after, limit, search)
+
+    def get_environment(self) -> dict[str, Any] | None:
+        """The environment recorded when the run started (environment.py), None if none was."""
+        content = self._store.environment(self._run_id)
+        return None if content is None else json.loads(content)
 
     def get_hparams(self) -> dict[str, Any]:
         return self._store.values("hparams", self._run_id).get(self._run_id, {})

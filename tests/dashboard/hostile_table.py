@@ -68,6 +68,8 @@ def log_hostile(folder: Path) -> Path:
                 run.add_scalar(f"{SHORT}/{PAYLOAD}", float("inf") if step == 2 else step, step=step)
             run.add_image(tiny_png(), tag=PAYLOAD, step=0)
             run.add_text(PAYLOAD, tag=PAYLOAD, step=0)
+            run.add_text(PAYLOAD, tag=f"{PAYLOAD} as Markdown", step=0, markdown=True)
+            run.add_console_line(PAYLOAD, stream="stderr")
             run.add_fragment(FRAGMENT, tag=PAYLOAD, step=0)
             run.set_note(PAYLOAD)
             run.write_result(**{f"{SHORT}{index}": PAYLOAD, "constructor": index})

@@ -17,7 +17,8 @@ from dashboard.hostile_table import PAYLOAD, SHORT, hostile_snapshot  # noqa: F4
 from e2e.browser import running_dashboard
 
 TIMEOUT = 15_000
-TABS = ("scalars", "image", "figure", "text", "fragment", "hparams", "config", "reproduce")
+TABS = ("scalars", "image", "figure", "text", "fragment", "hparams", "config", "reproduce", "logs",
+        "environment")  # fmt: skip
 PAGES = [
     "/", f"/?q={quote(PAYLOAD)}", f"/?filter={quote(PAYLOAD)}", f"/?sort={quote(SHORT)}&desc=1",
     *(f"/runs/1?tab={tab}" for tab in TABS), "/runs/2", "/compare?runs=1,2",

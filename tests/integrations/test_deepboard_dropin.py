@@ -15,7 +15,7 @@ DIFFERENT_BY_DESIGN = {
     "command",
     "note",
     "tag",
-}  # JSON cli, the interpreter in the command; an empty note or tag is None (NULL since schema v4), DeepBoard says ""
+}  # JSON cli; the interpreter in the command; an empty note or tag is None (NULL since schema v4)
 
 
 def usage(library, folder):

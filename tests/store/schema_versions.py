@@ -12,6 +12,7 @@ TABLES_ADDED: dict[int, tuple[str, ...]] = {
     5: IMPORT_RUN_TABLES,
     6: ("run_tags",),
     7: ("histograms",),
+    8: ("console", "environments"),  # and texts.markdown, a column its step adds only when missing
 }
 
 

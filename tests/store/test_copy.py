@@ -35,6 +35,8 @@ def fill(path: str) -> None:
     first.add_image(png((255, 0, 0)), tag="samples")
     first.add_text("plain text", tag="notes")
     first.add_fragment("<b>html</b>", tag="report")
+    first.add_text("**markdown**", tag="notes", markdown=True)
+    first.add_console_line("a console line", stream="stderr")
     first.new_repetition()
     first.add_scalar("train/loss", -math.inf)
     first.set_note("a note")
@@ -66,7 +68,8 @@ def test_sqlite_to_postgres_to_sqlite_keeps_every_row(tmp_path, pg_url):
     original, returned = str(tmp_path / "original.db"), str(tmp_path / "returned.db")
     fill(original)
     counts = copy_table(original, pg_url, progress=False)
-    assert counts["scalars"] == 304 and counts["media"] == 2 and counts["texts"] == 2
+    assert counts["scalars"] == 304 and counts["media"] == 2 and counts["texts"] == 3
+    assert counts["console"] == 1 and counts["environments"] == 4  # every run records one
     copy_table(pg_url, returned, progress=True)
     before, after = dump_sqlite(original), dump_sqlite(returned)
     for table in ALL_TABLES:

@@ -17,7 +17,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
-from tallyboard.dashboard import params
+from tallyboard.dashboard import markdown, params
 from tallyboard.dashboard.downsample import DEFAULT_WIDTH, MAX_WIDTH, Downsampler, Series, grid, raw_after
 from tallyboard.dashboard.params import BadRequest, Json
 from tallyboard.dashboard.runs_table import RunsTable
@@ -146,6 +146,7 @@ def run_detail(request: Request) -> Response:
         for _, _, name, rep, _ in dash.queries.tags_of_runs([run_id])
     ]
     run["now"] = time.time()
+    run["note_html"] = markdown.render(run["note"]) if run["note"] else None
     return Json(run)
 
 
@@ -387,5 +388,28 @@ def media_png(request: Request) -> Response:
 
 
 def texts(request: Request) -> Response:
+    """A run's texts; one logged with `markdown=True` also comes as `html` (rendered, sanitised)."""
     run_id = params.path_id(request, "run_id")
-    return Json({"texts": _dash(request).queries.texts(run_id, _kind(request, ("text", "fragment")))})
+    items = _dash(request).queries.texts(run_id, _kind(request, ("text", "fragment")))
+    for item in items:
+        item["html"] = markdown.render(item["content"]) if item["markdown"] else None
+    return Json({"texts": items})
+
+
+# -- console and environment --------------------------------------------------------------------
+CONSOLE_PAGE = 1000  # lines per answer; the live tail asks again with `after` = the last id
+
+
+def console(request: Request) -> Response:
+    """Console lines after id `after` (0: from the start), at most `CONSOLE_PAGE`, optionally only
+    those containing `search`; `last` is the id to ask after next time."""
+    run_id = params.path_id(request, "run_id")
+    after = params.integer(request, "after", 0, lo=0)
+    search = params.text(request, "search", longest=200) or None
+    lines = _dash(request).queries.console(run_id, after, CONSOLE_PAGE, search)
+    return Json({"lines": lines, "last": lines[-1]["console_id"] if lines else after})
+
+
+def environment(request: Request) -> Response:
+    run_id = params.path_id(request, "run_id")
+    return Json({"environment": _dash(request).queries.environment(run_id)})

@@ -35,7 +35,7 @@ DECLARATIVE_SHADOW = re.compile("shadowrootmode", re.IGNORECASE)
 CHARTS = ("vendor/uplot/uPlot.iife.min.js", "charts.js")
 PAGES = {  # page -> (title, its scripts after common.js)
     "table": ("Runs", ("live.js", "table.js")),
-    "run": ("Run", (*CHARTS, "live.js", "board.js", "histograms.js", "run.js")),
+    "run": ("Run", (*CHARTS, "live.js", "board.js", "histograms.js", "run-logs.js", "run.js")),
     "compare": ("Compare", (*CHARTS, "live.js", "compare.js", "stats.js")),
     "hparams": ("Hparams", ("hparams.js",)),
     "diff": ("Diff", ("diff.js",)),
@@ -125,6 +125,8 @@ def create_app(
         Route("/api/runs/{run_id:sint}/media", api.media),
         Route("/api/runs/{run_id:sint}/texts", api.texts),
         Route("/api/runs/{run_id:sint}/histograms", api.histograms),
+        Route("/api/runs/{run_id:sint}/console", api.console),
+        Route("/api/runs/{run_id:sint}/environment", api.environment),
         Route("/api/media/{media_id:sint}", api.media_png),
         Route("/api/series", api.series),
         Route("/api/live", api.live),

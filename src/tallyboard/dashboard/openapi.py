@@ -237,7 +237,19 @@ def openapi_schema() -> dict[str, Any]:
             "/api/runs/{run_id}/texts": _get(
                 "A run's texts or HTML fragments",
                 [_path("run_id"), _q("kind", "string", "text or fragment", enum=["text", "fragment"])],
-                _json("texts"),
+                _json("texts; one logged with markdown=true also has html (rendered, sanitised)"),
+            ),
+            "/api/runs/{run_id}/console": _get(
+                "A run's captured console lines after an id (the live tail polls with the last one)",
+                [
+                    _path("run_id"),
+                    _q("after", "integer", "only lines with a larger console_id", minimum=0),
+                    _q("search", "string", "only lines containing this (any case)", maxLength=200),
+                ],
+                _json("lines (console_id, rep, walltime_ms, stream, line) and last"),
+            ),
+            "/api/runs/{run_id}/environment": _get(
+                "The environment a run recorded (null when none)", [_path("run_id")], _json("environment")
             ),
             "/api/runs/{run_id}/histograms": _get(
                 "A run's histogram tags, and the histograms (buckets, stats) of one tag by step",

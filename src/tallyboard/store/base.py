@@ -18,6 +18,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import threading
 import time
 import weakref
@@ -69,6 +70,9 @@ class Batch:
     texts: (run_id, tag, rep, step, epoch, walltime, kind, content).
     histograms: (run_id, tag, rep, step, epoch, walltime, count, nonfinite, minimum, maximum,
       total, total_squares, edges, counts) with edges/counts packed (`store/histograms.queued_row`).
+    texts: (run_id, tag, rep, step, epoch, walltime, kind, content[, markdown]), markdown 0 (default) or 1.
+    console: (run_id, rep, walltime, stream, line): captured console lines (console.py).
+    environments: (run_id, json_text): a run's environment (environment.py); a later one replaces.
     hparams / results: (run_id, name, json_value); later values of a name overwrite.
     repetitions: (run_id, rep, start_time).
     run_updates: (run_id, {column: value}) applied last (e.g. status and end_time on close).
@@ -81,6 +85,8 @@ class Batch:
     hparams: list[tuple[int, str, str]] = field(default_factory=list)
     results: list[tuple[int, str, str]] = field(default_factory=list)
     repetitions: list[tuple[int, int, float]] = field(default_factory=list)
+    console: list[tuple[int, int, float, str, str]] = field(default_factory=list)
+    environments: list[tuple[int, str]] = field(default_factory=list)
     run_updates: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
 
     def __len__(self) -> int:
@@ -92,8 +98,35 @@ class Batch:
             + len(self.hparams)
             + len(self.results)
             + len(self.repetitions)
+            + len(self.console)
+            + len(self.environments)
             + len(self.run_updates)
         )
+
+
+class ConsoleLine(NamedTuple):
+    """One captured console line (schema v8): `walltime_ms` since its repetition started."""
+
+    console_id: int
+    rep: int
+    walltime_ms: int
+    stream: str
+    line: str
+
+
+def console_query(
+    run_id: int, after: int = 0, limit: int | None = None, search: str | None = None
+) -> tuple[str, list[Any]]:
+    """The SQL and parameters of `Store.console` (shared with the dashboard's queries)."""
+    sql = "SELECT console_id, rep, walltime_ms, stream, line FROM console WHERE run_id = ? AND console_id > ?"
+    params: list[Any] = [run_id, after]
+    if search:
+        sql += " AND LOWER(line) LIKE ? ESCAPE '!'"
+        params.append("%" + re.sub(r"([!%_])", r"!\1", search.lower()) + "%")
+    sql += " ORDER BY console_id"
+    if limit is not None:
+        sql += f" LIMIT {int(limit)}"
+    return sql, params
 
 
 class ResumePoint(NamedTuple):
@@ -148,6 +181,8 @@ RUN_TABLES = (
     "quarantine",
     *IMPORT_RUN_TABLES,
     "run_tags",
+    "console",
+    "environments",
     "runs",
 )
 _SCALAR_COLUMNS = {name: name for name in ("rep", "step", "epoch", "walltime_ms", "value")}
@@ -555,9 +590,9 @@ class Store(ImportedLogs, ABC):
             )
         if batch.texts:
             self._executemany(
-                "INSERT INTO texts (run_id, tag_id, rep, step, epoch, walltime_ms, kind, content)"
-                f" VALUES (?, ?, ?, ?, ?, {WALLTIME_MS_SQL}, ?, ?)",
-                [(r[0], tag_id(r[1]), *r[2:]) for r in batch.texts],
+                "INSERT INTO texts (run_id, tag_id, rep, step, epoch, walltime_ms, kind, content, markdown)"
+                f" VALUES (?, ?, ?, ?, ?, {WALLTIME_MS_SQL}, ?, ?, ?)",
+                [(r[0], tag_id(r[1]), *r[2:8], r[8] if len(r) > 8 else 0) for r in batch.texts],
             )
         if batch.histograms:
             histogram_rows.insert(self, batch.histograms, tag_id, WALLTIME_MS_SQL)
@@ -570,8 +605,23 @@ class Store(ImportedLogs, ABC):
                 " ON CONFLICT (run_id, rep) DO UPDATE SET start_time = excluded.start_time",
                 batch.repetitions,
             )
+        self._write_console_and_environments(batch)
         for run_id, values in batch.run_updates:
             self._update_run(run_id, values)
+
+    def _write_console_and_environments(self, batch: Batch) -> None:
+        if batch.console:
+            self._executemany(
+                "INSERT INTO console (run_id, rep, walltime_ms, stream, line)"
+                f" VALUES (?, ?, {WALLTIME_MS_SQL}, ?, ?)",
+                batch.console,
+            )
+        if batch.environments:
+            self._executemany(
+                "INSERT INTO environments (run_id, content) VALUES (?, ?)"
+                " ON CONFLICT (run_id) DO UPDATE SET content = excluded.content",
+                batch.environments,
+            )
 
     def put_values(self, kind: str, rows: list[tuple[int, str, str]]) -> None:
         """Write hparams (`kind='hparams'`) or results (`'results'`) now, in their own transaction:
@@ -710,6 +760,27 @@ class Store(ImportedLogs, ABC):
         """A run's histograms (one tag, one repetition, or all), ordered by tag, repetition, step."""
         with self._lock:
             return histogram_rows.read(self, run_id, tag, repetition)
+
+    def markdown_text_ids(self, run_id: int) -> set[int]:
+        """The ids of the run's texts logged with `markdown=True` (schema v8)."""
+        with self._lock:
+            rows = self._execute("SELECT text_id FROM texts WHERE run_id = ? AND markdown = 1", (run_id,))
+        return {text_id for (text_id,) in rows}
+
+    def console(
+        self, run_id: int, after: int = 0, limit: int | None = None, search: str | None = None
+    ) -> list[ConsoleLine]:
+        """A run's captured console lines with `console_id > after`, oldest first, at most `limit`;
+        `search` keeps the lines containing it (case-insensitive, taken literally)."""
+        sql, params = console_query(run_id, after, limit, search)
+        with self._lock:
+            return [ConsoleLine(*row) for row in self._execute(sql, params)]
+
+    def environment(self, run_id: int) -> str | None:
+        """The run's environment as stored (JSON text), None when it recorded none."""
+        with self._lock:
+            rows = self._execute("SELECT content FROM environments WHERE run_id = ?", (run_id,))
+        return rows[0][0] if rows else None
 
     def _records(self, table, alias, id_column, columns, run_id, kind, filters) -> list[tuple]:
         where, params = [], []

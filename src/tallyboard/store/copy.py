@@ -42,7 +42,7 @@ TABLES: tuple[tuple[str, tuple[str, ...], tuple[str, ...], int], ...] = (
     # longer has can only belong to a debug run, which `_refuse_conflicts` deletes whole).
     ("scalar_blocks", ("run_id", "tag_id", "rep", "block"), ("lowest", "highest"), 50_000),
     ("media", ("media_id",), (*_RECORD, "width", "height", "png"), 200),
-    ("texts", ("text_id",), (*_RECORD, "content"), 2_000),
+    ("texts", ("text_id",), (*_RECORD, "content", "markdown"), 2_000),
     ("histograms", ("histogram_id",), (*_RECORD[:-1], *HISTOGRAM_STATS), 2_000),
     ("run_tags", ("run_id", "tag"), (), 10_000),
     ("quarantine", ("quarantine_id",), ("run_id", "kind", "tag", "error", "record", "quarantined_at"), 2_000),
@@ -50,6 +50,8 @@ TABLES: tuple[tuple[str, tuple[str, ...], tuple[str, ...], int], ...] = (
     ("scalar_events", ("run_id", "tag_id", "rep", "seq"), ("step", "epoch", "walltime_ms", "value"), 50_000),
     ("raw_summaries", ("raw_id",), (*_RECORD[:4], "walltime_ms", "kind", "format", "data"), 2_000),
     ("import_files", ("source", "name"), ("run_id", "read_to", "last_wall", "plugins"), 10_000),
+    ("console", ("console_id",), ("run_id", "rep", "walltime_ms", "stream", "line"), 10_000),
+    ("environments", ("run_id",), ("content",), 200),
 )
 
 

@@ -57,11 +57,10 @@ def ensure_schema(store: Store, ddl_types: dict[str, str], unique_columns: tuple
                 f"{SCHEMA_VERSION}: upgrade tallyboard to open it"
             )
         for step in range(version, SCHEMA_VERSION):
-            if step in PYTHON_MIGRATIONS:
+            for sql in _statements(MIGRATIONS.get(step, ""), ddl_types):
+                store._execute(sql)
+            if step in PYTHON_MIGRATIONS:  # after the step's SQL, if it has both
                 PYTHON_MIGRATIONS[step](store)
-            else:
-                for sql in _statements(MIGRATIONS[step], ddl_types):
-                    store._execute(sql)
             store._execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(step + 1),))
 
     if stored_version(store) != SCHEMA_VERSION:
@@ -105,5 +104,18 @@ def nullable_note_and_tag(store: Store) -> None:
     )
 
 
-# Steps that are not one SQL script for both engines, by the version they upgrade from.
-PYTHON_MIGRATIONS: dict[int, Callable[[Store], None]] = {3: nullable_note_and_tag}
+# ---- v7 -> v8: texts.markdown (the tables of the step are SQL: schema.CONSOLE_AND_ENVIRONMENT) --
+# Why in Python: neither engine's ALTER TABLE ADD COLUMN can say "unless it exists" the same way
+# (SQLite has no IF NOT EXISTS there), and the step must be safe to run on a table that has it.
+def markdown_flag_on_texts(store: Store) -> None:
+    from tallyboard.store import is_postgres_url
+
+    if is_postgres_url(store.url):
+        store._execute("ALTER TABLE texts ADD COLUMN IF NOT EXISTS markdown INTEGER NOT NULL DEFAULT 0")
+    elif not any(row[1] == "markdown" for row in store._execute("PRAGMA table_info(texts)")):
+        store._execute("ALTER TABLE texts ADD COLUMN markdown INTEGER NOT NULL DEFAULT 0")
+
+
+# Steps (or parts of steps) that are not one SQL script for both engines, by the version they
+# upgrade from; they run after that step's SQL in `MIGRATIONS`, if any.
+PYTHON_MIGRATIONS: dict[int, Callable[[Store], None]] = {3: nullable_note_and_tag, 7: markdown_flag_on_texts}

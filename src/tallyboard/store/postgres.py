@@ -462,6 +462,7 @@ class PostgresStore(Store):
             ("texts", "text_id"),
             ("quarantine", "quarantine_id"),
             ("raw_summaries", "raw_id"),
+            ("console", "console_id"),
         ):
             self._execute(
                 "SELECT setval(pg_get_serial_sequence(?, ?), COALESCE(MAX"

@@ -58,8 +58,9 @@ def describe(batch: Batch, error: BaseException) -> Quarantined:
                   "height": height, "png_base64": base64.b64encode(png).decode("ascii")}  # fmt: skip
         return _row(run_id, kind, tag, error, record)
     if batch.texts:
-        run_id, tag, rep, step, epoch, walltime, kind, content = batch.texts[0]
+        run_id, tag, rep, step, epoch, walltime, kind, content, *markdown = batch.texts[0]
         record = {"rep": rep, "step": step, "epoch": epoch, "walltime": walltime, "content": content}
+        record["markdown"] = markdown[0] if markdown else 0
         return _row(run_id, kind, tag, error, record)
     if batch.histograms:
         run_id, tag, rep, step, epoch, walltime, *stats = batch.histograms[0]
@@ -67,6 +68,12 @@ def describe(batch: Batch, error: BaseException) -> Quarantined:
         histogram = from_columns(stats)
         record.update({name: getattr(histogram, name) for name in histogram.__slots__})
         return _row(run_id, "histogram", tag, error, record)
+    if batch.console:
+        run_id, rep, walltime, stream, line = batch.console[0]
+        return _row(run_id, "console", stream, error, {"rep": rep, "walltime": walltime, "line": line})
+    if batch.environments:
+        run_id, content = batch.environments[0]
+        return _row(run_id, "environment", None, error, {"content": content})
     for name in ("hparams", "results"):
         for run_id, key, value in getattr(batch, name):
             return _row(run_id, name[:-1], key, error, {"name": key, "value": value})

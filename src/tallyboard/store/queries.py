@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from tallyboard.store import histograms as histogram_rows
-from tallyboard.store.base import Store
+from tallyboard.store.base import ConsoleLine, Store, console_query
 from tallyboard.store.location import Access, require_current
 from tallyboard.store.schema import BLOCK_BITS
 
@@ -486,11 +486,23 @@ class DashboardQueries:
     def texts(self, run_id: int, kind: str) -> list[dict[str, Any]]:
         """A run's texts or HTML fragments, content included."""
         sql = """
-            SELECT x.text_id, t.name, x.rep, x.step, x.epoch, x.content
+            SELECT x.text_id, t.name, x.rep, x.step, x.epoch, x.content, x.markdown
             FROM texts x JOIN tags t ON t.tag_id = x.tag_id
             WHERE x.run_id = ? AND x.kind = ? ORDER BY t.name, x.rep, x.step, x.text_id"""
-        names = ("text_id", "tag", "rep", "step", "epoch", "content")
-        return [dict(zip(names, row, strict=True)) for row in self._all(sql, [run_id, kind])]
+        names = ("text_id", "tag", "rep", "step", "epoch", "content", "markdown")
+        texts = [dict(zip(names, row, strict=True)) for row in self._all(sql, [run_id, kind])]
+        for text in texts:
+            text["markdown"] = bool(text["markdown"])
+        return texts
+
+    def console(self, run_id: int, after: int, limit: int, search: str | None) -> list[dict[str, Any]]:
+        """A run's console lines after id `after` (see `Store.console`), as dicts."""
+        rows = self._all(*console_query(run_id, after, limit, search))
+        return [line._asdict() for line in map(ConsoleLine._make, rows)]
+
+    def environment(self, run_id: int) -> dict[str, Any] | None:
+        row = self._one("SELECT content FROM environments WHERE run_id = ?", [run_id])
+        return None if row is None else json.loads(row[0])
 
     def fragment(self, text_id: int) -> str | None:
         row = self._one("SELECT content FROM texts WHERE text_id = ? AND kind = 'fragment'", [text_id])

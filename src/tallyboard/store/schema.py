@@ -69,9 +69,17 @@ Conventions every reader relies on:
   `minimum`/`maximum` NULL when `count` is 0, `total`/`total_squares` the sum and sum of squares,
   `edges` little-endian float64 bucket edges (len(counts) + 1 of them) and `counts` little-endian
   int64 bucket counts, packed with the stdlib `array` module (`tallyboard/histogram.py`).
+- `console` (v8) holds the lines a run captured from its process (`capture_console=True`):
+  `stream` is 'stdout', 'stderr' or 'log' (a `logging` record, `line` = "LEVEL name: message"),
+  `walltime_ms` as for other records, `console_id` increases in capture order (the dashboard's
+  live tail asks for ids after the last it has);
+- `environments` (v8) holds one JSON object per run (`environment.py`): interpreter, platform,
+  host, CPU/GPU, packages and the allowlisted environment variables;
+- `texts.markdown` (v8) is 1 when the text was logged with `markdown=True` (rendered, then
+  sanitised, by the dashboard), else 0.
 """
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 RUN_TAGS_SINCE = 6  # the version that added `run_tags`
 UNIQUE_KEY_PREFIX = 256
 BLOCK_BITS = 8
@@ -295,6 +303,22 @@ CREATE TABLE histograms (
 );
 CREATE INDEX histograms_by_run ON histograms (run_id, tag_id, rep, step)"""
 
+# v8: a run's captured console and its environment (idempotent: IF NOT EXISTS).
+CONSOLE_AND_ENVIRONMENT = """
+CREATE TABLE IF NOT EXISTS console (
+    console_id  {pk},
+    run_id      BIGINT NOT NULL,
+    rep         INTEGER NOT NULL,
+    walltime_ms BIGINT NOT NULL,
+    stream      TEXT NOT NULL,
+    line        TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS console_by_run ON console (run_id, console_id);
+CREATE TABLE IF NOT EXISTS environments (
+    run_id  BIGINT PRIMARY KEY,
+    content TEXT NOT NULL
+)"""  # + texts.markdown: migrations.markdown_flag_on_texts
+
 # MIGRATIONS[n] upgrades a store at version n to n + 1. Version 1 is the first released schema.
 MIGRATIONS: dict[int, str] = {
     1: SCALAR_BLOCKS + ";" + BACKFILL_BLOCKS,  # v2: block summaries, backfilled
@@ -303,4 +327,5 @@ MIGRATIONS: dict[int, str] = {
     4: IMPORT_TABLES,  # v5: every point of repeated steps, raw histograms, import progress
     5: RUN_TAGS,  # v6: several tags per run
     6: HISTOGRAMS,  # v7: histograms
+    7: CONSOLE_AND_ENVIRONMENT,  # v8: console lines, environments; texts.markdown in Python
 }

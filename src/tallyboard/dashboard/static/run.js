@@ -66,16 +66,17 @@
     return el("aside", { class: "card side" },
       el("div", {}, el("h3", {}, "Run info"), saved),
       el("label", {}, "Status", status), el("label", {}, "Tag", tag, tags), el("label", {}, "Colour", colour),
-      el("label", {}, "Hidden", hidden), note,
+      el("label", {}, "Hidden", hidden), note, run.note_html ? markdown(run.note_html) : null,
       el("h3", {}, "Charts"),
       TB.smoothingControl(state.smooth, (value) => { save({ smooth: value }); redraw(); }),
       el("label", {}, "X axis", xSelect), el("label", {}, "Log scale", log),
       run.repetitions.length > 1 ? el("label", {}, "Repetitions", reps) : null);
   }
 
+  const EXTRA_TABS = TB.runTabs || [];
   const TABS = [["scalars", "Scalars"], ["image", "Images"], ["figure", "Figures"], ["text", "Text"],
     ["fragment", "Fragments"], ["histogram", "Histograms"], ["hparams", "HParams"], ["config", "Config"],
-    ["reproduce", "Reproduce"]];
+    ["reproduce", "Reproduce"]].concat(EXTRA_TABS.map(([k, label]) => [k, label]));
   let tabBody = null;
   function tabs() {
     tabBody = el("div", { id: "tab-body" });
@@ -93,7 +94,8 @@
     const render = { scalars, image: gallery, figure: gallery, text: texts, fragment: fragments,
       histogram: () => Histograms.show(tabBody, runId), hparams, config, reproduce }[key];
     tabBody.replaceChildren();
-    render(key);
+    const extra = EXTRA_TABS.find(([k]) => k === key); // run-logs.js
+    if (extra) extra[2](tabBody, { runId, get run() { return run; } }); else render(key);
   }
 
   // -- scalars -----------------------------------------------------------------------------
@@ -261,7 +263,14 @@
   async function texts() {
     const { texts: items } = await TB.getJSON(`/api/runs/${runId}/texts?kind=text`);
     if (!items.length) { tabBody.append(el("div", { class: "empty-state" }, "no text logged")); return; }
-    tabBody.append(...items.map((t) => el("div", { class: "card item" }, meta(t), el("pre", { class: "mono" }, t.content))));
+    tabBody.append(...items.map((t) => el("div", { class: "card item" }, meta(t), t.html !== null ? markdown(t.html) : el("pre", { class: "mono" }, t.content))));
+  }
+
+  // Markdown the server rendered and sanitised (markdown-it-py + nh3): the only HTML put in the page.
+  function markdown(html) {
+    const box = el("div", { class: "markdown" });
+    box.innerHTML = html;
+    return box;
   }
 
   // Logged HTML runs only inside a sandboxed iframe without same-origin, under its own CSP.
