@@ -18,6 +18,7 @@ from enum import Enum
 from typing import IO, Any, NamedTuple
 
 from tallyboard import capture, left_out
+from tallyboard.artifacts import default_location
 from tallyboard.media import open_png
 from tallyboard.sink import DEFAULT_COMMIT_INTERVAL, sink_for
 from tallyboard.store import Column, Quarantined, StoreError, open_store
@@ -69,6 +70,7 @@ class ResultTable:
         nocommit_action: NoCommitAction = NoCommitAction.WARN,
         unique_columns: tuple[str, ...] | None = None,
         commit_interval: float = DEFAULT_COMMIT_INTERVAL,
+        artifacts: str | os.PathLike[str] | None = None,
     ) -> None:
         if db_path is None:  # $TALLYBOARD_URL lets a cluster point every job at one table
             db_path = os.environ.get("TALLYBOARD_URL") or "results.db"
@@ -76,6 +78,9 @@ class ResultTable:
         self.db_path = db_path if isinstance(db_path, str) and "://" in db_path else os.fspath(db_path)
         self.nocommit_action = NoCommitAction(nocommit_action)
         self.commit_interval = commit_interval
+        # Where `log_artifact` copies files: a folder or an fsspec URL; by default `results.db` ->
+        # `results.artifacts/`; None for PostgreSQL unless configured (tallyboard/artifacts.py).
+        self.artifacts = default_location(self.db_path) if artifacts is None else os.fspath(artifacts)
         self._store = open_store(self.db_path, DEFAULT_UNIQUE_COLUMNS if wanted is None else wanted)
         stored = tuple(json.loads(self._store.meta("unique_columns") or "[]"))
         if wanted is not None and set(wanted) != set(stored):
@@ -152,7 +157,9 @@ class ResultTable:
 
     def _writer(self, sink, run_id, keep_each, auto_log_plt, system_metrics, resume=None) -> LogWriter:
         """The writer of a run just created or reopened (with where it stopped, if reopened)."""
-        writer = LogWriter(self._store, sink, run_id, keep_each, auto_log_plt, resume=resume)
+        writer = LogWriter(
+            self._store, sink, run_id, keep_each, auto_log_plt, resume=resume, artifacts=self.artifacts
+        )
         if system_metrics:
             from tallyboard import system_metrics as metrics
 

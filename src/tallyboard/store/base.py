@@ -108,6 +108,21 @@ class Column:
     position: int | None
 
 
+class ArtifactRow(NamedTuple):
+    """One row of `artifacts` (schema v5): a file kept with a run, its bytes named by `sha256`."""
+
+    run_id: int
+    name: str
+    kind: str
+    size: int
+    sha256: str
+    step: int | None
+    logged_at: float
+
+
+ARTIFACT_COLUMNS = ", ".join(ArtifactRow._fields)
+
+
 @dataclass(frozen=True)
 class Quarantined:
     """One record the database rejected: what it was (`kind`, `tag`), why (`error`), and the whole
@@ -137,7 +152,8 @@ def empty_text_as_null(fields: dict[str, Any]) -> dict[str, Any]:
 RUN_FIELDS = (*(name for name, _, _ in RUN_COLUMNS), "config_content", "unique_key", "updated_at")
 # Tables that hold a run's rows, children first: what deleting a run clears.
 RUN_TABLES = (
-    "scalars", "scalar_blocks", "media", "texts", "hparams", "results", "repetitions", "quarantine", "runs",
+    "scalars", "scalar_blocks", "media", "texts", "hparams", "results", "repetitions", "quarantine", "artifacts",
+    "runs",
 )  # fmt: skip
 _SCALAR_COLUMNS = {name: name for name in ("rep", "step", "epoch", "walltime_ms", "value")}
 _SCALAR_COLUMNS["value_or_nan"] = "COALESCE(value, 'nan')"
@@ -586,6 +602,30 @@ class Store(ABC):
         with self._lock:
             rows = self._execute(sql + " ORDER BY quarantine_id", params)
         return [Quarantined(*row) for row in rows]
+
+    # ---- artefacts listed with their run (the bytes: tallyboard/artifacts.py) -------------------
+    def add_artifact(self, row: ArtifactRow) -> None:
+        """List an artefact with its run, in its own transaction; a name logged again is replaced."""
+        self.ready_for_writing()
+        with self._lock:
+            self._atomic(
+                lambda: self._execute(
+                    f"INSERT INTO artifacts ({ARTIFACT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)"
+                    " ON CONFLICT (run_id, name) DO UPDATE SET kind = excluded.kind, size = excluded.size,"
+                    " sha256 = excluded.sha256, step = excluded.step, logged_at = excluded.logged_at",
+                    tuple(row),
+                )
+            )
+
+    def artifacts(self, run_id: int, name: str | None = None) -> list[ArtifactRow]:
+        """The artefacts of a run (or the one called `name`), by name."""
+        sql, params = f"SELECT {ARTIFACT_COLUMNS} FROM artifacts WHERE run_id = ?", (run_id,)
+        if name is not None:
+            sql, params = sql + " AND name = ?", (run_id, name)
+        with self._lock:
+            if not self._table_exists("artifacts"):  # a table older than schema v5, opened to read
+                return []
+            return [ArtifactRow(*row) for row in self._execute(sql + " ORDER BY name", params)]
 
     # ---- reads of logged records --------------------------------------------------------------
     def tag_names(self, run_id: int, table: str = "scalars") -> list[str]:

@@ -47,9 +47,14 @@ Conventions every reader relies on:
   (2704 bytes); the lookup compares the prefix through the index, then the whole key;
 - `runs.note` and `runs.tag` are NULL when empty (v4; v1 to v3 stored ''), so the filter
   `note == null` finds runs without a note.
+- `artifacts` (v5) lists the files kept with a run (`tallyboard/artifacts.py`): `name` is unique
+  per run (logging a name again replaces the entry: the last one wins), `sha256` names the blob in
+  the table's artefact store, `size` is in bytes, `step` NULL when not given, `logged_at` float
+  seconds since the Unix epoch (when `log_artifact` was called). The blobs live outside the
+  database; a run's entries go with the run, its blobs stay (other runs may share them).
 """
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 UNIQUE_KEY_PREFIX = 256
 BLOCK_BITS = 8
 BLOCK_STEPS = 1 << BLOCK_BITS  # steps per row of scalar_blocks (why 256: docs/dashboard.md)
@@ -204,9 +209,23 @@ CREATE INDEX quarantine_by_run ON quarantine (run_id);
 DROP INDEX runs_by_unique_key;
 CREATE INDEX runs_by_unique_key ON runs (substr(unique_key, 1, {UNIQUE_KEY_PREFIX}))"""
 
+# v5: the files kept with each run; the bytes are in the artefact store, named by `sha256`.
+ARTIFACTS = """
+CREATE TABLE artifacts (
+    run_id    BIGINT NOT NULL,
+    name      TEXT NOT NULL,
+    kind      TEXT NOT NULL,
+    size      BIGINT NOT NULL,
+    sha256    TEXT NOT NULL,
+    step      BIGINT,
+    logged_at DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (run_id, name)
+)"""
+
 # MIGRATIONS[n] upgrades a store at version n to n + 1. Version 1 is the first released schema.
 MIGRATIONS: dict[int, str] = {
     1: SCALAR_BLOCKS + ";" + BACKFILL_BLOCKS,  # v2: block summaries, backfilled
     2: QUARANTINE,  # v3: quarantined records; the unique key indexed by its prefix
     # 3 -> 4: empty note and tag become NULL; differs per engine: migrations.nullable_note_and_tag
+    4: ARTIFACTS,  # v5: artefacts listed with their run
 }
