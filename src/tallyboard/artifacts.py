@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from tallyboard.store.base import ArtifactRow
+from tallyboard.store.base import ArtifactRow, Store
 
 CHUNK = 1 << 20  # bytes read, hashed and written at a time
 
@@ -37,13 +37,41 @@ class ArtifactError(Exception):
     """An artefact cannot be stored or found (no store configured, missing file, unknown name)."""
 
 
-def default_location(db_url: str) -> str | None:
-    """Where a table's artefacts go when none is configured: `results.db` -> `results.artifacts/`
-    next to a SQLite file; None for PostgreSQL, which has no "next to" (configure one)."""
+def location_for(db_url: str, configured: str | os.PathLike[str] | None = None) -> str | None:
+    """Where a table's artefacts are: `configured` if given, else $TALLYBOARD_ARTIFACTS, else a
+    folder next to a SQLite file (`results.db` -> `results.artifacts/`); None for a PostgreSQL
+    table without one (it has no "next to": configure a shared folder or object storage)."""
+    if configured is None:
+        configured = os.environ.get("TALLYBOARD_ARTIFACTS") or None
+    if configured is not None:
+        return os.fspath(configured)
     if "://" in db_url and not db_url.startswith("sqlite:"):
         return None
     path = Path(db_url.removeprefix("sqlite:///").removeprefix("sqlite://"))
     return str(path.with_suffix(".artifacts"))
+
+
+NO_STORE = (
+    "this table has no artefact store: a PostgreSQL table needs one, e.g. "
+    "ResultTable(url, artifacts='s3://bucket/prefix' or '/shared/folder'), or $TALLYBOARD_ARTIFACTS"
+)
+
+
+def require_location(location: str | None) -> str:
+    if location is None:
+        raise ArtifactError(NO_STORE)
+    return location
+
+
+def find(store: Store, run_id: int, name: str) -> ArtifactRow:
+    """The artefact `name` of run `run_id`, or ArtifactError saying which names the run has."""
+    found = store.artifacts(run_id, name)
+    if not found:
+        names = [row.name for row in store.artifacts(run_id)]
+        raise ArtifactError(
+            f"run {run_id} has no artefact {name!r}" + (f"; it has {names}" if names else "; it has none")
+        )
+    return found[0]
 
 
 def open_blobs(location: str) -> Blobs:
@@ -287,3 +315,14 @@ def check_upload(run_id: int, path: Any, name: str | None, kind: str, step: int 
     if step is not None and (not isinstance(step, int) or isinstance(step, bool) or abs(step) >= 2**63):
         raise TypeError(f"step must be a 64-bit int or None, got {step!r}")
     return Upload(str(file.resolve()), run_id, name, kind, step, time.time())
+
+
+def describe(rows: list[ArtifactRow]) -> str:
+    """The `tallyboard artifacts list` table: name, kind, size, step, sha256 prefix."""
+    if not rows:
+        return "no artefacts"
+    lines = [f"{'NAME':40} {'KIND':8} {'BYTES':>14} {'STEP':>8}  SHA256"]
+    for row in rows:
+        step = "" if row.step is None else str(row.step)
+        lines.append(f"{row.name:40} {row.kind:8} {row.size:>14} {step:>8}  {row.sha256[:12]}")
+    return "\n".join(lines)

@@ -1,4 +1,4 @@
-"""The `tallyboard` command: serve, demo, runs, export, import, copy, migrate.
+"""The `tallyboard` command: serve, demo, runs, export, import, copy, artifacts, migrate.
 
 Each subcommand is a thin shell over a library function, so anything the CLI does can be scripted
 from Python too. Heavy modules (the dashboard, numpy, scikit-learn, tensorboard) are imported only by
@@ -134,6 +134,29 @@ def cmd_migrate(args: argparse.Namespace) -> None:
         print(f"{args.target}: migrated from schema version {before} to {after}")
 
 
+def cmd_artifacts(args: argparse.Namespace) -> None:
+    from tallyboard import artifacts
+    from tallyboard.exchange.target import require_existing
+    from tallyboard.store import Access, open_store
+
+    if args.action == "get" and args.name is None:
+        raise ValueError("`tallyboard artifacts get RUN NAME`: say which artefact (list them with `list RUN`)")
+    target = require_existing(args.table or default_target())
+    store = open_store(target, access=Access.READ)
+    try:
+        if args.action == "list":
+            rows = store.artifacts(args.run)
+            print(json.dumps([row._asdict() for row in rows], indent=2) if args.json else artifacts.describe(rows))
+            return
+        row = artifacts.find(store, args.run, args.name)
+    finally:
+        store.close()
+    blobs = artifacts.open_blobs(artifacts.require_location(artifacts.location_for(target, args.artifacts)))
+    out = Path(args.output or Path(row.name).name)
+    artifacts.save_to(blobs, row.sha256, out)
+    print(f"saved {row.name!r} of run {args.run} ({row.size} bytes, sha256 {row.sha256[:12]}) to {out}")
+
+
 def _describe(counts: dict[str, int]) -> str:
     return ", ".join(f"{count} {name}" for name, count in counts.items())
 
@@ -239,6 +262,28 @@ def build_parser() -> argparse.ArgumentParser:
     copy.add_argument("source", metavar="SRC", help="the table to copy from (file or URL)")
     copy.add_argument("destination", metavar="DST", help="the table to copy into (file or URL)")
 
+    arts = _parser(
+        commands,
+        "artifacts",
+        "List the files kept with a run, or save one (`run.log_artifact`).",
+        "  tallyboard artifacts list 7\n  tallyboard artifacts get 7 model.ckpt -o best.ckpt\n"
+        "  tallyboard artifacts get 7 model.ckpt --table postgresql://me@db-host/experiments"
+        " --artifacts s3://bucket/prefix\n",
+        cmd_artifacts,
+        progress=False,
+    )
+    arts.add_argument("action", choices=("list", "get"), help="list the run's artefacts, or get one")
+    arts.add_argument("run", type=int, metavar="RUN", help="the run id")
+    arts.add_argument("name", nargs="?", metavar="NAME", help="the artefact to get (with `get`)")
+    arts.add_argument("-o", "--output", metavar="PATH", help="where to save it (default: its name, here)")
+    arts.add_argument("--table", metavar="PATH_OR_URL", help=TARGET_HELP)
+    arts.add_argument(
+        "--artifacts",
+        metavar="FOLDER_OR_URL",
+        help="the artefact store (default: $TALLYBOARD_ARTIFACTS, else next to a SQLite file)",
+    )
+    arts.add_argument("--json", action="store_true", help="print the list as JSON")
+
     migrate = _parser(
         commands,
         "migrate",
@@ -283,6 +328,8 @@ def _one_line(error: Exception) -> str:
     message = " ".join(str(error).split()) or type(error).__name__
     from tallyboard.store import StoreError
 
-    if isinstance(error, (FileNotFoundError, ValueError, StoreError)):  # written for the user
+    from tallyboard.artifacts import ArtifactError
+
+    if isinstance(error, (FileNotFoundError, ValueError, StoreError, ArtifactError)):  # written for the user
         return message
     return f"{type(error).__name__}: {message}"

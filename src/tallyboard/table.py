@@ -18,7 +18,7 @@ from enum import Enum
 from typing import IO, Any, NamedTuple
 
 from tallyboard import capture, left_out
-from tallyboard.artifacts import default_location
+from tallyboard.artifacts import location_for
 from tallyboard.media import open_png
 from tallyboard.sink import DEFAULT_COMMIT_INTERVAL, sink_for
 from tallyboard.store import Column, Quarantined, StoreError, open_store
@@ -80,7 +80,7 @@ class ResultTable:
         self.commit_interval = commit_interval
         # Where `log_artifact` copies files: a folder or an fsspec URL; by default `results.db` ->
         # `results.artifacts/`; None for PostgreSQL unless configured (tallyboard/artifacts.py).
-        self.artifacts = default_location(self.db_path) if artifacts is None else os.fspath(artifacts)
+        self.artifacts = location_for(self.db_path, artifacts)
         self._store = open_store(self.db_path, DEFAULT_UNIQUE_COLUMNS if wanted is None else wanted)
         stored = tuple(json.loads(self._store.meta("unique_columns") or "[]"))
         if wanted is not None and set(wanted) != set(stored):

@@ -426,12 +426,7 @@ class LogWriter:
 
         upload = artifacts.check_upload(self._run_id, path, name, kind, step)
         if self._uploader is None:
-            if self._artifact_location is None:
-                raise artifacts.ArtifactError(
-                    "this table has no artefact store: a PostgreSQL table needs one, e.g. "
-                    "ResultTable(url, artifacts='s3://bucket/prefix') or a shared folder"
-                )
-            blobs = artifacts.open_blobs(self._artifact_location)
+            blobs = artifacts.open_blobs(artifacts.require_location(self._artifact_location))
             self._uploader = artifacts.Uploader(blobs, self._row_store().add_artifact)
         self._uploader.submit(upload)
         return None
