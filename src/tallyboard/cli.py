@@ -24,6 +24,8 @@ EXIT_BROKEN_PIPE = 141
 
 TARGET_HELP = f"a SQLite file or a postgresql:// URL (default: $TALLYBOARD_URL, else {DEFAULT_TABLE})"
 
+ARTIFACTS_HELP = "the artefact store (default: $TALLYBOARD_ARTIFACTS, else results.artifacts/ next to results.db)"
+
 
 def default_target() -> str:
     return os.environ.get("TALLYBOARD_URL") or DEFAULT_TABLE
@@ -58,6 +60,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
     from tallyboard.dashboard import serve
 
     options: dict[str, Any] = {"host": args.host, "token": args.token, "read_only": args.read_only}
+    options["artifacts"] = args.artifacts
     if args.port is not None:
         options["port"] = args.port
     serve(target, **options)
@@ -189,6 +192,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, help="port to listen on")
     serve.add_argument("--token", help="access token (required, and generated if missing, off loopback)")
     serve.add_argument("--read-only", action="store_true", help="refuse every change from the browser")
+    serve.add_argument("--artifacts", metavar="FOLDER_OR_URL", help=ARTIFACTS_HELP)
 
     demo = _parser(
         commands,
@@ -277,11 +281,7 @@ def build_parser() -> argparse.ArgumentParser:
     arts.add_argument("name", nargs="?", metavar="NAME", help="the artefact to get (with `get`)")
     arts.add_argument("-o", "--output", metavar="PATH", help="where to save it (default: its name, here)")
     arts.add_argument("--table", metavar="PATH_OR_URL", help=TARGET_HELP)
-    arts.add_argument(
-        "--artifacts",
-        metavar="FOLDER_OR_URL",
-        help="the artefact store (default: $TALLYBOARD_ARTIFACTS, else next to a SQLite file)",
-    )
+    arts.add_argument("--artifacts", metavar="FOLDER_OR_URL", help=ARTIFACTS_HELP)
     arts.add_argument("--json", action="store_true", help="print the list as JSON")
 
     migrate = _parser(

@@ -18,6 +18,7 @@ from starlette.responses import HTMLResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from tallyboard.artifacts import location_for
 from tallyboard.dashboard import api, params
 from tallyboard.dashboard.downsample import Downsampler
 from tallyboard.dashboard.openapi import openapi_schema
@@ -56,7 +57,9 @@ class SignedIntConvertor(Convertor):
 register_url_convertor("sint", SignedIntConvertor())
 
 
-def create_app(url_or_path: str, *, token: str | None = None, read_only: bool = False) -> Starlette:
+def create_app(
+    url_or_path: str, *, token: str | None = None, read_only: bool = False, artifacts: str | None = None
+) -> Starlette:
     """The dashboard for the result table at `url_or_path` (a SQLite file or postgresql:// URL).
 
     Raises FileNotFoundError for a missing SQLite file, ValueError for a file that is not a
@@ -108,6 +111,8 @@ def create_app(url_or_path: str, *, token: str | None = None, read_only: bool = 
         Route("/api/runs/{run_id:sint}/scalars.csv", api.scalars_csv),
         Route("/api/runs/{run_id:sint}/media", api.media),
         Route("/api/runs/{run_id:sint}/texts", api.texts),
+        Route("/api/runs/{run_id:sint}/artifacts", api.artifacts),
+        Route("/api/runs/{run_id:sint}/artifacts/{name:path}", api.artifact_file),
         Route("/api/media/{media_id:sint}", api.media_png),
         Route("/api/series", api.series),
         Route("/api/live", api.live),
@@ -117,7 +122,8 @@ def create_app(url_or_path: str, *, token: str | None = None, read_only: bool = 
         routes=routes,
         exception_handlers={BadRequest: _bad_request, HTTPException: _http_error, BodyTooLarge: _too_large},
     )
-    app.state.dashboard = api.Dashboard(queries, RunsTable(queries), Downsampler(queries), store)
+    location = location_for(url_or_path, artifacts)  # where the files of `log_artifact` are
+    app.state.dashboard = api.Dashboard(queries, RunsTable(queries), Downsampler(queries), store, location)
     app.add_middleware(SecurityMiddleware, csrf_secret=csrf_secret, token=token, read_only=read_only)
     return app
 

@@ -123,6 +123,14 @@ class ArtifactRow(NamedTuple):
 ARTIFACT_COLUMNS = ", ".join(ArtifactRow._fields)
 
 
+def artifacts_query(run_id: int, name: str | None) -> tuple[str, list[Any]]:
+    """The SELECT of a run's artefacts (or the one called `name`), by name, and its parameters."""
+    sql, params = f"SELECT {ARTIFACT_COLUMNS} FROM artifacts WHERE run_id = ?", [run_id]
+    if name is not None:
+        sql, params = sql + " AND name = ?", [run_id, name]
+    return sql + " ORDER BY name", params
+
+
 @dataclass(frozen=True)
 class Quarantined:
     """One record the database rejected: what it was (`kind`, `tag`), why (`error`), and the whole
@@ -619,13 +627,10 @@ class Store(ABC):
 
     def artifacts(self, run_id: int, name: str | None = None) -> list[ArtifactRow]:
         """The artefacts of a run (or the one called `name`), by name."""
-        sql, params = f"SELECT {ARTIFACT_COLUMNS} FROM artifacts WHERE run_id = ?", (run_id,)
-        if name is not None:
-            sql, params = sql + " AND name = ?", (run_id, name)
         with self._lock:
             if not self._table_exists("artifacts"):  # a table older than schema v5, opened to read
                 return []
-            return [ArtifactRow(*row) for row in self._execute(sql + " ORDER BY name", params)]
+            return [ArtifactRow(*row) for row in self._execute(*artifacts_query(run_id, name))]
 
     # ---- reads of logged records --------------------------------------------------------------
     def tag_names(self, run_id: int, table: str = "scalars") -> list[str]:

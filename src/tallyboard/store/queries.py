@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tallyboard.store.base import Store
+from tallyboard.store.base import ArtifactRow, Store, artifacts_query
 from tallyboard.store.location import Access, require_current
 from tallyboard.store.schema import BLOCK_BITS
 
@@ -370,6 +370,10 @@ class DashboardQueries:
             WHERE x.run_id = ? AND x.kind = ? ORDER BY t.name, x.rep, x.step, x.text_id"""
         names = ("text_id", "tag", "rep", "step", "epoch", "content")
         return [dict(zip(names, row, strict=True)) for row in self._all(sql, [run_id, kind])]
+
+    def artifacts(self, run_id: int, name: str | None = None) -> list[ArtifactRow]:
+        """A run's artefacts (or the one called `name`), by name."""
+        return [ArtifactRow(*row) for row in self._all(*artifacts_query(run_id, name))]
 
     def fragment(self, text_id: int) -> str | None:
         row = self._one("SELECT content FROM texts WHERE text_id = ? AND kind = 'fragment'", [text_id])
