@@ -286,11 +286,14 @@ class Uploader:
             try:
                 sha256, size = self.blobs.put(upload.path)
                 self._record(
-                    ArtifactRow(upload.run_id, upload.name, upload.kind, size, sha256, upload.step, upload.logged_at)
+                    ArtifactRow(
+                        upload.run_id, upload.name, upload.kind, size, sha256, upload.step, upload.logged_at
+                    )
                 )
-            except Exception as error:  # noqa: BLE001 - reported, and the next file goes on
+            except Exception as error:
                 warnings.warn(
-                    f"artefact {upload.name!r} of run {upload.run_id} ({upload.path}) was not stored: {error}",
+                    f"artefact {upload.name!r} of run {upload.run_id} ({upload.path}) was not stored:"
+                    f" {error}",
                     RuntimeWarning,
                     stacklevel=1,
                 )
@@ -311,7 +314,9 @@ def check_upload(run_id: int, path: Any, name: str | None, kind: str, step: int 
     name = file.name if name is None else name
     for label, text in (("name", name), ("kind", kind)):
         if not isinstance(text, str) or not text or "\x00" in text or len(text) > 1024:
-            raise ValueError(f"artefact {label} must be a non-empty str (1024 characters at most), got {text!r}")
+            raise ValueError(
+                f"artefact {label} must be a non-empty str (1024 characters at most), got {text!r}"
+            )
     if step is not None and (not isinstance(step, int) or isinstance(step, bool) or abs(step) >= 2**63):
         raise TypeError(f"step must be a 64-bit int or None, got {step!r}")
     return Upload(str(file.resolve()), run_id, name, kind, step, time.time())
@@ -326,3 +331,56 @@ def describe(rows: list[ArtifactRow]) -> str:
         step = "" if row.step is None else str(row.step)
         lines.append(f"{row.name:40} {row.kind:8} {row.size:>14} {step:>8}  {row.sha256[:12]}")
     return "\n".join(lines)
+
+
+# ---- carrying the files along when a table is copied ------------------------------------------------
+@dataclass(frozen=True)
+class Carry:
+    """The blobs a copy of a table must bring along, from one artefact store to another."""
+
+    source: Blobs
+    target: Blobs
+    hashes: list[str]
+
+    def run(self, progress: bool = True) -> int:
+        """Copy the blobs the target lacks (streamed, verified against their hash); how many."""
+        from tallyboard.progress import progress_bar
+
+        copied = 0
+        with progress_bar(len(self.hashes), f"copying artefacts to {self.target.location}",
+                          enabled=progress, unit="file") as bar:  # fmt: skip
+            for sha256 in self.hashes:
+                if not self.target.exists(sha256):
+                    with self.source.open(sha256) as stream:
+                        self.target.put_stream(stream, sha256)
+                    copied += 1
+                bar.update(1)
+        return copied
+
+
+def plan_carry(
+    src_url: str, dst_url: str, src_location: str | None = None, dst_location: str | None = None
+) -> Carry | None:
+    """What `tallyboard copy` must carry besides the rows: None when the source lists no artefact
+    or both tables share one store. Checked before anything is copied: a target without an
+    artefact store (PostgreSQL without one configured) is an ArtifactError, not half a copy."""
+    from tallyboard.store import Access, open_store
+
+    store = open_store(src_url, access=Access.READ)
+    try:
+        hashes = store.artifact_hashes()
+    finally:
+        store.close()
+    if not hashes:
+        return None
+    source = location_for(src_url, src_location)
+    if source is None:
+        raise ArtifactError(f"{src_url} lists artefacts but no artefact store is known: pass --artifacts")
+    target = location_for(dst_url, dst_location)
+    if target is None:
+        raise ArtifactError(
+            f"{dst_url} has no artefact store to copy {len(hashes)} files into: pass --artifacts-to"
+        )
+    if source == target:
+        return None
+    return Carry(open_blobs(source), open_blobs(target), hashes)

@@ -24,7 +24,9 @@ EXIT_BROKEN_PIPE = 141
 
 TARGET_HELP = f"a SQLite file or a postgresql:// URL (default: $TALLYBOARD_URL, else {DEFAULT_TABLE})"
 
-ARTIFACTS_HELP = "the artefact store (default: $TALLYBOARD_ARTIFACTS, else results.artifacts/ next to results.db)"
+ARTIFACTS_HELP = (
+    "the artefact store (default: $TALLYBOARD_ARTIFACTS, else results.artifacts/ next to results.db)"
+)
 
 
 def default_target() -> str:
@@ -114,9 +116,13 @@ def cmd_copy(args: argparse.Namespace) -> None:
     from tallyboard.exchange.target import require_existing
 
     source = require_existing(args.source)  # before anything is created at the destination
+    from tallyboard.artifacts import plan_carry
     from tallyboard.store.copy import copy_table
 
+    carry = plan_carry(source, args.destination, args.artifacts, args.artifacts_to)  # before any row
     counts = copy_table(source, args.destination, progress=not args.quiet)
+    if carry is not None:
+        counts["artefact files"] = carry.run(progress=not args.quiet)
     print(f"copied {_describe(counts)} to {args.destination}")
 
 
@@ -143,13 +149,19 @@ def cmd_artifacts(args: argparse.Namespace) -> None:
     from tallyboard.store import Access, open_store
 
     if args.action == "get" and args.name is None:
-        raise ValueError("`tallyboard artifacts get RUN NAME`: say which artefact (list them with `list RUN`)")
+        raise ValueError(
+            "`tallyboard artifacts get RUN NAME`: say which artefact (list them with `list RUN`)"
+        )
     target = require_existing(args.table or default_target())
     store = open_store(target, access=Access.READ)
     try:
         if args.action == "list":
             rows = store.artifacts(args.run)
-            print(json.dumps([row._asdict() for row in rows], indent=2) if args.json else artifacts.describe(rows))
+            print(
+                json.dumps([row._asdict() for row in rows], indent=2)
+                if args.json
+                else artifacts.describe(rows)
+            )
             return
         row = artifacts.find(store, args.run, args.name)
     finally:
@@ -265,6 +277,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     copy.add_argument("source", metavar="SRC", help="the table to copy from (file or URL)")
     copy.add_argument("destination", metavar="DST", help="the table to copy into (file or URL)")
+    copy.add_argument("--artifacts", metavar="FOLDER_OR_URL", help="the source's artefact store (default: "
+                      "$TALLYBOARD_ARTIFACTS, else next to a SQLite source)")  # fmt: skip
+    copy.add_argument("--artifacts-to", metavar="FOLDER_OR_URL", help="the destination's artefact store "
+                      "(default: next to a SQLite destination; required for PostgreSQL)")  # fmt: skip
 
     arts = _parser(
         commands,
@@ -326,9 +342,8 @@ def _one_line(error: Exception) -> str:
 
         return install_hint(error.name or "a module")
     message = " ".join(str(error).split()) or type(error).__name__
-    from tallyboard.store import StoreError
-
     from tallyboard.artifacts import ArtifactError
+    from tallyboard.store import StoreError
 
     if isinstance(error, (FileNotFoundError, ValueError, StoreError, ArtifactError)):  # written for the user
         return message

@@ -414,7 +414,11 @@ class LogWriter:
 
     # ---- files kept with the run (tallyboard/artifacts.py) ------------------------------------------
     def log_artifact(
-        self, path: str | os.PathLike[str], name: str | None = None, kind: str = "file", step: int | None = None
+        self,
+        path: str | os.PathLike[str],
+        name: str | None = None,
+        kind: str = "file",
+        step: int | None = None,
     ) -> None:
         """Keep the file at `path` with the run, as `name` (default: its file name; a name logged
         again is replaced). The file is checked here and copied by a background thread, so a 2 GB
@@ -431,7 +435,9 @@ class LogWriter:
         self._uploader.submit(upload)
         return None
 
-    def log_artifacts(self, folder: str | os.PathLike[str], kind: str = "file", step: int | None = None) -> None:
+    def log_artifacts(
+        self, folder: str | os.PathLike[str], kind: str = "file", step: int | None = None
+    ) -> None:
         """`log_artifact` for every file under `folder`, each named by its path relative to it
         ('sub/file.txt', with forward slashes)."""
         root = Path(folder)

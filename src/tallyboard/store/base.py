@@ -160,8 +160,8 @@ def empty_text_as_null(fields: dict[str, Any]) -> dict[str, Any]:
 RUN_FIELDS = (*(name for name, _, _ in RUN_COLUMNS), "config_content", "unique_key", "updated_at")
 # Tables that hold a run's rows, children first: what deleting a run clears.
 RUN_TABLES = (
-    "scalars", "scalar_blocks", "media", "texts", "hparams", "results", "repetitions", "quarantine", "artifacts",
-    "runs",
+    "scalars", "scalar_blocks", "media", "texts", "hparams", "results", "repetitions", "quarantine",
+    "artifacts", "runs",
 )  # fmt: skip
 _SCALAR_COLUMNS = {name: name for name in ("rep", "step", "epoch", "walltime_ms", "value")}
 _SCALAR_COLUMNS["value_or_nan"] = "COALESCE(value, 'nan')"
@@ -631,6 +631,15 @@ class Store(ABC):
             if not self._table_exists("artifacts"):  # a table older than schema v5, opened to read
                 return []
             return [ArtifactRow(*row) for row in self._execute(*artifacts_query(run_id, name))]
+
+    def artifact_hashes(self) -> list[str]:
+        """The sha256 of every blob some artefact of the table names (what a copy must carry)."""
+        with self._lock:
+            if not self._table_exists("artifacts"):
+                return []
+            return [
+                sha256 for (sha256,) in self._execute("SELECT DISTINCT sha256 FROM artifacts ORDER BY sha256")
+            ]
 
     # ---- reads of logged records --------------------------------------------------------------
     def tag_names(self, run_id: int, table: str = "scalars") -> list[str]:

@@ -43,6 +43,8 @@ TABLES: tuple[tuple[str, tuple[str, ...], tuple[str, ...], int], ...] = (
     ("media", ("media_id",), (*_RECORD, "width", "height", "png"), 200),
     ("texts", ("text_id",), (*_RECORD, "content"), 2_000),
     ("quarantine", ("quarantine_id",), ("run_id", "kind", "tag", "error", "record", "quarantined_at"), 2_000),
+    # The list only: the files themselves are carried by `artifacts.carry` (they are not in the database).
+    ("artifacts", ("run_id", "name"), ("kind", "size", "sha256", "step", "logged_at"), 10_000),
 )
 
 
