@@ -6,9 +6,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import socket
 import subprocess
 import sys
 import textwrap
+import uuid
 from pathlib import Path
 
 import pytest
@@ -241,3 +243,52 @@ def test_a_2gb_artifact_is_hashed_and_copied_in_chunks(tmp_path):
     stored = tmp_path / "results.artifacts" / blob_key(digest)
     assert stored.stat().st_size == 2 * 1024**3
     assert list((tmp_path / "results.artifacts" / "tmp").iterdir()) == []
+
+
+# ---- an S3-compatible object store (moto's server, on a free local port) -------------------------
+@pytest.fixture
+def s3_url(monkeypatch: pytest.MonkeyPatch):
+    """A bucket on a real S3 server (moto's, over HTTP on 127.0.0.1), configured for fsspec in this
+    process and, through FSSPEC_S3_* variables, in the CLI's subprocesses."""
+    import fsspec
+    from moto.server import ThreadedMotoServer
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    options = {"endpoint_url": f"http://127.0.0.1:{port}", "key": "testing", "secret": "testing"}
+    for name, value in options.items():
+        monkeypatch.setenv(f"FSSPEC_S3_{name.upper()}", value)
+    monkeypatch.setitem(fsspec.config.conf, "s3", options)
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    fs = fsspec.filesystem("s3", skip_instance_cache=True)
+    bucket = f"experiments-{uuid.uuid4().hex[:12]}"  # moto's buckets outlive its server in-process
+    fs.mkdir(bucket)
+    yield f"s3://{bucket}/team/artifacts"
+    fsspec.filesystem("s3").clear_instance_cache()
+    server.stop()
+
+
+def test_artifacts_in_s3_are_stored_once_and_fetched_by_the_cli_and_dashboard(db_url, s3_url, tmp_path):
+    import fsspec
+
+    payload = os.urandom(2 * 1024 * 1024 + 5)
+    for name in ("a.ckpt", "b.ckpt"):
+        (tmp_path / name).write_bytes(payload)
+    table = tb.ResultTable(db_url, nocommit_action=tb.NoCommitAction.NOP, artifacts=s3_url)
+    with table.new_run("s3") as run:
+        run.log_artifact(tmp_path / "a.ckpt", kind="model")
+        run.log_artifact(tmp_path / "b.ckpt", kind="model")
+    table.close()
+    fs = fsspec.filesystem("s3", skip_instance_cache=True)
+    prefix = s3_url.removeprefix("s3://")
+    assert fs.find(prefix) == [f"{prefix}/{blob_key(sha(payload))}"]  # stored once, no temporaries
+    run_cli("artifacts", "get", str(run.run_id), "b.ckpt", "-o", tmp_path / "got", "--table", db_url,
+            "--artifacts", s3_url)  # fmt: skip
+    assert (tmp_path / "got").read_bytes() == payload
+    with TestClient(
+        create_app(db_url, read_only=True, artifacts=s3_url), base_url="http://127.0.0.1"
+    ) as client:
+        assert client.get(f"/api/runs/{run.run_id}/artifacts/a.ckpt").content == payload
