@@ -3,6 +3,7 @@ listed in the table on both engines, fetched by the CLI and the dashboard, carri
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import json
 import os
@@ -210,6 +211,20 @@ def test_copy_into_postgres_needs_a_store_and_carries_the_files_there(logged, pg
     run_cli("artifacts", "get", str(run_id), "model.ckpt", "-o", tmp_path / "p.ckpt", "--table", pg_url,
             "--artifacts", tmp_path / "pg-store")  # fmt: skip
     assert (tmp_path / "p.ckpt").read_bytes() == (tmp_path / "out" / "model.ckpt").read_bytes()
+
+
+def test_export_writes_the_list_and_the_files_alongside(logged, tmp_path):
+    db, run_id = logged
+    run_cli("export", db, "--out", tmp_path / "backup", "--quiet")
+    with open(tmp_path / "backup" / "artifacts.csv", newline="") as listing:
+        rows = {row["name"]: row for row in csv.DictReader(listing)}
+    assert sorted(rows) == ["model.ckpt", "sub/report <b>.html"]
+    ckpt = rows["model.ckpt"]
+    assert (ckpt["run_id"], ckpt["step"]) == (str(run_id), "5")
+    exported = tmp_path / "backup" / "artifacts" / blob_key(ckpt["sha256"])
+    assert exported.read_bytes() == (tmp_path / "out" / "model.ckpt").read_bytes()
+    assert sorted(p.name for p in (tmp_path / "backup" / "artifacts").iterdir()) == ["sha256"]
+    assert json.loads((tmp_path / "backup" / "manifest.json").read_text())["counts"]["artifacts"] == 2
 
 
 # ---- a 2 GB checkpoint streams ------------------------------------------------------------------

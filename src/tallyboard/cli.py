@@ -96,7 +96,14 @@ def cmd_runs(args: argparse.Namespace) -> None:
 def cmd_export(args: argparse.Namespace) -> None:
     from tallyboard.exchange.export import export_table
 
-    counts = export_table(args.source, args.out, args.format, run_ids=args.runs, progress=not args.quiet)
+    counts = export_table(
+        args.source,
+        args.out,
+        args.format,
+        run_ids=args.runs,
+        progress=not args.quiet,
+        artifacts=args.artifacts,
+    )
     print(f"exported {_describe(counts)} to {args.out}")
 
 
@@ -246,6 +253,7 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--format", choices=("csv", "parquet", "jsonl"), default="csv", help="default: csv")
     export.add_argument("--out", type=Path, required=True, help="directory to write (created; must be empty)")
     export.add_argument("--runs", type=int, nargs="+", metavar="RUN_ID", help="only these runs")
+    export.add_argument("--artifacts", metavar="FOLDER_OR_URL", help=ARTIFACTS_HELP)
 
     importer = _parser(
         commands,
