@@ -201,7 +201,7 @@ def test_a_version_2_table_gets_the_quarantine_and_keeps_its_runs_unique(db_url)
     # What tallyboard with schema version 2 left: no quarantine, the unique key indexed whole.
     run_sql(
         db_url,
-        "DROP TABLE quarantine; DROP INDEX runs_by_unique_key;"
+        "DROP TABLE quarantine; DROP TABLE artifacts; DROP INDEX runs_by_unique_key;"
         " CREATE INDEX runs_by_unique_key ON runs (unique_key);"
         " UPDATE meta SET value = '2' WHERE key = 'schema_version'",
     )

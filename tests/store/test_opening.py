@@ -183,7 +183,7 @@ def version_1_table(folder: Path) -> Path:
         run.add_scalar("loss", 1.0)
     table.close()
     store = open_store(path)
-    for later in ("scalar_blocks", "quarantine"):  # what versions 2 and 3 added
+    for later in ("scalar_blocks", "quarantine", "artifacts"):  # what versions 2, 3 and 5 added
         store._atomic(lambda later=later: store._execute(f"DROP TABLE {later}"))
     store._atomic(lambda: store._execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'"))
     store.close()

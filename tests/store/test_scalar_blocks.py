@@ -135,6 +135,7 @@ def test_a_version_1_table_is_backfilled_by_the_first_write(logged, db_url):
     def downgrade() -> None:  # make it what tallyboard 1 left: no blocks, schema version 1
         store._execute("DROP TABLE scalar_blocks")
         store._execute("DROP TABLE quarantine")  # and nothing of the versions after
+        store._execute("DROP TABLE artifacts")
         store._execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
 
     store._atomic(downgrade)
