@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import threading
 import uuid
 from pathlib import Path
 
@@ -144,6 +145,26 @@ def test_a_file_gone_before_its_copy_is_reported_and_the_next_one_is_stored(tmp_
     with pytest.warns(RuntimeWarning, match=r"'gone.bin' of run 1 .* was not stored"):
         uploader.wait()
     assert [row.name for row in rows] == ["kept.bin"]
+
+
+def test_submitting_returns_before_the_copy_and_wait_returns_after_it(tmp_path):
+    gate = threading.Event()
+
+    class GatedBlobs(LocalBlobs):
+        """A real folder whose copies start only when the test opens the gate."""
+
+        def put(self, path):
+            gate.wait()
+            return super().put(path)
+
+    (tmp_path / "f.bin").write_bytes(b"f")
+    rows: list = []
+    uploader = Uploader(GatedBlobs(tmp_path / "store"), rows.append)
+    uploader.submit(Upload(str(tmp_path / "f.bin"), 1, "f.bin", "file", None, 0.0))  # returns: not copied
+    assert rows == []
+    gate.set()
+    uploader.wait()
+    assert [row.name for row in rows] == ["f.bin"]
 
 
 # ---- the CLI and the dashboard ------------------------------------------------------------------
