@@ -116,6 +116,16 @@ def test_postgres_without_an_artifact_store_says_how_to_configure_one(pg_url, tm
     table.close()
 
 
+def test_tallyboard_artifacts_names_the_store_of_every_table(db_url, tmp_path, monkeypatch):
+    monkeypatch.setenv("TALLYBOARD_ARTIFACTS", str(tmp_path / "team-store"))
+    table = tb.ResultTable(db_url, nocommit_action=tb.NoCommitAction.NOP)
+    (tmp_path / "f.bin").write_bytes(b"env")
+    with table.new_run("env") as run:
+        run.log_artifact(tmp_path / "f.bin")
+    table.close()
+    assert [p.name for p in blobs_under(tmp_path / "team-store")] == [sha(b"env")]
+
+
 def test_a_failed_copy_leaves_no_half_file_under_a_hash(tmp_path):
     class Failing:
         """A source that breaks after its first chunk, like a disk error halfway through."""
