@@ -175,6 +175,10 @@ def test_submitting_returns_before_the_copy_and_wait_returns_after_it(tmp_path):
     gate.set()
     uploader.wait()
     assert [row.name for row in rows] == ["f.bin"]
+    uploader.close()  # the thread ends; a later submit starts another
+    uploader.submit(Upload(str(tmp_path / "f.bin"), 1, "again.bin", "file", None, 0.0))
+    uploader.close()
+    assert [row.name for row in rows] == ["f.bin", "again.bin"]
 
 
 # ---- the CLI and the dashboard ------------------------------------------------------------------

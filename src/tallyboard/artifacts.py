@@ -281,6 +281,14 @@ class Uploader:
         """Return once every file submitted so far is stored and listed (or reported)."""
         self._queue.join()
 
+    def close(self) -> None:
+        """Wait for the copies, then let the thread end (a run that ended logs no more files)."""
+        with self._start_lock:
+            if self._thread is not None and self._thread.is_alive():
+                self._queue.put(None)
+                self._thread.join()
+            self._thread = None
+
     def _work(self) -> None:
         while (upload := self._queue.get()) is not None:
             try:
@@ -299,6 +307,7 @@ class Uploader:
                 )
             finally:
                 self._queue.task_done()
+        self._queue.task_done()  # the None that `close` sent
 
 
 def check_upload(run_id: int, path: Any, name: str | None, kind: str, step: int | None) -> Upload:

@@ -482,7 +482,8 @@ class LogWriter:
         for stop in self._stoppers:  # see before_end
             stop()
         self._read_only = True
-        self._wait_for_artifacts()
+        if self._uploader is not None:
+            self._uploader.close()  # waits for the copies first
         if status is not None:
             self._sink.put("run_updates", (self._run_id, {"status": status, "end_time": time.time()}))
         try:
