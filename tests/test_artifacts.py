@@ -126,6 +126,11 @@ def test_tallyboard_artifacts_names_the_store_of_every_table(db_url, tmp_path, m
     assert [p.name for p in blobs_under(tmp_path / "team-store")] == [sha(b"env")]
 
 
+def test_a_stored_hash_never_becomes_a_path_outside_the_store(tmp_path):
+    with pytest.raises(ArtifactError, match="not a sha256"):
+        LocalBlobs(tmp_path).open("../" * 8 + "etc/passwd")
+
+
 def test_a_failed_copy_leaves_no_half_file_under_a_hash(tmp_path):
     class Failing:
         """A source that breaks after its first chunk, like a disk error halfway through."""

@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import os
 import queue
+import re
 import shutil
 import threading
 import time
@@ -31,6 +32,7 @@ from typing import IO, Any
 from tallyboard.store.base import ArtifactRow, Store
 
 CHUNK = 1 << 20  # bytes read, hashed and written at a time
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 class ArtifactError(Exception):
@@ -82,6 +84,10 @@ def open_blobs(location: str) -> Blobs:
 
 
 def blob_key(sha256: str) -> str:
+    """Where the blob of `sha256` lives in a store. Refuses anything but 64 hex digits: a hash read
+    from a table someone else wrote must not become a path such as '../../.ssh/id_rsa'."""
+    if not _SHA256.fullmatch(sha256):
+        raise ArtifactError(f"not a sha256 (64 lowercase hex digits): {sha256[:80]!r}")
     return f"sha256/{sha256[:2]}/{sha256}"
 
 
