@@ -354,7 +354,11 @@ def artifact_file(request: Request) -> Response:
         return Json({"error": store.NO_STORE}, status_code=404)
     row = found[0]
     blobs = store.open_blobs(dash.artifacts)
-    if not blobs.exists(row.sha256):
+    try:
+        stored = blobs.exists(row.sha256)
+    except store.ArtifactError as error:  # a damaged or hostile table: its hash is no hash
+        return Json({"error": str(error)}, status_code=404)
+    if not stored:
         return Json({"error": f"artefact {name!r} is listed but its file is missing from {dash.artifacts}"},
                     status_code=404)  # fmt: skip
     filename = name.rsplit("/", 1)[-1]
