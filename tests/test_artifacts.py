@@ -22,7 +22,8 @@ import tallyboard as tb
 from cli_runner import assert_one_line_error, run_cli
 from tallyboard.artifacts import ArtifactError, LocalBlobs, Upload, Uploader, blob_key
 from tallyboard.dashboard import create_app
-from tallyboard.store import is_postgres_url
+from tallyboard.store import is_postgres_url, open_store
+from tallyboard.store.base import ArtifactRow
 
 
 def blobs_under(folder: Path) -> list[Path]:
@@ -228,6 +229,12 @@ def test_dashboard_lists_and_streams_an_artifact_as_a_download(logged, tmp_path)
         assert html.headers["content-disposition"] == "attachment; filename*=UTF-8''report%20%3Cb%3E.html"
         assert html.headers["x-content-type-options"] == "nosniff"
         assert client.get(f"/api/runs/{run_id}/artifacts/nope").status_code == 404
+    hostile = open_store(str(db))  # a row whose hash is a path: refused, never followed
+    hostile.add_artifact(ArtifactRow(run_id, "evil", "file", 1, "../../../etc/passwd", None, 0.0))
+    hostile.close()
+    with TestClient(create_app(str(db), read_only=True), base_url="http://127.0.0.1") as client:
+        refused = client.get(f"/api/runs/{run_id}/artifacts/evil")
+        assert refused.status_code == 404 and "not a sha256" in refused.json()["error"]
 
 
 def test_copy_carries_the_files_to_the_destinations_store(logged, tmp_path):
