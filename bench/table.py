@@ -2,6 +2,7 @@
 
     python bench/table.py                 # the issue's sizes (1,000,000 scalars; about a minute)
     python bench/table.py --scalars 200000 --reps 1
+    python bench/table.py --sustained 10000000 --sustained-tags 100 --only-sustained
 
 The reference is what SQLite itself allows from Python: the same rows built in a Python loop and
 inserted with one `executemany` in one transaction into the same schema (the engine's limit).
@@ -207,6 +208,53 @@ def import_time(reps: int) -> None:
            ms < 150 and heavy == "[]", f"heavy modules imported: {heavy}")  # fmt: skip
 
 
+SUSTAINED = """
+import sys, time, tallyboard as tb
+path, scalars, tags = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+names = [f"train/m{i}" for i in range(tags)]
+table = tb.ResultTable(path, nocommit_action=tb.NoCommitAction.NOP)
+run = table.new_run("sustained", auto_log_plt=False)
+add, clock = run.add_scalar, time.perf_counter
+longest = 0.0
+start = clock()
+for _ in range(scalars // tags):
+    for name in names:
+        t0 = clock()
+        add(name, 0.5)
+        took = clock() - t0
+        if took > longest:
+            longest = took
+loop = clock() - start
+run.close()
+with open("/proc/self/status") as status:  # VmHWM: this process's peak (ru_maxrss spans the exec)
+    peak = next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmHWM:"))
+print(loop, clock() - start - loop, longest, peak)
+"""
+
+
+def sustained(folder: str, scalars: int, tags: int) -> None:
+    """Log as fast as the training thread can, in a fresh process: the queue's peak memory (peak RSS
+    less that of the same process logging 1 row per tag), the longest single add_scalar (the
+    back-pressure wait), and how long close() drained after the loop (about what SIGKILL would
+    have lost at that moment)."""
+
+    def child(count: int) -> list[float]:
+        out = subprocess.run(
+            [sys.executable, "-c", SUSTAINED, fresh(folder, "sustained.db"), str(count), str(tags)],
+            capture_output=True, text=True, check=True,
+        ).stdout  # fmt: skip
+        return [float(x) for x in out.split()]
+
+    base_rss = child(tags)[3]
+    loop, drain, longest, rss = child(scalars)
+    queue_mb = (rss - base_rss) / 2**20
+    report(f"sustained {scalars:,} scalars, {tags} tags", f"{scalars / (loop + drain):,.0f}/s", None,
+           "", True, f"loop {loop:.1f} s, close() drained {drain:.2f} s")  # fmt: skip
+    report("  peak RSS over a 1-row run (the queue)", f"{queue_mb:.0f} MB", None, "<= 64 MB", queue_mb <= 64,
+           f"peak RSS {rss / 2**20:.0f} MB")  # fmt: skip
+    report("  longest single add_scalar", f"{longest * 1000:.0f} ms", None, "<= 1 s", longest <= 1.0, "")
+
+
 def report(what: str, value: str, ratio: float | None, target: str, ok: bool, note: str) -> None:
     ratio_text = "" if ratio is None else f"{ratio:.2f}x"
     print(f"{'PASS' if ok else 'MISS'}  {what:<46} {value:>14} {ratio_text:>7}  target {target:<24} {note}")
@@ -218,8 +266,15 @@ def main() -> None:
     )
     parser.add_argument("--scalars", type=int, default=1_000_000)
     parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--sustained", type=int, default=10_000_000, help="scalars; 0 skips it")
+    parser.add_argument("--sustained-tags", type=int, default=100)
+    parser.add_argument("--only-sustained", action="store_true")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
+        if args.sustained:
+            sustained(folder, args.sustained, args.sustained_tags)
+        if args.only_sustained:
+            return
         throughput(folder, args.scalars, args.reps)
         call_cost(folder, 200_000)
         reads(folder, 200_000, args.reps)

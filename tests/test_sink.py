@@ -181,3 +181,84 @@ def test_a_file_deleted_and_created_again_gets_a_new_sink(tmp_path):
     run.add_scalar("x", 1.0)
     run.close()
     assert [s.value for s in run.get_scalar("x")] == [1.0]
+
+
+class StalledStore:
+    """A store whose writes wait until `go` is set (a database locked or gone), counting batches."""
+
+    def __init__(self, store):
+        self.store = store
+        self.url = store.url
+        self.retry_for = 0.0
+        self.go = threading.Event()
+        self.batches = 0
+
+    def write_batch(self, batch):
+        self.go.wait()
+        self.batches += 1
+        self.store.write_batch(batch)
+
+    def close(self):
+        self.store.close()
+
+
+def test_records_wait_for_room_when_their_share_of_the_queue_is_full_and_all_arrive(db_url, store):
+    stalled = StalledStore(open_store(db_url))
+    sink = Sink(stalled, commit_interval=0.01, max_queue_bytes=4 * 8 * 1024)  # records: 8 kB
+    text = "x" * 2000
+    done = []
+
+    def produce():
+        for step in range(20):
+            sink.put("texts", (store.run_id, "log", 0, step, None, 0.0, "text", text))
+            done.append(step)
+
+    producer = threading.Thread(target=produce)
+    producer.start()
+    producer.join(timeout=2)
+    assert producer.is_alive()  # waiting for room, not growing the queue
+    assert sink.queued_bytes() <= sink.max_queue_bytes // 2  # the queue and the batch in flight
+    stalled.go.set()
+    producer.join()
+    sink.flush()
+    assert [row[1] for row in store.texts(store.run_id)] == list(range(20))
+    sink.stop()
+
+
+def test_close_in_an_outage_waits_outage_wait_then_raises_and_the_records_arrive_later(
+    db_url, store, monkeypatch
+):
+    failing = open_store(db_url)
+    real_write = failing.write_batch
+    down = threading.Event()
+    down.set()
+
+    def write_batch(batch):
+        if down.is_set():
+            raise OSError("server unreachable")
+        real_write(batch)
+
+    monkeypatch.setattr(failing, "write_batch", write_batch)
+    monkeypatch.setattr(sink_module, "OUTAGE_WAIT", 0.3)
+    sink = Sink(failing, commit_interval=0.01)
+    sink.users += 1
+    sink.series(store.run_id, "x").append((0, 0, None, 0.0, 1.0))
+    with pytest.raises(sink_module.NotDurableError, match=r"server unreachable.*not yet durable"):
+        sink_module.end_run(sink, store.run_id, "finished")
+    assert sink.pending() == 2  # the scalar and the end of the run, kept
+    down.clear()
+    sink.flush(wait=60)
+    assert store.scalars(store.run_id, "x") == [(0, 0, None, 0, 1.0)]
+    assert store.run(store.run_id)["status"] == "finished"
+    sink.stop()
+
+
+def test_sigint_is_handled_while_a_run_is_open_and_restored_after(db_url):
+    before = signal.getsignal(signal.SIGINT)
+    table = tb.ResultTable(db_url, nocommit_action=tb.NoCommitAction.NOP)
+    run = table.new_run("a", auto_log_plt=False)
+    assert signal.getsignal(signal.SIGINT) is sink_module._sigint
+    with pytest.raises(KeyboardInterrupt):  # a first Ctrl-C is still a KeyboardInterrupt
+        sink_module._sigint(signal.SIGINT, None)
+    run.close()
+    assert signal.getsignal(signal.SIGINT) is before

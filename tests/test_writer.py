@@ -8,6 +8,7 @@ import pytest
 import torch
 
 import tallyboard as tb
+from tallyboard import sink as sink_module
 from tallyboard import writer as writer_module
 from tallyboard.sink import end_runs
 
@@ -50,6 +51,7 @@ def test_scalars_get_auto_steps_per_tag_and_keep_slashes_in_tags(run):
         np.array([2.5]),
         torch.tensor(4.0),
         decimal.Decimal("1.5"),
+        "1.5",  # a numeric string, as DeepBoard takes it
     ],
 )
 def test_numbers_of_every_kind_are_stored_as_floats(run, value):
@@ -59,7 +61,9 @@ def test_numbers_of_every_kind_are_stored_as_floats(run, value):
     assert stored.value == float(np.asarray(value).reshape(()).item() if hasattr(value, "shape") else value)
 
 
-@pytest.mark.parametrize("value", ["1.0", None, [1.0], np.array([1.0, 2.0]), torch.ones(2), 1 + 2j, object()])
+@pytest.mark.parametrize(
+    "value", ["fast", b"1.0", None, [1.0], np.array([1.0, 2.0]), torch.ones(2), 1 + 2j, object()]
+)
 def test_a_non_number_is_a_type_error_naming_the_tag_and_writes_nothing(run, value):
     run.add_scalar("good", 1.0)
     with pytest.raises(TypeError, match="'bad/tag'"):
@@ -349,8 +353,8 @@ def test_auto_log_plt_logs_figures_when_plt_show_is_called_and_stops_at_close(ta
     assert len(writer.get_figures()) == 1
 
 
-def test_a_series_outgrowing_the_queue_waits_for_a_commit_and_loses_nothing(run, monkeypatch):
-    monkeypatch.setattr(writer_module, "MAX_PENDING_ROWS", 10)
+def test_a_series_outgrowing_the_queue_waits_for_a_commit_and_loses_nothing(run):
+    run._sink.max_queue_bytes = 10 * 4 * sink_module.ROW_BYTES  # a budget of 10 rows
     for step in range(95):
         run.add_scalar("x", float(step))
     assert len(run._series["x"].rows) < 10  # the writer thread committed along the way

@@ -204,9 +204,10 @@ class _BytesOf(io.RawIOBase):
         return data
 
 
-def file_hash(file: str | os.PathLike[str] | IO[str] | IO[bytes]) -> str:
-    """The sha256 hex digest of a file, read in chunks (a path, or an open file rewound after)."""
-    digest = hashlib.sha256()
+def file_hash(file: str | os.PathLike[str] | IO[str] | IO[bytes], hash_algo: str = "sha256") -> str:
+    """The hex digest of a file with any algorithm of `hashlib.new`, read in chunks (a path, or an
+    open file rewound after)."""
+    digest = hashlib.new(hash_algo)
     if hasattr(file, "read"):
         while chunk := file.read(_CHUNK):
             digest.update(_as_bytes(chunk))

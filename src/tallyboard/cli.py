@@ -1,4 +1,4 @@
-"""The `tallyboard` command: serve, demo, runs, export, import, copy, artifacts, migrate.
+"""The `tallyboard` command: serve, demo, runs, compare, export, import, copy, artifacts, migrate.
 
 Each subcommand is a thin shell over a library function, so anything the CLI does can be scripted
 from Python too. Heavy modules (the dashboard, numpy, scikit-learn, tensorboard) are imported only by
@@ -93,6 +93,21 @@ def cmd_runs(args: argparse.Namespace) -> None:
     print(json.dumps(as_json(view), indent=2, allow_nan=False) if args.json else format_runs(view))
 
 
+def cmd_compare(args: argparse.Namespace) -> None:
+    from tallyboard.comparison_text import format_comparison, json_text
+    from tallyboard.exchange.target import require_existing
+    from tallyboard.table import ResultTable
+
+    table = ResultTable(require_existing(args.target or default_target()))
+    try:
+        found = table.compare_groups(
+            args.metric, args.by or [], args.runs, args.summary, args.k, args.goal, args.unit
+        )
+    finally:
+        table.close()
+    print(json_text(found) if args.json else format_comparison(found))
+
+
 def cmd_export(args: argparse.Namespace) -> None:
     from tallyboard.exchange.export import export_table
 
@@ -110,8 +125,13 @@ def cmd_export(args: argparse.Namespace) -> None:
 def cmd_import(args: argparse.Namespace) -> None:
     into = args.into or default_target()
     if args.source_kind == "tensorboard":
-        from tallyboard.integrations.tensorboard_import import import_tensorboard as importer
-    elif args.source_kind == "deepboard":
+        from tallyboard.integrations.tensorboard_import import cli_import
+
+        cli_import(args.source, into, args.json, args.watch, args.finished_after, progress=not args.quiet)
+        return
+    if args.json or args.watch or args.finished_after is not None:
+        raise ValueError("--json, --watch and --finished-after apply to `import tensorboard` only")
+    if args.source_kind == "deepboard":
         from tallyboard.integrations.deepboard_import import import_deepboard as importer
     else:
         from tallyboard.exchange.reimport import import_export as importer
@@ -240,6 +260,36 @@ def build_parser() -> argparse.ArgumentParser:
     runs.add_argument("--json", action="store_true", help="print JSON (one object per run)")
     runs.add_argument("--all", action="store_true", help="include hidden runs")
 
+    compare = _parser(
+        commands,
+        "compare",
+        "Compare groups of runs on a metric (n, mean, std, confidence interval); Welch's t-test per pair.",
+        "  tallyboard compare results.db --metric val/accuracy --by lr\n"
+        "  tallyboard compare results.db --metric val/loss --summary best --goal min --by lr batch_size\n"
+        "  tallyboard compare results.db --metric accuracy --runs 3 4 7 8 --unit run --json\n",
+        cmd_compare,
+        progress=False,
+    )
+    compare.add_argument("target", nargs="?", metavar="PATH_OR_URL", help=TARGET_HELP)
+    compare.add_argument("--metric", required=True, help="a scalar tag (val/accuracy) or a result column")
+    compare.add_argument("--by", nargs="+", metavar="HPARAM", help="group by these hparams")
+    compare.add_argument("--runs", type=int, nargs="+", metavar="RUN_ID", help="only these runs")
+    compare.add_argument(
+        "--summary",
+        choices=("final", "best", "last_k"),
+        default="final",
+        help="one number per repetition: final value, best value, mean of the last k",
+    )
+    compare.add_argument("--k", type=int, default=5, help="points averaged by --summary last_k (default: 5)")
+    compare.add_argument("--goal", choices=("max", "min"), default="max", help="what 'best' means")
+    compare.add_argument(
+        "--unit",
+        choices=("rep", "run"),
+        default="rep",
+        help="one sample per repetition, or per run (its repetitions' mean)",
+    )
+    compare.add_argument("--json", action="store_true", help="print JSON")
+
     export = _parser(
         commands,
         "export",
@@ -274,6 +324,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     importer.add_argument("source", type=Path, metavar="SOURCE", help="the log directory, file or export")
     importer.add_argument("--into", metavar="PATH_OR_URL", help=TARGET_HELP)
+    importer.add_argument("--json", action="store_true", help="tensorboard: print the summary as JSON")
+    importer.add_argument(
+        "--watch",
+        action="store_true",
+        help="tensorboard: keep importing what is new until interrupted (Ctrl-C)",
+    )
+    importer.add_argument(
+        "--finished-after",
+        type=float,
+        metavar="SECONDS",
+        help="tensorboard: a run whose files have not changed for this long is finished (default: 600)",
+    )
 
     copy = _parser(
         commands,

@@ -11,6 +11,7 @@ from __future__ import annotations
 EXTRA_OF_MODULE: dict[str, str] = {
     "starlette": "dashboard",
     "uvicorn": "dashboard",
+    "scipy": "dashboard",
     "psycopg": "postgres",
     "numpy": "media",
     "PIL": "media",
@@ -25,6 +26,7 @@ EXTRA_OF_MODULE: dict[str, str] = {
     "pynvml": "integrations",
     "lightning": "integrations",
     "transformers": "integrations",
+    "keras": "integrations",
 }
 
 

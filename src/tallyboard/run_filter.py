@@ -6,17 +6,21 @@ expression selects the same runs in both, and the command line needs no web fram
     lr < 1e-3 and status == "finished"
     not hidden and (tag ~ "base" or note == null)
     `train/acc` >= 0.9 and batch_size in [64, 128]
+    "baseline" in tags and not "ablation-3" in tags
 
 Names are column names (or their aliases, case-insensitively); names with spaces or operators go in
 backticks. A run's cell under a name is its run field, else its hparam, else its result.
 `~` is a case-insensitive "contains". `null` matches empty cells. Comparing values of different
 types is simply false (a string is never < a number), so mixed columns never raise.
+A cell can hold several values (a run's `tags`): `x in tags` holds when one of them equals x,
+`tags ~ "abl"` and `tags == "baseline"` when one of them matches, `tags != "x"` when none equals
+x, and `tags == null` (or `not tags`) when there are none.
 The grammar is small enough to read in one go:
 
     expr  := and ("or" and)*
     and   := not ("and" not)*
     not   := "not" not | cmp
-    cmp   := value (OP value | "in" list)?
+    cmp   := value (OP value | "in" (list | NAME))?
     value := NAME | NUMBER | STRING | true | false | null | "(" expr ")" | "-" value
 """
 
@@ -76,6 +80,12 @@ def _tokens(text: str) -> list[tuple[str, Any]]:
 
 
 def _compare(op: str, left: Any, right: Any) -> bool:
+    if isinstance(left, (list, tuple)):  # several values (a run's tags): any of them matches
+        if right is None and op in ("==", "=", "!="):
+            return (not left) == (op != "!=")
+        if op == "!=":
+            return not any(_equal(item, right) for item in left)
+        return any(_compare(op, item, right) for item in left)
     if op in ("==", "="):
         return _equal(left, right)
     if op == "!=":
@@ -168,6 +178,10 @@ class _Parser:
             op, right = token[1], self.value()
             return lambda row: _compare(op, left(row), right(row))
         if self.take("kw", "in"):
+            token = self.peek()
+            if token is not None and token[0] == "name":  # a column of several values: `x in tags`
+                container = self.value()
+                return lambda row: _contains(container(row), left(row))
             options = self.list_()
             return lambda row: any(_equal(left(row), option) for option in options)
         return left
@@ -208,6 +222,12 @@ class _Parser:
             inner = self.value()
             return lambda row: -n if (n := _number(inner(row))) is not None else None
         raise FilterError(f"unexpected {raw!r} at token {self.pos}")
+
+
+def _contains(container: Any, item: Any) -> bool:
+    """`item in NAME`: one of the cell's values equals it (a cell of one value: that value does)."""
+    values = container if isinstance(container, (list, tuple)) else [container]
+    return any(_equal(value, item) for value in values)
 
 
 def _truthy(value: Any) -> bool:

@@ -36,11 +36,13 @@ def load_runs(target: str, filter_text: str | None = None, show_hidden: bool = F
     with open_target(target, create=False) as store:
         runs = store.runs(show_hidden=show_hidden)
         hparams, results = store.values("hparams"), store.values("results")
+        tags = store.run_tags()
         columns = store.columns()
     rows = []
     for run in runs:
         row = {name: value for name, value in run.items() if name not in INTERNAL_FIELDS}
         row["hidden"] = bool(row["hidden"])
+        row["tags"] = tags.get(run["run_id"], [])
         row["hparams"] = hparams.get(run["run_id"], {})
         row["results"] = results.get(run["run_id"], {})
         rows.append(row)
@@ -67,6 +69,8 @@ def _json_safe(value: Any) -> Any:
 def _text(name: str, value: Any) -> str:
     if value is None:
         return ""
+    if isinstance(value, list):  # a run's tags
+        value = ", ".join(value)
     if name in ("start_time", "end_time"):
         return datetime.fromtimestamp(value).strftime("%Y-%m-%d %H:%M:%S")
     if isinstance(value, float):

@@ -2,17 +2,24 @@
 
 Why it is built this way:
 - The training thread must never wait on the database. `LogWriter.add_scalar` appends a plain tuple
-  to a list owned by its series; appending is atomic under the GIL, so no lock is taken per call.
-  The writer thread takes what is there with `rows[:n]` and `del rows[:n]` (each also atomic), so
-  a row appended meanwhile is simply left for the next commit: nothing is ever lost or doubled.
-- One commit per `commit_interval` (0.5 s by default), one transaction per commit: SQLite's cost is
-  per transaction, so batching is where the speed comes from, and after a SIGKILL at most the rows
-  of the last interval and the commit in flight are missing.
+  to its series' list and compares the list's length with the series' `limit`; appending is atomic
+  under the GIL, so no lock is taken per call. The writer thread takes what is there with
+  `rows[:n]` and `del rows[:n]` (each also atomic), so a row appended meanwhile is simply left for
+  the next commit: nothing is ever lost or doubled.
+- One commit every `commit_interval` (0.5 s by default), one transaction per commit: SQLite's cost
+  is per transaction, so batching is where the speed comes from.
+- The queue is bounded in time and in bytes, so that the loss window is a number that holds at any
+  logging rate: the series' limits share a budget of rows that commit in `COMMIT_BUDGET` seconds at
+  the measured commit rate (and fit in their share of `MAX_QUEUE_BYTES`); other records (images,
+  texts, run updates) have a byte budget. A producer at its limit waits until the writer takes the
+  queue, i.e. the end of the commit in flight: back-pressure slows training to the database's pace
+  instead of growing the queue. SIGKILL then loses at most the interval plus two commits (< 1 s).
 - One sink (one thread, one connection) per database per process, shared by every run logging
   there, so a start of a run costs no thread and no connection after the first.
 - `flush()` counts: it asks for a commit and waits until a commit that started after the request
-  is done. A commit that fails for another reason than a busy database keeps its rows for the
-  next attempt and makes `flush()` raise, so an error is loud and nothing logged is dropped.
+  is done. A commit that fails for another reason than a busy database (an outage, a full disk)
+  keeps its rows for the next attempt; the writer backs off, warns (no traceback) every
+  `REPORT_EVERY` seconds, and `flush()` raises `NotDurableError` instead of waiting for the database.
   The failed batch is sent again alone and unchanged, before what was logged meanwhile: a store
   that could not tell whether it landed (PostgreSQL, see store/postgres.py) knows it by identity.
 - A commit the database refuses for the records' data (`Store.is_record_error`) would fail again
@@ -20,11 +27,14 @@ Why it is built this way:
   (store/quarantine.py), so one bad record never holds back the others or another run.
 - Exit paths: `atexit`, SIGTERM and uncaught exceptions (main thread or any thread) end the open
   runs they concern (see `end_runs`) and drain the queue; the hooks are installed while at least
-  one run is open and restored when the last one closes.
+  one run is open and restored when the last one closes. A second SIGTERM/SIGINT during a drain
+  gives up draining (`_abandon_runs`): impatient users and schedulers get a quick exit, and the
+  runs are marked failed on a connection of their own.
 - A forked child (a DataLoader worker, `os.fork()`) inherits copies of the parent's runs, sinks and
   hooks. The parent's runs are the parent's to end: the exit paths compare `os.getpid()` with the
   process that opened the run, so a child leaving a `with` block or running its atexit hooks
   neither marks them failed nor drains the parent's sink (whose thread the child does not have).
+  A child that logs to such a copy is told so at its first call (`_forget_parent`).
 """
 
 from __future__ import annotations
@@ -37,6 +47,7 @@ import signal
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -46,103 +57,282 @@ from tallyboard.store.quarantine import describe, halves
 log = logging.getLogger(__name__)
 
 DEFAULT_COMMIT_INTERVAL = 0.5
-# Rows a series may hold before add_scalar waits for the writer thread (about 100 MB per series).
-MAX_PENDING_ROWS = 500_000
-# After a commit this large, the writer starts the next one at once instead of sleeping.
-BUSY_BATCH = 20_000
+# What the queue of one sink may hold, scalars and other records together (see `SeriesQueue.limit`).
+MAX_QUEUE_BYTES = 64 * 2**20
+# How the bound is shared: the scalars' queue and the batch being committed get SCALAR_SHARE each,
+# the other records' queue and batch RECORD_SHARE each (2 x (3/8 + 1/8) = all of it).
+SCALAR_SHARE, RECORD_SHARE = 3 / 8, 1 / 8
+OVERCOMMIT = 1.5  # how far the series' limits may add up beyond the budget (see Sink._share)
+# Memory of one queued scalar row: a 5-tuple, two floats and an int (168 B measured) plus margin.
+ROW_BYTES = 200
+# Bytes one queued record costs besides its strings and bytes (the tuple, ints, the list slot).
+RECORD_BYTES = 400
+# Seconds of commit work the queue may hold when producers outrun the database: with commits
+# started every `commit_interval`, what SIGKILL can lose stays within the interval plus two commits.
+COMMIT_BUDGET = 0.25
+FIRST_RATE = 50_000  # rows per second assumed before the first measured commit (a slow disk's)
+RATE_STEP = 1.25  # the most the estimated rate rises per commit: one fast commit is not a trend
+MIN_BUDGET_ROWS = 2048  # never make batches smaller than this, however slow commits look
+# How long one write of the sink's store waits for a lost database before the sink takes over
+# (keeping the batch, backing off, reporting); and its longest back-off between two tries.
+STORE_RETRY_FOR = 1.0
+MAX_BACKOFF = 2.0
+REPORT_EVERY = 10.0  # seconds between two warnings while the database stays unreachable
+# How long close() / write_result() / the exit of the process wait for an unreachable database.
+OUTAGE_WAIT = 30.0
 # A shared sink whose runs have all ended stops after this long idle (its thread and connection go).
 IDLE_STOP = 5.0
+
+
+RECORD_KINDS = ("media", "texts", "hparams", "results", "repetitions", "run_updates")  # Batch lists
+
+
+class NotDurableError(RuntimeError):
+    """What was logged is queued in memory but the database did not take it (yet): it will be
+    written when the database is back, as long as the process lives."""
+
+
+class SeriesQueue:
+    """The rows of one series (run, tag) waiting for the writer thread.
+
+    The training thread appends to `rows` and compares `len(rows)` with `limit`, nothing more:
+    `limit` is this series' share of the queue's budget, kept up to date by the writer thread, so
+    the hot path never adds up the queue. At the limit it calls `Sink.wait_for_room`."""
+
+    __slots__ = ("limit", "released", "rows", "run_id", "tag")
+
+    def __init__(self, run_id: int, tag: str) -> None:
+        self.run_id = run_id
+        self.tag = tag
+        self.rows: list = []
+        self.limit = MIN_BUDGET_ROWS
+        self.released = False  # its run ended: dropped once drained
+
+
+def record_bytes(row: tuple) -> int:
+    """Memory of one queued record, counting its text and binary payloads."""
+    size = RECORD_BYTES
+    for item in row:
+        if isinstance(item, (str, bytes)):
+            size += sys.getsizeof(item)
+        elif isinstance(item, dict):
+            size += sum(sys.getsizeof(value) for value in item.values())
+    return size
 
 
 class Sink:
     """Commits the records of every run logging to one database from this process."""
 
     def __init__(
-        self, store: Store, commit_interval: float = DEFAULT_COMMIT_INTERVAL, idle_stop: float | None = None
+        self,
+        store: Store,
+        commit_interval: float = DEFAULT_COMMIT_INTERVAL,
+        idle_stop: float | None = None,
+        max_queue_bytes: int = MAX_QUEUE_BYTES,
     ) -> None:
         self.store = store
         self.commit_interval = commit_interval
         self.idle_stop = idle_stop  # None: runs until stop(); else see `_idle_exit`
+        self.max_queue_bytes = max_queue_bytes
         self.users = 0  # runs using this sink (guarded by _sinks_lock)
         self.key: str | None = None  # its key in the registry of shared sinks
         self.identity: tuple[int, int] | None = None  # the SQLite file it writes (see sink_for)
+        self.pid = os.getpid()
         self._idle_since = time.monotonic()
-        self._series: list[tuple[int, str, list]] = []  # (run_id, tag, rows appended by writers)
+        self._series: list[SeriesQueue] = []
         self._records: list[tuple[str, tuple]] = []  # (Batch field name, row), in logging order
         # Batches sent before anything new, head first: one whose commit failed (sent again as it
         # was), or the parts of one the database rejected records of (see `_set_aside`).
         self._resend: list[Batch] = []
         self._warned: set[tuple[int | None, str, str | None]] = set()  # quarantined (run, kind, tag)
-        self._failing = False  # the last commit failed (its error was logged; see `_failed`)
+        self._queued_bytes = 0  # of `_records` (guarded by _cond)
         self._cond = threading.Condition(threading.RLock())
         self._requested = 0  # flush requests so far
         self._committed = 0  # the requests covered by finished commits
+        self._taken = 0  # batches taken from the queue so far (room made for the producers)
+        self._waiting = 0  # producers waiting for room
+        self._rate = float(FIRST_RATE)  # rows per second the store commits (measured)
+        self._shared_among = 1  # series when the limits were last shared out
         self._error: BaseException | None = None  # the last failed commit's error
         self._failures = 0  # failed commits so far
+        self._streak = 0  # failed commits since the last success (the back-off grows with it)
+        self._down_since: float | None = None  # monotonic time of the first failure of an outage
+        self._reported = 0.0  # when the outage was last reported
         self._stopping = False
+        _all_sinks.add(self)
         self._thread = threading.Thread(target=self._run, name="tallyboard-sink", daemon=True)
         self._thread.start()
 
     # ---- the training thread's side -------------------------------------------------------------
+    def track(self, queue: SeriesQueue) -> SeriesQueue:
+        """Drain `queue` from now on; its limit is its share of the budget."""
+        self._check_process()
+        with self._cond:  # not racing `_take`, which rebuilds the list of series
+            self._series.append(queue)
+            if len(self._series) >= 2 * self._shared_among:
+                self._share(set())
+            else:
+                queue.limit = max(1, self._budget_rows() // (4 * len(self._series)))
+        return queue
+
     def series(self, run_id: int, tag: str) -> list:
-        """A new list that rows of one series are appended to; the sink drains it from now on."""
-        rows: list = []
-        with self._cond:  # not racing `release`, which rebuilds the list of series
-            self._series.append((run_id, tag, rows))
-        return rows
+        """A new list that rows of one series are appended to (a `SeriesQueue` without its limit)."""
+        return self.track(SeriesQueue(run_id, tag)).rows
 
-    def put(self, kind: str, row: tuple) -> None:
-        """Queue one record for the `Batch` list `kind` ('media', 'texts', 'hparams', 'run_updates', ...)."""
-        self._records.append((kind, row))
+    def put(self, kind: str, row: tuple, wait: bool = True) -> None:
+        """Queue one record for the `Batch` list `kind` ('media', 'texts', 'hparams', 'run_updates', ...).
+        When the records' share of the queue is full, wait for room first; not for the records that
+        end a run (`wait=False`, and results: `write_result` waits `OUTAGE_WAIT` at most, in its flush)."""
+        self._check_process()
+        size = record_bytes(row)
+        wait = wait and kind != "results"
+        with self._cond:
+            while (
+                wait
+                and self._queued_bytes
+                and self._queued_bytes + size > self.max_queue_bytes * RECORD_SHARE
+            ):
+                self._wait_for_take()
+            self._records.append((kind, row))
+            self._queued_bytes += size
 
-    def flush(self) -> None:
-        """Return once everything queued before the call is committed; raise if the commit failed."""
+    def wait_for_room(self, queue: SeriesQueue | None = None) -> None:
+        """Back-pressure: a series reached its limit. Wait until the writer thread has taken the
+        queue (the end of the commit in flight), or, while the database is unreachable, until it
+        is back; never raises for that, never drops a row."""
+        self._check_process()
+        with self._cond:
+            while queue is None or len(queue.rows) >= queue.limit:
+                self._wait_for_take()
+                if queue is None:
+                    return
+
+    def _wait_for_take(self) -> None:
+        taken = self._taken
+        self._waiting += 1
+        self._cond.notify_all()
+        try:
+            while self._taken == taken:
+                if not self._thread.is_alive():
+                    raise RuntimeError("the tallyboard writer thread has stopped")
+                self._cond.wait(1.0)
+        finally:
+            self._waiting -= 1
+
+    def _check_process(self) -> None:
+        if self.pid != os.getpid():
+            raise RuntimeError(
+                f"this run belongs to process {self.pid}: a forked child (a DataLoader worker, say) "
+                "cannot log to its parent's run. Open a run of its own in the child "
+                "(ResultTable(...).new_run), or log from the parent."
+            )
+
+    def flush(self, wait: float = 0.0) -> None:
+        """Return once everything queued before the call is committed. If a commit fails meanwhile
+        (or the database is already unreachable), keep trying for `wait` seconds, then raise
+        `NotDurableError`: the records stay queued and are written once the database is back."""
+        self._check_process()
+        deadline = time.monotonic() + wait
         with self._cond:
             self._requested += 1
             target, failures = self._requested, self._failures
             self._cond.notify_all()
             while self._committed < target:
-                if self._failures > failures:  # a commit failed while we waited: say so
-                    error = self._error
-                    raise RuntimeError(f"tallyboard could not write to {self.store.url}: {error}") from error
+                if self._failures > failures and time.monotonic() >= deadline:
+                    raise NotDurableError(self._outage_text())
                 if not self._thread.is_alive():
                     raise RuntimeError("the tallyboard writer thread has stopped")
-                self._cond.wait()
+                self._cond.wait(max(0.05, min(1.0, deadline - time.monotonic())))
 
-    def wait_for_room(self) -> None:
-        """Back-pressure for a series that outgrew `MAX_PENDING_ROWS`: commit before logging on."""
-        self.flush()
+    def _outage_text(self) -> str:
+        down = 0.0 if self._down_since is None else time.monotonic() - self._down_since
+        return (
+            f"tallyboard could not write to {self.store.url} for {down:.0f} s ({self._error}); "
+            f"{self.pending():,} records wait in memory, not yet durable: they are written when the "
+            "database accepts them again, as long as this process lives"
+        )
+
+    def pending(self) -> int:
+        """Records queued or in failed batches (an estimate, read without stopping the producers)."""
+        resend = self._resend[:]
+        return sum(len(q.rows) for q in self._series[:]) + len(self._records) + sum(map(len, resend))
+
+    def queued_bytes(self) -> int:
+        """Memory of what waits, by the estimates the budget uses: the queue and a failed batch."""
+        rows = sum(len(q.rows) for q in self._series[:])
+        records = self._queued_bytes
+        for batch in self._resend[:]:
+            rows += sum(len(chunk) for _, _, chunk in batch.scalars)
+            records += sum(record_bytes(row) for kind in RECORD_KINDS for row in getattr(batch, kind))
+        return rows * ROW_BYTES + records
 
     def release(self, run_id: int) -> None:
-        """A run has ended (after its last flush): stop draining its series, one user fewer."""
+        """A run has ended: its series are dropped once drained, one user fewer."""
         with self._cond:
-            self._series = [entry for entry in self._series if entry[0] != run_id]
+            for queue in self._series:
+                if queue.run_id == run_id:
+                    queue.released = True
         with _sinks_lock:
             self.users -= 1
             self._idle_since = time.monotonic()
 
+    # ---- the budget --------------------------------------------------------------------------------
+    def _budget_rows(self) -> int:
+        """Scalar rows the queue may hold: what commits in `COMMIT_BUDGET` seconds at the measured
+        rate, and what fits in `SCALAR_SHARE` of `max_queue_bytes` even when the limits add up to
+        `OVERCOMMIT` times the budget (see `_share`). The batch being committed is taken from the
+        queue, so it is no larger; the records' queue and batch have the rest."""
+        by_bytes = int(self.max_queue_bytes * SCALAR_SHARE / (OVERCOMMIT * ROW_BYTES))
+        return max(1, min(by_bytes, max(MIN_BUDGET_ROWS, int(self._rate * COMMIT_BUDGET))))
+
+    def _share(self, busy: set[int]) -> None:
+        """Set every series' limit: the series that had rows in the last take (`busy`, by id) share
+        the budget; the others, and series registered since, get a quarter of an equal share of all
+        series, and all are shared out again when their number doubles. So the limits add up to at
+        most 1.5 times the budget (`OVERCOMMIT`), however many series come and go between takes."""
+        budget, count = self._budget_rows(), max(1, len(self._series))
+        busy_limit, idle_limit = max(1, budget // max(1, len(busy))), max(1, budget // (4 * count))
+        for queue in self._series:
+            queue.limit = busy_limit if id(queue) in busy else idle_limit
+        self._shared_among = count
+
     # ---- the writer thread ----------------------------------------------------------------------
     def _take(self) -> Batch:
         batch = Batch()
-        for run_id, tag, rows in self._series[:]:
-            count = len(rows)
-            if count:
-                chunk = rows[:count]
-                del rows[:count]
-                batch.scalars.append((run_id, tag, chunk))
-        count = len(self._records)
-        records = self._records[:count]
-        del self._records[:count]
+        busy: set[int] = set()
+        with self._cond:
+            for queue in self._series[:]:
+                rows = queue.rows
+                count = len(rows)
+                if count:
+                    chunk = rows[:count]
+                    del rows[:count]
+                    batch.scalars.append((queue.run_id, queue.tag, chunk))
+                    busy.add(id(queue))
+                elif queue.released:
+                    self._series.remove(queue)
+            records, self._records, self._queued_bytes = self._records, [], 0  # put() appends under the lock
+            self._taken += 1
+            self._share(busy)
+            self._cond.notify_all()
         for kind, row in records:
             getattr(batch, kind).append(row)
         return batch
 
     def _run(self) -> None:
+        last_start = 0.0
         while True:
             with self._cond:
-                if self._committed == self._requested and not self._stopping:
-                    self._cond.wait(self.commit_interval)
+                due = last_start + self.commit_interval
+                while (
+                    self._committed == self._requested
+                    and not self._stopping
+                    and not self._waiting
+                    and time.monotonic() < due
+                ):
+                    self._cond.wait(due - time.monotonic())
                 request, stopping = self._requested, self._stopping
+            last_start = time.monotonic()
             size = self._commit()
             with self._cond:
                 if size is not None:
@@ -152,8 +342,6 @@ class Sink:
                 if not stopping:
                     self.store.close()
                 return
-            if size is not None and size >= BUSY_BATCH:
-                continue
 
     def _idle_exit(self) -> bool:
         """Whether a shared sink with no runs left should end; decided under the registry's lock,
@@ -162,7 +350,7 @@ class Sink:
             return False
         with _sinks_lock:
             idle = time.monotonic() - self._idle_since >= self.idle_stop
-            if self.users > 0 or not idle or self._records or any(rows for _, _, rows in self._series):
+            if self.users > 0 or not idle or self._records or any(q.rows for q in self._series):
                 return False
             if _sinks.get(self.key) is self:
                 del _sinks[self.key]
@@ -181,6 +369,7 @@ class Sink:
                 return written
             if not resent:
                 self._resend.append(batch)
+            start = time.monotonic()
             try:
                 self.store.write_batch(batch)
             except Exception as error:
@@ -193,7 +382,7 @@ class Sink:
                 return None
             self._resend.pop(0)
             written += len(batch)
-            self._recovered()
+            self._succeeded(len(batch), time.monotonic() - start)
             if not resent:
                 return written
 
@@ -226,24 +415,33 @@ class Sink:
             )  # fmt: skip
         return True
 
+    def _succeeded(self, size: int, seconds: float) -> None:
+        """Learn the commit rate from batches large enough to measure it; end an outage."""
+        self._streak = 0
+        if size >= 1000 and seconds > 0:  # slower at once (the loss window), faster by steps
+            self._rate = min(size / seconds, self._rate * RATE_STEP)
+        if self._down_since is not None:
+            down = time.monotonic() - self._down_since
+            log.warning("tallyboard: %s accepts writes again after %.0f s", self.store.url, down)
+            self._down_since = None
+
     def _failed(self, error: Exception) -> None:
-        """A commit failed for a reason of the database (gone, full, read-only): the batch stays at
-        the head of `_resend`, flush() reports the error, and the log says so once, not at every
-        retry (every commit interval), until a commit succeeds again."""
-        if not self._failing:
-            self._failing = True
-            log.warning("tallyboard: commit to %s failed (%s); retrying every %s s", self.store.url,
-                        error, self.commit_interval, exc_info=log.isEnabledFor(logging.DEBUG))  # fmt: skip
+        """The database did not take the batch at the head of `_resend` (unreachable, disk full,
+        ...): it stays there to be sent again unchanged; say so without a traceback every time (now,
+        then every `REPORT_EVERY` seconds), and back off; a flush() wakes the writer to try again."""
+        now = time.monotonic()
         with self._cond:
             self._error = error
             self._failures += 1
+            self._streak += 1
+            if self._down_since is None:
+                self._down_since, self._reported = now, 0.0
+            if now - self._reported >= REPORT_EVERY:
+                self._reported = now
+                log.warning("%s", self._outage_text())
             self._cond.notify_all()
-            self._cond.wait(self.commit_interval)  # a flush() wakes it to try again at once
-
-    def _recovered(self) -> None:
-        if self._failing:
-            self._failing = False
-            log.warning("tallyboard: commits to %s succeed again", self.store.url)
+            backoff = min(MAX_BACKOFF, self.commit_interval * 2 ** min(self._streak, 6))
+            self._cond.wait(backoff)
 
     def stop(self) -> None:
         """Commit what is left and end the writer thread."""
@@ -257,6 +455,7 @@ class Sink:
 # ---- one sink per database per process ---------------------------------------------------------
 _sinks: dict[str, Sink] = {}
 _sinks_lock = threading.RLock()
+_all_sinks: weakref.WeakSet[Sink] = weakref.WeakSet()  # every sink of the process, shared or not
 
 
 def _file_identity(url: str) -> tuple[int, int] | None:
@@ -276,10 +475,27 @@ def sink_for(url: str, commit_interval: float = DEFAULT_COMMIT_INTERVAL) -> Sink
     with _sinks_lock:
         sink = _sinks.get(key)
         if sink is None or not sink._thread.is_alive() or sink.identity != _file_identity(url):
-            sink = _sinks[key] = Sink(open_store(url), commit_interval, idle_stop=IDLE_STOP)
+            store = open_store(url)
+            store.retry_for = min(store.retry_for, STORE_RETRY_FOR)  # the sink takes over after that
+            sink = _sinks[key] = Sink(store, commit_interval, idle_stop=IDLE_STOP)
             sink.key, sink.identity = key, _file_identity(url)
         sink.users += 1
         return sink
+
+
+def _drain_at_exit() -> None:
+    """Records still queued when the interpreter exits (a close() that timed out in an outage):
+    give the database `OUTAGE_WAIT` seconds more, then say what is lost."""
+    for sink in list(_all_sinks):
+        if sink.pid != os.getpid() or not sink._thread.is_alive() or not sink.pending():
+            continue
+        try:
+            sink.flush(wait=OUTAGE_WAIT)
+        except RuntimeError as error:
+            log.error("%s; they are lost now that the process exits", error)
+
+
+atexit.register(_drain_at_exit)
 
 
 # ---- ending runs when the process or a thread ends ------------------------------------------------
@@ -289,20 +505,25 @@ class OpenRun(Protocol):
     owner: int  # ident of the thread that created the run
     pid: int  # the process that created it
 
+    @property
+    def run_id(self) -> int: ...
+
     def _end(self, status: str) -> None: ...
 
 
-_open_runs: dict[int, OpenRun] = {}  # id(writer) -> writer
+_open_runs: dict[int, tuple[OpenRun, Sink]] = {}  # id(writer) -> (writer, its sink)
 _hooks_lock = threading.RLock()
 _previous: dict[str, Any] = {}
+_draining = 0  # drains in progress (ends of runs): a signal now is the user's second
+_abandoned = False  # a second signal gave up draining: nothing waits for the queue any more
 
 
-def opened(run: OpenRun) -> None:
+def opened(run: OpenRun, sink: Sink) -> None:
     """Register an open run; the first one installs the exit hooks."""
     with _hooks_lock:
         if not _open_runs:
             _install_hooks()
-        _open_runs[id(run)] = run
+        _open_runs[id(run)] = (run, sink)
 
 
 def closed(run: OpenRun) -> None:
@@ -312,20 +533,62 @@ def closed(run: OpenRun) -> None:
             _uninstall_hooks()
 
 
+def end_run(sink: Sink, run_id: int, status: str | None) -> None:
+    """Record the end of a run (status None: only let go of it, see `writer.let_go`) and drain the
+    queue (a second signal meanwhile gives up draining, see `_on_signal`); an unreachable database
+    is waited for `OUTAGE_WAIT` seconds, then reported with `NotDurableError` while the records
+    stay queued."""
+    global _draining
+    if _abandoned:
+        return
+    if status is not None:
+        sink.put("run_updates", (run_id, {"status": status, "end_time": time.time()}), wait=False)
+    with _hooks_lock:  # threads may drain at once: a lost update would make a first signal a second
+        _draining += 1
+    try:
+        sink.flush(wait=OUTAGE_WAIT)
+    finally:
+        with _hooks_lock:
+            _draining -= 1
+        sink.release(run_id)
+
+
 def end_runs(status: str, thread_ident: int | None = None) -> None:
     """End this process's open runs (those created by `thread_ident`, or all) with `status`, durably."""
     pid = os.getpid()
     with _hooks_lock:
         runs = [
-            r
-            for r in _open_runs.values()
-            if r.pid == pid and (thread_ident is None or r.owner == thread_ident)
+            run
+            for run, _ in _open_runs.values()
+            if run.pid == pid and (thread_ident is None or run.owner == thread_ident)
         ]
     for run in runs:
         try:
             run._end(status)
         except Exception:  # an exit path must not hide the original error
             log.exception("tallyboard: could not record the end of a run")
+
+
+def _abandon_runs() -> None:
+    """Give up draining: mark this process's open runs failed, each in a transaction of its own
+    on a connection of its own (the writer thread may be mid-commit), and leave the queue. What is
+    committed stays; the commit in flight lands whole or not at all."""
+    global _abandoned
+    _abandoned = True
+    pid = os.getpid()
+    with _hooks_lock:
+        entries = [(run.run_id, sink.store.url) for run, sink in _open_runs.values() if run.pid == pid]
+    for url in dict.fromkeys(url for _, url in entries):
+        try:
+            store = open_store(url)
+            store.retry_for = 0.0
+            try:
+                for run_id in (run_id for run_id, at in entries if at == url):
+                    store.update_run(run_id, status="failed", end_time=time.time())
+            finally:
+                store.close()
+        except Exception as error:  # the process is going down; say why the status is stale
+            log.error("tallyboard: could not mark the runs in %s failed: %s", url, error)
 
 
 # Each hook reads the hook it chains to first: ending the last open run uninstalls ours.
@@ -342,14 +605,47 @@ def _threading_excepthook(args: Any) -> None:
     previous(args)
 
 
-def _sigterm(signum: int, frame: Any) -> None:
-    previous = _previous.get("sigterm", signal.SIG_DFL)
-    end_runs("failed")
+def _on_signal(signum: int, frame: Any, key: str) -> None:
+    """SIGTERM ends every open run of the process (any thread's) as failed, draining the queue;
+    SIGINT is left to the KeyboardInterrupt, which ends the runs on its way out. A second signal
+    while a drain is in progress gives up draining (`_abandon_runs`). Then whatever was there
+    before runs: the user's handler, or the default action (dying of the signal)."""
+    previous = _previous.get(key, signal.SIG_DFL)
+    if _draining or _abandoned:
+        _abandon_runs()
+        if previous is signal.default_int_handler:  # Ctrl-C twice: die of it, not mid-drain
+            previous = signal.SIG_DFL
+    elif signum == signal.SIGTERM:
+        end_runs("failed")
     if callable(previous):
         previous(signum, frame)
-    else:  # default action: die of SIGTERM, as if we had not been here
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        os.kill(os.getpid(), signal.SIGTERM)
+    else:  # default action: die of the signal, as if we had not been here
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+
+def _sigterm(signum: int, frame: Any) -> None:
+    _on_signal(signum, frame, "sigterm")
+
+
+def _sigint(signum: int, frame: Any) -> None:
+    _on_signal(signum, frame, "sigint")
+
+
+_SIGNALS = (("sigterm", signal.SIGTERM, _sigterm), ("sigint", signal.SIGINT, _sigint))
+
+
+def arm_signals() -> None:
+    """Install the signal handlers now if this is the main thread (the only one that may), so that
+    runs opened later in other threads are ended on SIGTERM too. `ResultTable(...)` calls it."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    with _hooks_lock:
+        for key, signum, ours in _SIGNALS:
+            current = signal.getsignal(signum)
+            if current is not ours and current is not signal.SIG_IGN and current is not None:
+                _previous[key] = current
+                signal.signal(signum, ours)
 
 
 # The status `_at_exit` ends runs with: the end status the run's user chose (`set_status`), else
@@ -366,10 +662,16 @@ def _at_exit() -> None:
 def _forget_parent() -> None:
     """In a forked child (e.g. a DataLoader worker) the parent's sinks have no thread and its runs
     are not ours to end: start from nothing, with fresh locks in case one was held at the fork, and
-    the hooks that were there before ours, so the child's first run installs them afresh."""
-    global _sinks_lock, _hooks_lock
+    the hooks that were there before ours, so the child's first run installs them afresh. A copy of
+    a parent's run that the child logs to fails at its first call (every limit is 0, so the first
+    `add_scalar` asks the sink for room, and the sink refuses another process)."""
+    global _sinks_lock, _hooks_lock, _draining, _abandoned
     _sinks_lock, _hooks_lock = threading.RLock(), threading.RLock()
+    _draining, _abandoned = 0, False
     _sinks.clear()
+    for sink in list(_all_sinks):
+        for queue in sink._series:
+            queue.limit = 0
     if _open_runs:  # our hooks are installed while runs are open
         _open_runs.clear()
         _uninstall_hooks()
@@ -384,21 +686,18 @@ def _install_hooks() -> None:
     sys.excepthook = _excepthook
     threading.excepthook = _threading_excepthook
     atexit.register(_at_exit)
-    if threading.current_thread() is threading.main_thread():
-        current = signal.getsignal(signal.SIGTERM)
-        if current is not signal.SIG_IGN and current is not None:
-            _previous["sigterm"] = current
-            signal.signal(signal.SIGTERM, _sigterm)
+    arm_signals()
 
 
 def _uninstall_hooks() -> None:
     _restore(sys, "excepthook", _excepthook, "excepthook")
     _restore(threading, "excepthook", _threading_excepthook, "threading_excepthook")
     atexit.unregister(_at_exit)
-    if "sigterm" in _previous and threading.current_thread() is threading.main_thread():
-        with contextlib.suppress(ValueError):
-            if signal.getsignal(signal.SIGTERM) is _sigterm:
-                signal.signal(signal.SIGTERM, _previous.pop("sigterm"))
+    if threading.current_thread() is threading.main_thread():
+        for key, signum, ours in _SIGNALS:
+            with contextlib.suppress(ValueError):
+                if key in _previous and signal.getsignal(signum) is ours:
+                    signal.signal(signum, _previous.pop(key))
 
 
 def _restore(module: Any, attribute: str, ours: Callable[..., Any], key: str) -> None:

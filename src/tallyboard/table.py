@@ -14,17 +14,23 @@ import json
 import os
 import time
 import warnings
+from collections.abc import Iterator, Mapping, Sequence
+from datetime import datetime
 from enum import Enum
-from typing import IO, Any, NamedTuple
+from typing import IO, TYPE_CHECKING, Any, NamedTuple
 
 from tallyboard import capture, left_out
+from tallyboard import query as query_api
 from tallyboard.artifacts import location_for
 from tallyboard.media import open_png
-from tallyboard.sink import DEFAULT_COMMIT_INTERVAL, sink_for
+from tallyboard.sink import DEFAULT_COMMIT_INTERVAL, arm_signals, sink_for
 from tallyboard.store import Column, Quarantined, StoreError, open_store
 from tallyboard.store.base import DEBUG_RUN_ID
 from tallyboard.values import check_text, to_int
 from tallyboard.writer import LogWriter, let_go
+
+if TYPE_CHECKING:
+    from tallyboard.comparison import Comparison
 
 DEFAULT_UNIQUE_COLUMNS = ("experiment", "config_path", "config_hash", "cli", "comment", "tag")
 UNIQUE_CANDIDATES = (
@@ -33,6 +39,14 @@ UNIQUE_CANDIDATES = (
 # DeepBoard's names for the same columns, accepted in `unique_columns`.
 DEEPBOARD_NAMES = {"config": "config_path", "commit_hash": "git_commit", "diff": "git_diff"}
 DISABLED_RUN_ID = -2
+
+
+def deepboard_keys(row: dict[str, Any]) -> dict[str, Any]:
+    """A run row's values under DeepBoard's column names; `start` as DeepBoard's SQLite file returns
+    it, the ISO text of a local datetime ('2025-01-31T12:00:00.123456')."""
+    keys = {deepboard: row[ours] for deepboard, ours in DEEPBOARD_NAMES.items()}
+    keys["start"] = datetime.fromtimestamp(row["start_time"]).isoformat()
+    return keys
 
 
 class NoCommitAction(Enum):
@@ -51,6 +65,25 @@ class TableTuple(NamedTuple):
     is_hparam: list[bool]
     row_color: list[str | None]
     data: list[list[Any]]
+
+
+def require_writable_file(path: str) -> None:
+    """Refuse, at `ResultTable(...)`, a SQLite location that logging could not write: otherwise the
+    table opens (reading needs no write access) and every commit of the writer thread fails later.
+    SQLite writes the file and creates `<file>-wal` and `<file>-shm` beside it."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise IsADirectoryError(f"{path!r} is a folder; give the path of a result table file in it")
+    if not os.path.isdir(folder):
+        raise FileNotFoundError(
+            f"cannot create the result table {path!r}: the folder {folder!r} does not exist"
+        )
+    for what, where in (("folder", folder), ("file", path)):
+        if os.path.exists(where) and not os.access(where, os.W_OK):
+            raise PermissionError(
+                f"cannot write the result table {path!r}: this process may not write to the {what} "
+                f"{where!r} (SQLite writes the file and creates its -wal and -shm files beside it)"
+            )
 
 
 def _normalise_unique(columns: tuple[str, ...] | list[str]) -> tuple[str, ...]:
@@ -78,6 +111,8 @@ class ResultTable:
         self.db_path = db_path if isinstance(db_path, str) and "://" in db_path else os.fspath(db_path)
         self.nocommit_action = NoCommitAction(nocommit_action)
         self.commit_interval = commit_interval
+        if "://" not in self.db_path:
+            require_writable_file(self.db_path)
         # Where `log_artifact` copies files: a folder or an fsspec URL; by default `results.db` ->
         # `results.artifacts/`; None for PostgreSQL unless configured (tallyboard/artifacts.py).
         self.artifacts = location_for(self.db_path, artifacts)
@@ -90,6 +125,7 @@ class ResultTable:
                 f"open it with ResultTable({self.db_path!r}, unique_columns={stored}) or use a new table"
             )
         self.unique_columns = stored
+        arm_signals()  # from the main thread, so that runs of any thread are ended on SIGTERM
 
     # ---- starting runs ------------------------------------------------------------------------
     def _run_fields(self, experiment_name, configfile, cli, comment, tag, with_git) -> dict[str, Any]:
@@ -128,9 +164,10 @@ class ResultTable:
             fields["git_commit"], fields["git_diff"] = git.commit, git.diff
         return fields
 
-    def _unique_key(self, fields: dict[str, Any]) -> str | None:
-        """The run's values of the unique columns; None (no check) for a table without any."""
-        if not self.unique_columns:
+    def _unique_key(self, fields: dict[str, Any], unique: bool | Mapping[str, Any] = True) -> str | None:
+        """The run's values of the unique columns, then the values of a `unique` mapping; None (no
+        check) for a table without unique columns or when `unique` is False."""
+        if not self.unique_columns or unique is False:
             return None
 
         def canonical(name: str) -> Any:
@@ -138,10 +175,13 @@ class ResultTable:
                 return json.dumps(json.loads(fields["cli"]), sort_keys=True)
             return fields.get(name)
 
-        return json.dumps([canonical(name) for name in self.unique_columns])
+        key = [canonical(name) for name in self.unique_columns]
+        if isinstance(unique, Mapping) and unique:
+            key.append(json.dumps(dict(unique), sort_keys=True, default=str))
+        return json.dumps(key)
 
     def _start(self, debug, name, configfile, cli, comment, tag, flush_each, keep_each, auto_log_plt,
-               disable, system_metrics) -> LogWriter:  # fmt: skip
+               disable, system_metrics, unique=True) -> LogWriter:  # fmt: skip
         """What new_run and new_debug_run share; a debug run skips git and uniqueness."""
         if disable:
             return LogWriter(self._store, None, DEBUG_RUN_ID if debug else DISABLED_RUN_ID, disable=True)
@@ -150,7 +190,7 @@ class ResultTable:
                 raise ValueError(f"{what} must be 1 or more, got {count}")
         fields = self._run_fields(name, configfile, cli, comment, tag, with_git=not debug)
         if not debug:
-            fields["unique_key"] = self._unique_key(fields)
+            fields["unique_key"] = self._unique_key(fields, unique)
         run_id = self._store.create_run(fields, debug=debug)
         sink = sink_for(self.db_path, self.commit_interval)
         return self._writer(sink, run_id, keep_each, auto_log_plt, system_metrics)
@@ -178,12 +218,18 @@ class ResultTable:
         auto_log_plt: bool = True,
         disable: bool = False,
         system_metrics: bool = False,
+        unique: bool | Mapping[str, Any] = True,
     ) -> LogWriter:
         """Start a run and return its writer. Raises `DuplicateRunError` if a visible, non-failed run
         has the same unique columns. `flush_each` is accepted for DeepBoard compatibility: commits
-        happen every `commit_interval` seconds instead, which bounds what a crash can lose by time."""
+        happen every `commit_interval` seconds instead, which bounds what a crash can lose by time.
+
+        `unique=False` skips the check for this run, and later runs are not compared with it: each
+        launch of a training script is a run of its own, the way framework loggers count versions.
+        A mapping (e.g. the hyperparameters) is checked too: same columns and same mapping is a
+        duplicate."""
         return self._start(False, experiment_name, configfile, cli, comment, tag, flush_each, keep_each,
-                           auto_log_plt, disable, system_metrics)  # fmt: skip
+                           auto_log_plt, disable, system_metrics, unique)  # fmt: skip
 
     def new_debug_run(
         self,
@@ -247,6 +293,8 @@ class ResultTable:
         values = self._store.values("hparams", run_id)
         for rid, results in self._store.values("results", run_id).items():
             values.setdefault(rid, {}).update(results)
+        for rid, tags in self._store.run_tags(run_id).items():  # a shown `tags` column (an hparam of
+            values.setdefault(rid, {}).setdefault("tags", tags)  # that name, from before v6, wins)
         shown = [c for c in self._store.columns() if c.position is not None]
         data = [[values.get(row["run_id"], {}).get(c.name, row.get(c.name)) for c in shown] for row in rows]
         return TableTuple(
@@ -266,6 +314,60 @@ class ResultTable:
         if "run_id" in ids:
             frame = frame.set_index(names[ids.index("run_id")])
         return frame
+
+    def compare(self, metric: str, by: str | Sequence[str] = (), **options: Any) -> Any:
+        """Groups of runs (by the hparams `by`) compared on `metric`, as a pandas DataFrame: one row
+        per group with its hparam values, n, mean, std, the 95% CI and its run ids.
+        `frame.attrs["pairs"]` holds the pairwise table: diff of means (b - a) with its 95% CI,
+        Welch's t, df and p, Holm's p across pairs, and a verdict in words. `options` are those
+        of `compare_groups` (run_ids, summary, k, goal, unit). Needs pandas and scipy."""
+        import pandas as pd
+
+        found = self.compare_groups(metric, by, **options).to_json()
+        keep = ("n", "mean", "std", "ci_low", "ci_high", "run_ids")
+        groups = pd.DataFrame([{**g["key"], **{c: g[c] for c in keep}} for g in found["groups"]])
+        groups.attrs["pairs"] = pd.DataFrame(found["pairs"])
+        return groups
+
+    def compare_groups(
+        self,
+        metric: str,
+        by: str | Sequence[str] = (),
+        run_ids: Sequence[int] | None = None,
+        summary: str = "final",
+        k: int = 5,
+        goal: str = "max",
+        unit: str = "rep",
+    ) -> Comparison:
+        """The statistics behind `compare` as a `comparison.Comparison` (no pandas needed).
+
+        `metric` is a scalar tag ('val/accuracy'), reduced per repetition by `summary` ('final',
+        'best' by `goal` 'max' or 'min', or 'last_k': the mean of the last k points), or a result
+        column. Runs: `run_ids`, else every visible run. `unit='run'` makes each run (the mean of
+        its repetitions) one sample instead of each repetition."""
+        from tallyboard import comparison
+
+        names = [by] if isinstance(by, str) else list(by)
+        known = {row["run_id"] for row in self._store.runs(show_hidden=True)}
+        chosen = run_ids if run_ids is not None else [row["run_id"] for row in self._store.runs()]
+        missing = [run_id for run_id in chosen if run_id not in known]
+        if missing:
+            raise KeyError(f"no run with id {missing[0]}")
+        hparams = self._store.values("hparams")
+        runs = {run_id: hparams.get(run_id, {}) for run_id in chosen}
+
+        def points() -> list[tuple[int, int, float | None]]:
+            return [
+                (run_id, rep, value)
+                for run_id in runs
+                for rep, value in self._store.scalars(run_id, metric, columns=("rep", "value"))
+            ]
+
+        how = comparison.Summary(summary, k, goal)
+        samples = comparison.run_samples(metric, runs, self._store.values("results"), points, how)
+        if not samples:
+            raise KeyError(f"none of these runs logged a scalar or result named {metric!r}")
+        return comparison.compare(samples, names, metric, unit)
 
     def get_config(self, run_id: int) -> str:
         """The content of the run's config file as it was when the run started. `KeyError` if it
@@ -293,8 +395,10 @@ class ResultTable:
         ]
 
     def get_experiment_raw(self, run_id: int) -> dict[str, Any]:
-        """The run's row, every column, as stored."""
-        return self._require(run_id)
+        """The run's row, every column, as stored, plus the keys DeepBoard's row has under other
+        names (`config`, `start`, `commit_hash`, `diff`), so code written for DeepBoard reads it."""
+        row = self._require(run_id)
+        return {**row, **deepboard_keys(row)}
 
     def get_image_by_id(self, image_id: int) -> Any:
         """An image or figure as a PIL image, or None for an unknown id."""
@@ -302,15 +406,73 @@ class ResultTable:
         return open_png(rows[0][-1]) if rows else None
 
     @staticmethod
-    def get_file_hash(configfile: str | os.PathLike[str] | IO[str]) -> str:
-        """The sha256 hex digest of a file (a path, or an open file, rewound afterwards)."""
-        return capture.file_hash(configfile)
+    def get_file_hash(configfile: str | os.PathLike[str] | IO[str], hash_algo: str = "sha256") -> str:
+        """The hex digest of a file (a path, or an open file, rewound afterwards); `hash_algo` is any
+        name `hashlib.new` knows ('sha256', 'md5', 'sha1'...)."""
+        return capture.file_hash(configfile, hash_algo)
 
     def quarantined(self, run_id: int | None = None) -> list[Quarantined]:
         """Records the database rejected although they passed the checks at the call (of one run, or
         all), oldest first: each with its kind, tag, the database's error and the whole record as
         JSON (`json.loads(q.record)`). The sink sets them aside so that nothing else is held back."""
         return self._store.quarantined(run_id)
+
+    # ---- the query API (query.py; docs/query.md) -------------------------------------------------
+    def query(
+        self,
+        filter: str | None = None,
+        columns: list[str] | None = None,
+        show_hidden: bool = False,
+        backend: str | None = None,
+    ) -> Any:
+        """The runs as a DataFrame, one row per run: run fields (with `tags`), then hparams, then
+        results as columns. `filter` is the dashboard's filter language (`lr < 1e-3 and "baseline"
+        in tags`); `columns` picks names or aliases (run_id always comes first). `backend`:
+        'pandas' (default when installed), 'polars', or 'records' (a list of `RunRecord`)."""
+        return query_api.runs_frame(self._store, filter, columns, show_hidden, backend)
+
+    def series(
+        self,
+        run_ids: int | list[int],
+        tags: str | list[str] | None = None,
+        reps: int | list[int] | None = None,
+        step_range: tuple[int | None, int | None] | None = None,
+        downsample: int | None = None,
+        backend: str | None = None,
+        chunk_rows: int = query_api.DEFAULT_CHUNK_ROWS,
+    ) -> Any:
+        """Logged scalars as one long frame (run_id, tag, rep, step, epoch, walltime, value).
+        `step_range` is inclusive, (low, high), None for an open end; `downsample=n` keeps the
+        last point of each of n equal step buckets per series. `query.pivot(frame)` makes it wide.
+        Read `chunk_rows` points at a time, so raw rows never pile up in memory."""
+        which = query_api.Selection(run_ids, tags, reps, step_range, downsample)
+        return query_api.series_frame(self._store, which, backend, chunk_rows)
+
+    def iter_series(
+        self,
+        run_ids: int | list[int],
+        tags: str | list[str] | None = None,
+        reps: int | list[int] | None = None,
+        step_range: tuple[int | None, int | None] | None = None,
+        downsample: int | None = None,
+        backend: str | None = None,
+        chunk_rows: int = query_api.DEFAULT_CHUNK_ROWS,
+    ) -> Iterator[Any]:
+        """What `series` returns, as frames of at most `chunk_rows` rows (each from one series)."""
+        which = query_api.Selection(run_ids, tags, reps, step_range, downsample)
+        return query_api.iter_series(self._store, which, backend, chunk_rows)
+
+    def summary(
+        self,
+        run_ids: int | list[int],
+        tags: str | list[str] | None = None,
+        reps: int | list[int] | None = None,
+        last_n: int = 10,
+        backend: str | None = None,
+    ) -> Any:
+        """Per series (run_id, tag, rep): the last step and value, and min, max and mean of the last
+        `last_n` points, computed by the database."""
+        return query_api.summary_frame(self._store, run_ids, tags, reps, last_n, backend)
 
     @property
     def runs(self) -> list[int]:

@@ -60,10 +60,14 @@ def _clip(value: str, size: int = 60) -> str:
 
 
 def to_float(tag: str, value: Any) -> float:
-    """Python numbers, numpy scalars, 1-element arrays and tensors; anything else is a TypeError."""
-    if isinstance(value, (str, bytes, bytearray)) or not (
-        hasattr(value, "__float__") or hasattr(value, "item")
-    ):
+    """Python numbers, numpy scalars, 1-element arrays and tensors, and numeric strings ('0.5', as
+    DeepBoard's `float(value)` takes them); anything else is a TypeError."""
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            raise TypeError(f"add_scalar({tag!r}): expected a number, got the string {value!r}") from None
+    if isinstance(value, (bytes, bytearray)) or not (hasattr(value, "__float__") or hasattr(value, "item")):
         raise TypeError(f"add_scalar({tag!r}): expected a number, got {type(value).__name__}")
     try:
         if hasattr(value, "item") and not isinstance(value, (int, float)):

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from tallyboard.media import open_png
-from tallyboard.sink import AT_EXIT, MAX_PENDING_ROWS, Sink, closed, opened
+from tallyboard.sink import AT_EXIT, SeriesQueue, Sink, closed, end_run, opened
 from tallyboard.store import Store
 from tallyboard.store.base import RUN_FIELDS, ArtifactRow, ResumePoint
 from tallyboard.values import (
@@ -79,14 +79,19 @@ def let_go(sink: Sink, run_id: int) -> None:
         previous._end(None)
 
 
-class _Series:
+class _Series(SeriesQueue):
     """The state of one tag in the current repetition; `rows` is drained by the sink."""
 
-    __slots__ = ("calls", "rows")
+    __slots__ = ("calls",)
 
-    def __init__(self, rows: list) -> None:
+    def __init__(self, run_id: int, tag: str) -> None:
+        super().__init__(run_id, tag)
         self.calls = 0
-        self.rows = rows
+
+
+def _checked_tags(tags: tuple[str, ...]) -> list[str]:
+    """Run tags, each a key the store can hold (a mistake in the third leaves the first two unset)."""
+    return list(dict.fromkeys(check_key("run tag", tag) for tag in tags))
 
 
 def _record_tag(kind: str, tag: str | None) -> str:
@@ -94,6 +99,12 @@ def _record_tag(kind: str, tag: str | None) -> str:
     if tag is None or (isinstance(tag, str) and not tag):
         return ""
     return check_key(f"{kind} tag", tag)
+
+
+def split_label(tag: str) -> tuple[str, str]:
+    """DeepBoard's (split, label) of a tag: 'train/loss' -> ('train', 'loss'), 'loss' -> ('', 'loss')."""
+    split, sep, label = tag.partition("/")
+    return (split, label) if sep else ("", tag)
 
 
 def _record_reader(table: str, kind: str, doc: str) -> Callable[..., list[dict[str, Any]]]:
@@ -150,7 +161,7 @@ class LogWriter:
         self._uploader: Any = None  # artifacts.Uploader, started by the first log_artifact
         if not self._read_only:
             _writing[(sink.key, run_id)] = self
-            opened(self)
+            opened(self, sink)
             if resume is not None:
                 self._continue(resume)
             if auto_log_plt:
@@ -206,8 +217,8 @@ class LogWriter:
         )
         if flush:
             self.flush()
-        elif len(rows) >= MAX_PENDING_ROWS:
-            self._sink.wait_for_room()
+        elif len(rows) >= series.limit:  # the sink's back-pressure (see sink.SeriesQueue)
+            self._sink.wait_for_room(series)
         return None
 
     def _new_series(self, tag: str) -> _Series:
@@ -215,7 +226,8 @@ class LogWriter:
         if not isinstance(tag, str) or not tag:
             raise TypeError(f"tag must be a non-empty string, got {tag!r}")
         check_key("add_scalar tag", tag)
-        series = self._series[tag] = _Series(self._sink.series(self._run_id, tag))
+        series = self._series[tag] = _Series(self._run_id, tag)
+        self._sink.track(series)
         return series
 
     def _refuse(self) -> None:
@@ -403,6 +415,25 @@ class LogWriter:
     def set_tag(self, tag: str) -> None:
         self._set(tag=check_text("run tag", str(tag)))
 
+    def add_tags(self, *tags: str) -> None:
+        """Give the run these tags (several per run, unlike DeepBoard's single `tag`), written at
+        once. Each is a non-empty key (`values.check_key`); all are checked before any is stored."""
+        if not self._disabled:
+            self._row_store().change_run_tags(self._run_id, add=_checked_tags(tags))
+
+    def remove_tags(self, *tags: str) -> None:
+        """Take these tags off the run (those it lacks are ignored), written at once."""
+        if not self._disabled:
+            self._row_store().change_run_tags(self._run_id, remove=_checked_tags(tags))
+
+    def get_tags(self) -> list[str]:
+        """The run's tags, sorted."""
+        return self._store.run_tags(self._run_id).get(self._run_id, [])
+
+    @property
+    def tags(self) -> list[str]:
+        return self.get_tags()
+
     def set_color(self, color: str | None = None) -> None:
         """Set the run's colour as RGB hex ('#ff0000' or 'ff0000'); None clears it."""
         if color is not None:
@@ -471,7 +502,7 @@ class LogWriter:
     def _end(self, status: str | None) -> None:
         """Final status + end time, drain, become read-only; a second end is a no-op. In a forked
         child the run is the parent's to end: the child's copy only becomes read-only. Status None
-        drains and lets go without ending the run (a newer writer of the run takes over)."""
+        drains and lets go without ending the run (a newer writer of the run takes over; `detach`)."""
         if self._read_only:
             return
         if self.pid != os.getpid():
@@ -484,12 +515,9 @@ class LogWriter:
         self._read_only = True
         if self._uploader is not None:
             self._uploader.close()  # waits for the copies first
-        if status is not None:
-            self._sink.put("run_updates", (self._run_id, {"status": status, "end_time": time.time()}))
         try:
-            self._sink.flush()
+            end_run(self._sink, self._run_id, status)
         finally:
-            self._sink.release(self._run_id)
             closed(self)
             if _writing.get((self._sink.key, self._run_id)) is self:
                 del _writing[(self._sink.key, self._run_id)]
@@ -503,6 +531,42 @@ class LogWriter:
             raise ValueError(f"a run ends with a status of {END_STATUSES}, got {status!r}")
         self._end(status or self._chosen_end or "finished")
 
+    def detach(self) -> None:
+        """Stop writing from this process without ending the run: drain what was logged and become
+        read-only, leaving the run's status and end to the process that owns it (a spawned DDP
+        worker logs into the run its launching process started, and that process ends it)."""
+        self._end(None)
+
+    # ---- DeepBoard's attributes ------------------------------------------------------------------
+    @property
+    def enabled(self) -> bool:
+        """False once the run has ended here (results written, closed, failed) or was loaded
+        read-only; a disabled writer stays enabled, as in DeepBoard. Adapters ask before ending a
+        run, because an exit path (an uncaught exception, SIGTERM) may have ended it already."""
+        return self._disabled or not self._read_only
+
+    @property
+    def run_rep(self) -> int:
+        """The repetition being logged (0, then 1 after `new_repetition()`...)."""
+        return self._rep
+
+    @property
+    def global_step(self) -> dict[str, int]:
+        """{tag: the step its next `add_scalar` without `step` gets} for the tags logged in this
+        repetition (a copy; empty after `new_repetition()`, as in DeepBoard)."""
+        return {tag: series.calls for tag, series in self._series.items() if series.calls}
+
+    @property
+    def db_path(self) -> str:
+        """The table's location: a SQLite file path or a `postgresql://` URL."""
+        return self._store.url
+
+    @property
+    def formatted_scalars(self) -> list[tuple[str, str]]:
+        """(split, label) of every scalar tag of the run: 'train/loss' -> ('train', 'loss'), 'loss'
+        -> ('', 'loss')."""
+        return [split_label(tag) for tag in self.scalars]
+
     def __enter__(self) -> LogWriter:
         return self
 
@@ -512,7 +576,7 @@ class LogWriter:
     # ---- reading back ---------------------------------------------------------------------------
     def get_scalar(self, tag: str, repetition: int | None = None) -> list[Scalar]:
         """Every logged value of `tag`, ordered by (repetition, step)."""
-        split, _, label = tag.partition("/") if "/" in tag else ("", "", tag)
+        split, label = split_label(tag)
         run_id = self._run_id
         return [
             Scalar(

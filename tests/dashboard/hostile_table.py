@@ -20,8 +20,8 @@ from dashboard.sample_table import tiny_png
 PAYLOAD = (
     "<img src=x onerror=\"window.pwned=1;document.title='pwned'\"><script>window.pwned=2</script>"
     "\"'><svg onload=window.pwned=3>javascript:window.pwned=4 {{csrf}} ${window.pwned=5} "
-    '=HYPERLINK("http://evil.example") \u202e\u0000'
-)
+    '=HYPERLINK("http://evil.example") \u202e\u0007'
+)  # no NUL: the store refuses it at the call (values.check_text), so it never reaches a page
 SHORT = "<b onmouseover=window.pwned=6>x</b>'\"`;=--{}"  # for names, which get their own limits
 FRAGMENT = (
     "<p id='frag'>fragment</p><meta http-equiv='refresh' content='0;url=http://evil.example/meta'>"

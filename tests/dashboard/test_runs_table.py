@@ -59,3 +59,49 @@ def test_the_first_screen_read_from_the_store_equals_the_loaded_table(sample_db)
         run_columns = [c for c in full.columns if c.kind == "run" or c.name in known]
         assert window.partial and not full.partial
         assert [c.name for c in window.columns] == [c.name for c in run_columns], options
+
+
+def test_a_kept_view_follows_edits_alias_changes_and_new_runs(sample_db):
+    queries = DashboardQueries(str(sample_db))
+    runs = RunsTable(queries)
+    view = {"sort": "lr", "filter_text": "lr > 0"}
+    first = runs.page(**view)
+    assert len(first.rows) >= 2
+    assert runs.page(**view, offset=1).rows == first.rows[1:]  # a later page of the kept view
+    table = tb.ResultTable(sample_db, nocommit_action=tb.NoCommitAction.NOP)
+    table.set_column_alias({"lr": "learning rate"})
+    assert runs.page(sort="learning rate", filter_text="lr > 0").rows == first.rows  # aliases resolve anew
+    with table.new_run("exp", cli={"lr": 5.0}, auto_log_plt=False) as run:
+        run.add_hparams(lr=5.0)
+    table.hide_run(first.rows[0]["run_id"])
+    table.close()
+    again = runs.page(**view)
+    assert again.rows[-1]["run_id"] == run.run_id  # the new run, sorted last by lr
+    assert [row["run_id"] for row in again.rows[:-1]] == [row["run_id"] for row in first.rows[1:]]
+    queries.close()
+
+
+def test_values_come_back_with_their_json_types_however_often_they_repeat(tmp_path):
+    values = {
+        "i": 3,
+        "f": 3.0,
+        "e": 1e-05,
+        "big": 10**20,
+        "neg": -0.5,
+        "text": "1e5",
+        "flag": True,
+        "none": None,
+    }
+    table = tb.ResultTable(tmp_path / "t.db", nocommit_action=tb.NoCommitAction.NOP)
+    for i in range(3):  # the same texts in several runs (parsed once, shared)
+        with table.new_run("exp", cli={"i": i}, auto_log_plt=False) as run:
+            run.add_hparams(**values)
+            run.write_result(nan=float("nan"), inf=float("inf"))
+    table.close()
+    queries = DashboardQueries(str(tmp_path / "t.db"))
+    for run in queries.runs():
+        assert {name: (type(v), repr(v)) for name, v in run["hparams"].items()} == {
+            name: (type(v), repr(v)) for name, v in values.items()
+        }
+        assert sorted((k, repr(v)) for k, v in run["results"].items()) == [("inf", "inf"), ("nan", "nan")]
+    queries.close()

@@ -137,22 +137,16 @@ def test_charts_have_axis_titles_also_in_their_png(page, base_url):
 
 
 def test_long_metric_names_chart_export_and_fit_their_card(page, base_url, table):
-    long_name, too_long = "m" * 600, "n" * 5000
-    run_id = log_run(
-        table,
-        "x" * 3000,
-        {"lr": 7},
-        {f"train/{long_name}": [1.0, 2.0], f"train/{too_long}": [1.0]},
-        "y" * 3000,
-    )
+    # The longest name the store holds (values.MAX_KEY_BYTES, 1024 bytes) is well under what a
+    # chart can ask for in its URL, so every stored name charts.
+    long_name = "m" * 1000
+    run_id = log_run(table, "x" * 3000, {"lr": 7}, {f"train/{long_name}": [1.0, 2.0]}, "y" * 3000)
     card = open_chart(page, f"{base_url}/runs/{run_id}", long_name)
     assert card.evaluate("c => c.scrollWidth <= c.clientWidth + 1")
     csv = page.evaluate(
         f"async () => (await fetch('/api/runs/{run_id}/scalars.csv?tag=train/{long_name}')).status"
     )
     assert csv == 200
-    message = page.locator(f'.chart-card[data-metric="{too_long}"] .too-long')
-    assert "5,000 characters" in message.inner_text()
     page.goto(f"{base_url}/compare?runs=1,{run_id}")
     page.wait_for_function(f"() => {CHART.format(long_name)}?.dataset.points > 0", timeout=TIMEOUT)
     assert page.eval_on_selector("aside.side", "a => a.scrollWidth <= a.clientWidth + 1")

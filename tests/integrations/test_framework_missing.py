@@ -6,7 +6,7 @@ import sys
 import pytest
 
 
-@pytest.mark.parametrize("framework", ["lightning", "transformers"])
+@pytest.mark.parametrize("framework", ["lightning", "transformers", "keras"])
 def test_a_missing_framework_is_a_clear_import_error(framework):
     code = (
         f"import sys; sys.modules[{framework!r}] = None\n"

@@ -2,7 +2,8 @@
 
 The expected values are the ones the test wrote (at float32, TensorBoard's precision); the expected
 wall times are read from the event files with TensorBoard's low-level loader, a different code path
-from the EventAccumulator the import uses.
+from the import's own reader. Every kind against TensorBoard's EventAccumulator, and other writers:
+test_tensorboard_kinds.py; growing, watched and damaged logs: test_tensorboard_live.py.
 """
 
 from __future__ import annotations
@@ -98,7 +99,7 @@ def test_every_point_image_text_and_hparam_arrives(logdir: tuple[Path, dict], db
 
     root, expected = logdir
     url = db_url
-    result = run_cli("import", "tensorboard", root, "--into", url, "--quiet")
+    result = run_cli("import", "tensorboard", root, "--into", url, "--quiet", "--finished-after", "0")
     assert "imported 2 TensorBoard runs" in result.stdout
     runs = imported(url)
     assert set(runs) == {"baseline", "sweep/lr_0.01"}
@@ -140,10 +141,10 @@ def test_every_point_image_text_and_hparam_arrives(logdir: tuple[Path, dict], db
 def test_importing_twice_does_not_duplicate(logdir: tuple[Path, dict], db_url: str) -> None:
     root, _ = logdir
     url = db_url
-    run_cli("import", "tensorboard", root, "--into", url, "--quiet")
+    run_cli("import", "tensorboard", root, "--into", url, "--quiet", "--finished-after", "0")
     first = imported(url)
-    again = run_cli("import", "tensorboard", root, "--into", url, "--quiet")
-    assert "imported 0 TensorBoard runs (2 already present)" in again.stdout
+    again = run_cli("import", "tensorboard", root, "--into", url, "--quiet", "--finished-after", "0")
+    assert "imported 0 TensorBoard runs (0 new, 0 updated, 2 unchanged" in again.stdout
     assert imported(url) == first
 
 
@@ -160,8 +161,30 @@ def test_a_log_directory_that_is_itself_a_run_is_named_after_it(
 ) -> None:
     root, expected = logdir
     url = str(tmp_path / "one.db")
-    run_cli("import", "tensorboard", root / "sweep" / "lr_0.01", "--into", url, "--quiet")
+    run_cli(
+        "import", "tensorboard", root / "sweep" / "lr_0.01", "--into", url, "--quiet", "--finished-after", "0"
+    )
     runs = imported(url)
     assert list(runs) == ["lr_0.01"]
     points = [(step, value) for _, step, _, _, value in runs["lr_0.01"]["scalars"]["loss"]]
     assert points == expected["scalars"][("sweep/lr_0.01", "loss")]
+
+
+def test_runs_imported_before_read_positions_were_kept_are_not_imported_again(
+    logdir: tuple[Path, dict], db_url: str
+) -> None:
+    """A table filled by an older tallyboard has the runs but no read positions: its runs (same
+    experiment and start time) are reported as already present and left alone, sessions included."""
+    from tallyboard.integrations.tensorboard_import import import_logdir
+
+    root, _ = logdir
+    import_logdir(root, db_url, clock=lambda: 4e9)
+    first = imported(db_url)
+    store = open_store(db_url)
+    try:
+        store._atomic(lambda: store._execute("DELETE FROM import_files"))
+    finally:
+        store.close()
+    again = import_logdir(root, db_url, clock=lambda: 4e9)
+    assert sorted(again.already_present) == ["baseline", "sweep/lr_0.01"] and not again.tally.imported
+    assert imported(db_url) == first

@@ -1,12 +1,21 @@
 """TallyboardCallback: a tiny Transformers Trainer run (a model built from a config, no download)."""
 
+import json
 import os
 
 import pytest
 import torch
-from transformers import BertConfig, BertForSequenceClassification, Trainer, TrainingArguments
+from transformers import (
+    BertConfig,
+    BertForSequenceClassification,
+    Trainer,
+    TrainerCallback,
+    TrainingArguments,
+)
 
+from tallyboard.integrations import transformers as adapter
 from tallyboard.integrations.transformers import TallyboardCallback, split_tag, training_hparams
+from tallyboard.store import DuplicateRunError
 
 
 class TokenDataset(torch.utils.data.Dataset):
@@ -59,16 +68,31 @@ def training_arguments(output_dir, **overrides):
     return TrainingArguments(**{**options, **overrides})
 
 
-def train(callback, output_dir, **overrides):
-    trainer = Trainer(
+def make_trainer(callbacks, output_dir, **overrides):
+    return Trainer(
         model=tiny_model(),
         args=training_arguments(output_dir, **overrides),
         train_dataset=TokenDataset(),
         eval_dataset=TokenDataset(),
-        callbacks=[callback],
+        callbacks=callbacks,
     )
-    trainer.train()
+
+
+def train(callback, output_dir, resume_from_checkpoint=None, **overrides):
+    trainer = make_trainer([callback], output_dir, **overrides)
+    trainer.train(resume_from_checkpoint=resume_from_checkpoint)
     return trainer
+
+
+class FailAt(TrainerCallback):
+    """Raise at the start of a given step: a crash mid-training."""
+
+    def __init__(self, step):
+        self.step = step
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        if state.global_step == self.step:
+            raise RuntimeError("preempted")
 
 
 def test_a_tiny_trainer_run_is_logged(table, results_of, tmp_path):
@@ -76,6 +100,8 @@ def test_a_tiny_trainer_run_is_logged(table, results_of, tmp_path):
     trainer = train(callback, tmp_path / "out")
     run_id = callback.writer.run_id
     run = table.load_run(run_id)
+    assert run.status == "running"  # the end of train() does not end the run
+    callback.write_result()
     assert run.status == "finished"
     assert run.tag == "hf"
 
@@ -85,9 +111,16 @@ def test_a_tiny_trainer_run_is_logged(table, results_of, tmp_path):
     assert hparams["seed"] == 7
     assert "adam_beta1" not in hparams  # left at its default: not a column
 
+    # The whole arguments and the model config are the run's config.
+    config = json.loads(table.get_config(run_id))
+    assert config["training_arguments"]["adam_beta1"] == 0.9
+    assert config["training_arguments"]["learning_rate"] == 1e-3
+    assert config["model_config"]["hidden_size"] == 8
+
     loss = run.get_scalar("train/loss")
     assert [point.step for point in loss] == list(range(1, 9))  # 4 steps per epoch, 2 epochs
     assert [point.epoch for point in loss] == [0, 0, 0, 0, 1, 1, 1, 1]
+    assert [point.value for point in run.get_scalar("train/epoch")][:4] == [0.25, 0.5, 0.75, 1.0]
     eval_loss = run.get_scalar("eval/loss")
     assert [(point.step, point.epoch) for point in eval_loss] == [(4, 0), (8, 1)]
     history = [entry["eval_loss"] for entry in trainer.state.log_history if "eval_loss" in entry]
@@ -96,35 +129,96 @@ def test_a_tiny_trainer_run_is_logged(table, results_of, tmp_path):
     checkpoints = run.get_text(tag="checkpoints/latest")
     assert [record["step"] for record in checkpoints] == [4, 8]
     assert all(os.path.isdir(record["fragment"]) for record in checkpoints)
+    assert adapter.checkpoint_run(checkpoints[0]["fragment"]) == run_id
 
     row = results_of(run_id)
     assert row["eval/loss"] == pytest.approx(history[-1])
     assert "train/train_runtime" in row
 
 
-def test_evaluate_after_training_with_results_written_by_hand(table, results_of, tmp_path):
+def test_train_evaluate_predict_log_into_one_run(table, results_of, tmp_path):
     writer = table.new_run("given writer")
-    callback = TallyboardCallback(writer, write_result_at_end=False)
+    callback = TallyboardCallback(writer)
     trainer = train(callback, tmp_path / "out", save_strategy="no")
     trainer.evaluate(metric_key_prefix="test")
+    trainer.predict(TokenDataset(), metric_key_prefix="predict")
     callback.write_result(note_to_self=1)
+    assert table.runs == [writer.run_id]
     run = table.load_run(writer.run_id)
     assert run.status == "finished"
     assert [point.step for point in run.get_scalar("test/loss")] == [8]
+    assert [point.step for point in run.get_scalar("predict/loss")] == [8]
     row = results_of(writer.run_id)
     assert row["note_to_self"] == 1
     assert row["test/loss"] == pytest.approx(run.get_scalar("test/loss")[0].value)
+
+
+def test_a_relaunch_is_a_new_run_and_unique_refuses_a_duplicate_before_train(table, tmp_path):
+    first = TallyboardCallback(table=table, experiment_name="sweep")
+    train(first, tmp_path / "a", save_strategy="no", max_steps=2)
+    second = TallyboardCallback(table=table, experiment_name="sweep")
+    train(second, tmp_path / "a", save_strategy="no", max_steps=2, learning_rate=1e-2)
+    assert second.writer.run_id == first.writer.run_id + 1
+    assert table.load_run(second.writer.run_id).get_hparams()["learning_rate"] == 1e-2
+    first.write_result()
+    second.write_result()
+
+    kept = TallyboardCallback(table=table, experiment_name="unique", unique=True)
+    make_trainer([kept], tmp_path / "u", save_strategy="no")
+    with pytest.raises(DuplicateRunError):  # from Trainer(...), before any training
+        make_trainer([TallyboardCallback(table=table, experiment_name="unique", unique=True)], tmp_path / "u",
+                     save_strategy="no")  # fmt: skip
+    other = TallyboardCallback(table=table, experiment_name="unique", unique=True)
+    make_trainer([other], tmp_path / "u", save_strategy="no", learning_rate=1e-2)
+    assert other.writer.run_id == kept.writer.run_id + 1
+    kept.write_result()
+    other.write_result()
+
+
+def test_resume_from_a_checkpoint_continues_the_run_with_one_clean_series(table, tmp_path):
+    callback = TallyboardCallback(table=table, experiment_name="resumed")
+    with pytest.raises(RuntimeError, match="preempted"):  # checkpoint at step 4; steps 5, 6 logged
+        trainer = make_trainer([callback, FailAt(6)], tmp_path / "out")
+        trainer.train()
+    run_id = callback.writer.run_id
+    callback.writer.close("failed")
+
+    again = TallyboardCallback(table=table, experiment_name="resumed")
+    train(again, tmp_path / "out", resume_from_checkpoint=str(tmp_path / "out" / "checkpoint-4"))
+    assert again.writer.run_id == run_id
+    again.write_result()
+    assert table.runs == [run_id]
+    run = table.load_run(run_id)
+    assert run.status == "finished"
+    assert [point.step for point in run.get_scalar("train/loss")] == list(range(1, 9))
+
+
+@pytest.mark.filterwarnings("ignore:You have uncommitted changes")  # the table is opened by the callback
+def test_report_to_tallyboard_after_register(table, monkeypatch, tmp_path):
+    adapter.register()
+    monkeypatch.setenv("TALLYBOARD_URL", table.db_path)
+    trainer = make_trainer(
+        [], tmp_path / "out", report_to="tallyboard", run_name="reported", save_strategy="no"
+    )
+    [callback] = [c for c in trainer.callback_handler.callbacks if isinstance(c, TallyboardCallback)]
+    trainer.train()
+    callback.write_result()
+    [run_id] = table.runs
+    assert table.get_experiment_raw(run_id)["experiment"] == "reported"
+    assert len(table.load_run(run_id).get_scalar("train/loss")) == 8
 
 
 def test_split_tags():
     assert split_tag("loss") == "train/loss"
     assert split_tag("eval_accuracy") == "eval/accuracy"
     assert split_tag("test_f1") == "test/f1"
+    assert split_tag("predict_loss") == "predict/loss"
     assert split_tag("evaluation") == "train/evaluation"
 
 
-def test_training_hparams_keep_core_and_changed_arguments(tmp_path):
+def test_training_hparams_are_the_changed_arguments(tmp_path):
     hparams = training_hparams(training_arguments(tmp_path, weight_decay=0.1))
     assert hparams["weight_decay"] == 0.1
     assert hparams["num_train_epochs"] == 2
     assert "adam_epsilon" not in hparams
+    assert "max_steps" not in hparams  # left at its default

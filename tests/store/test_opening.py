@@ -20,6 +20,7 @@ import pytest
 
 import tallyboard as tb
 from cli_runner import assert_one_line_error, run_cli
+from store.schema_versions import downgrade
 from tallyboard.dashboard import create_app
 from tallyboard.store import Access, NotAResultTable, open_store, schema
 
@@ -182,11 +183,7 @@ def version_1_table(folder: Path) -> Path:
         run.add_scalar("loss", 2.0)
         run.add_scalar("loss", 1.0)
     table.close()
-    store = open_store(path)
-    for later in ("scalar_blocks", "quarantine", "artifacts"):  # what versions 2, 3 and 5 added
-        store._atomic(lambda later=later: store._execute(f"DROP TABLE {later}"))
-    store._atomic(lambda: store._execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'"))
-    store.close()
+    downgrade(str(path), 1)
     with sqlite3.connect(path) as conn:  # the last connection: SQLite folds the WAL back in
         pass
     conn.close()

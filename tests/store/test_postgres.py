@@ -315,3 +315,31 @@ def test_a_reader_never_blocks_the_writer_thread(pg_url):
         assert reader.execute("SELECT count(*) FROM scalars").fetchone() == (0,)  # its snapshot
     thread.join()
     assert store.scalars(run, "x") == [(0, 1, None, 0, 2.0)]
+
+
+class LostAfterCommit(PostgresStore):
+    """A store whose connection dies after a commit was acknowledged, before its bookkeeping
+    (the prune of tallyboard_commits that follows the first write) -- which used to fail the write,
+    so that the sink sent the committed batch again under a new id."""
+
+    armed = False
+
+    def _prune_commits(self):
+        if self.armed:
+            self.armed = False
+            with connect(self.url, autocommit=True) as admin:
+                admin.execute("SELECT pg_terminate_backend(%s)", (self._conn.info.backend_pid,))
+        super()._prune_commits()
+
+
+def test_a_connection_lost_after_an_acknowledged_commit_does_not_fail_the_write(pg_url):
+    store = LostAfterCommit(pg_url)
+    run_id = store.create_run({"experiment": "e", "start_time": 1.0})
+    fresh = LostAfterCommit(pg_url, retry_for=0)  # its first write prunes; no reconnecting
+    fresh.armed = True
+    fresh.write_batch(Batch(texts=[(run_id, "log", 0, 0, None, 0.0, "text", "once")]))
+    assert fresh.armed is False
+    fresh.write_batch(Batch(texts=[(run_id, "log", 0, 1, None, 0.0, "text", "next")]))
+    assert [row[-1] for row in store.texts(run_id)] == ["once", "next"]
+    store.close()
+    fresh.close()

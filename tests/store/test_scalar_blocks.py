@@ -9,6 +9,7 @@ import math
 import pytest
 
 import tallyboard as tb
+from store.schema_versions import downgrade
 from tallyboard.dashboard.downsample import Downsampler, grid
 from tallyboard.store import open_store
 from tallyboard.store.queries import DashboardQueries, SeriesKey
@@ -130,16 +131,7 @@ def test_the_chart_grid_is_block_aligned_and_exact(logged, lo, hi, width):
 
 def test_a_version_1_table_is_backfilled_by_the_first_write(logged, db_url):
     expected = brute_blocks(logged)
-    store = open_store(db_url)
-
-    def downgrade() -> None:  # make it what tallyboard 1 left: no blocks, schema version 1
-        store._execute("DROP TABLE scalar_blocks")
-        store._execute("DROP TABLE quarantine")  # and nothing of the versions after
-        store._execute("DROP TABLE artifacts")
-        store._execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
-
-    store._atomic(downgrade)
-    store.close()
+    downgrade(db_url, 1)  # what tallyboard 1 left
     store = open_store(db_url)
     try:
         assert store.meta("schema_version") == "1"  # opening alone migrates nothing

@@ -313,6 +313,54 @@ def inert(cell: str) -> str:
     return "'" + cell if cell.startswith(FORMULA_STARTS) else cell
 
 
+# -- repeated steps -------------------------------------------------------------------------------
+EVENTS_LIMIT = 10_000  # points per answer; `after_seq` pages through longer series
+WHY_STEPS_REPEAT = {
+    "same_step": "logged again at the same step: the writer did not advance its step counter "
+    "(for example every window of a monitor Stat written at step 0)",
+    "step_went_back": "the step went back: the run was restarted or resumed from an earlier step "
+    "and logged those steps again",
+}
+
+
+def repeated_steps(request: Request) -> Response:
+    """The run's series that hold several points at one step, and why (imports keep every point;
+    the charts by step show the last one of each step)."""
+    dash = _dash(request)
+    run_id = params.path_id(request, "run_id")
+    series = []
+    for tag_id, name, rep, points, same, back in dash.queries.repeated_step_series(run_id):
+        why = [
+            {"reason": reason, "count": count, "text": WHY_STEPS_REPEAT[reason]}
+            for reason, count in (("same_step", same), ("step_went_back", back))
+            if count
+        ]
+        series.append({"tag_id": tag_id, "tag": name, "rep": rep, "points": points, "why": why})
+    return Json({"run_id": run_id, "series": series})
+
+
+def scalar_events(request: Request) -> Response:
+    """Every point of one series in source order (event index `seq`), with wall times, so that a
+    chart can lay repeated steps out by event index or by wall time."""
+    dash = _dash(request)
+    run_id = params.path_id(request, "run_id")
+    tag_id = dash.queries.tag_id(params.text(request, "tag", "", 500))
+    rep = params.integer(request, "rep", 0, 0)
+    after = params.integer(request, "after_seq", -1, -1)
+    if tag_id is None:
+        return Json({"error": "no such tag"}, status_code=404)
+    rows = dash.queries.scalar_events(SeriesKey(run_id, tag_id, rep), after, EVENTS_LIMIT + 1)
+    more = len(rows) > EVENTS_LIMIT
+    rows = rows[:EVENTS_LIMIT]
+    columns = list(zip(*rows, strict=True)) if rows else [(), (), (), (), ()]
+    seq, step, epoch, wall_ms, value = columns
+    return Json({
+        "run_id": run_id, "tag_id": tag_id, "rep": rep, "more": more,
+        "seq": list(seq), "step": list(step), "epoch": list(epoch),
+        "walltime": [ms / 1000.0 for ms in wall_ms], "value": list(value),
+    })  # fmt: skip
+
+
 # -- media and text -----------------------------------------------------------------------------
 def _kind(request: Request, allowed: tuple[str, ...]) -> str:
     kind = request.query_params.get("kind", allowed[0])

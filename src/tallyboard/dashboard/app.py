@@ -19,7 +19,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from tallyboard.artifacts import location_for
-from tallyboard.dashboard import api, params
+from tallyboard.dashboard import analysis, api, params
 from tallyboard.dashboard.downsample import Downsampler
 from tallyboard.dashboard.openapi import openapi_schema
 from tallyboard.dashboard.params import MAX_ID, BadRequest, Json
@@ -34,7 +34,9 @@ CHARTS = ("vendor/uplot/uPlot.iife.min.js", "charts.js")
 PAGES = {  # page -> (title, its scripts after common.js)
     "table": ("Runs", ("table.js",)),
     "run": ("Run", (*CHARTS, "run.js")),
-    "compare": ("Compare", (*CHARTS, "compare.js")),
+    "compare": ("Compare", (*CHARTS, "compare.js", "stats.js")),
+    "hparams": ("Hparams", ("hparams.js",)),
+    "diff": ("Diff", ("diff.js",)),
 }
 
 
@@ -99,6 +101,8 @@ def create_app(
         Route("/", page("table")),
         Route("/runs/{run_id:sint}", page("run")),
         Route("/compare", page("compare")),
+        Route("/hparams", page("hparams")),
+        Route("/diff", page("diff")),
         Route("/fragments/{text_id:sint}", fragment),
         Route("/api/openapi.json", openapi),
         Route("/api/runs", api.runs),
@@ -109,6 +113,8 @@ def create_app(
         Route("/api/runs/{run_id:sint}", api.run_detail, methods=["GET"]),
         Route("/api/runs/{run_id:sint}", api.edit_run, methods=["POST"]),
         Route("/api/runs/{run_id:sint}/scalars.csv", api.scalars_csv),
+        Route("/api/runs/{run_id:sint}/repeated-steps", api.repeated_steps),
+        Route("/api/runs/{run_id:sint}/scalar-events", api.scalar_events),
         Route("/api/runs/{run_id:sint}/media", api.media),
         Route("/api/runs/{run_id:sint}/texts", api.texts),
         Route("/api/runs/{run_id:sint}/artifacts", api.artifacts),
@@ -116,6 +122,10 @@ def create_app(
         Route("/api/media/{media_id:sint}", api.media_png),
         Route("/api/series", api.series),
         Route("/api/live", api.live),
+        Route("/api/compare", analysis.compare),
+        Route("/api/summaries", analysis.summaries),
+        Route("/api/importance", analysis.importance),
+        Route("/api/diff", analysis.diff),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
     app = Starlette(

@@ -40,6 +40,18 @@ RUNS = _q("runs", "string", "comma-separated run ids (1 to 50)", pattern=r"^-?\d
 METRIC = _q("metric", "string", "metric name (a tag without its split), e.g. loss")
 
 
+STATS_QUERY = [
+    {
+        **_q("runs", "string", "comma-separated run ids (1 to 5000)", pattern=r"^-?\d+(,-?\d+)*$"),
+        "required": True,
+    },
+    {**_q("metric", "string", "a scalar tag (val/accuracy) or a result column"), "required": True},
+    _q("summary", "string", "one number per repetition", enum=["final", "best", "last_k"]),
+    _q("k", "integer", "points averaged by last_k", minimum=1, maximum=1_000_000),
+    _q("goal", "string", "what best means", enum=["max", "min"]),
+]
+
+
 def _get(summary: str, parameters: list[dict[str, Any]], ok: dict[str, Any]) -> dict:
     """A GET operation; any may answer 400 (bad parameter) or 404 (no such object or path)."""
     responses = {"200": ok, "400": ERROR, "404": NOT_FOUND}
@@ -161,6 +173,30 @@ def openapi_schema() -> dict[str, Any]:
                 ],
                 _json("new points"),
             ),
+            "/api/compare": _get(
+                "Groups of runs (by hparams) on a metric: n, mean, std, 95% CI; Welch + Holm per pair",
+                [
+                    *STATS_QUERY,
+                    {**_q("by", "string", "group by this hparam (repeat for more)"), "style": "form"},
+                    _q("unit", "string", "one sample per repetition or per run", enum=["rep", "run"]),
+                ],
+                _json("groups and pairs", {"$ref": "#/components/schemas/Comparison"}),
+            ),
+            "/api/summaries": _get(
+                "One number per run (mean over its repetitions, their std) for the scatter",
+                STATS_QUERY,
+                _json("per-run summaries"),
+            ),
+            "/api/importance": _get(
+                "Per hparam: Spearman rho and ANOVA eta-squared against a metric",
+                STATS_QUERY,
+                _json("importance rows"),
+            ),
+            "/api/diff": _get(
+                "What changed between 2 to 10 runs (config, CLI, command, git, hparams)",
+                [{**_q("runs", "string", "2 to 10 run ids", pattern=r"^-?\d+(,-?\d+)+$"), "required": True}],
+                _json("the diff"),
+            ),
             "/api/runs/{run_id}/scalars.csv": {
                 "get": {
                     "summary": "Full-resolution CSV of one tag of a run",
@@ -178,6 +214,21 @@ def openapi_schema() -> dict[str, Any]:
                     },
                 }
             },
+            "/api/runs/{run_id}/repeated-steps": _get(
+                "Series of a run with several points at one step, and why the steps repeat",
+                [_path("run_id")],
+                _json("series with their point counts and reasons (same_step, step_went_back)"),
+            ),
+            "/api/runs/{run_id}/scalar-events": _get(
+                "Every point of a series that repeats steps, in source order (seq), with wall times",
+                [
+                    _path("run_id"),
+                    {**_q("tag", "string", "tag, e.g. train/loss"), "required": True},
+                    _q("rep", "integer", "repetition (default 0)"),
+                    _q("after_seq", "integer", "only points after this event index (paging)"),
+                ],
+                _json("columns seq, step, epoch, walltime, value; more: another page follows"),
+            ),
             "/api/runs/{run_id}/media": _get(
                 "Index of a run's images or figures",
                 [_path("run_id"), _q("kind", "string", "image or figure", enum=["image", "figure"])],
@@ -247,6 +298,16 @@ def openapi_schema() -> dict[str, Any]:
                             "description": "served before every run was loaded: the columns are"
                             " those of these rows only; ask again for the whole set",
                         },
+                    },
+                },
+                "Comparison": {
+                    "type": "object",
+                    "required": ["metric", "unit", "groups", "pairs"],
+                    "properties": {
+                        "metric": {"type": "string"},
+                        "unit": {"type": "string"},
+                        "groups": {"type": "array", "items": {"type": "object"}},
+                        "pairs": {"type": "array", "items": {"type": "object"}},
                     },
                 },
                 "SeriesSet": {

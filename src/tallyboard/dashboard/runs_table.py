@@ -10,6 +10,10 @@ from the primary key, one page at a time; 100,000 runs cost the same first scree
 page is `partial`: its hparam and result columns are those of its own rows (finding every name in
 use means reading every run), and the page asks again once the table is loaded.
 
+Once loaded, a view (one filter, search and sort) is kept in order until the table changes: paging
+through it, and the polls of a page that shows it, cost one page, not a filter and sort of every
+run (at 100,000 runs those take seconds; docs/performance.md).
+
 Sorting and filtering work on any column with mixed types and empty cells: values sort as
 numbers, then strings, then booleans, and empty cells always come last in either direction.
 """
@@ -25,10 +29,12 @@ from typing import Any
 from tallyboard.run_filter import column_resolver, run_cell, run_filter
 from tallyboard.store.queries import DashboardQueries
 
+VIEWS_KEPT = 8  # filtered and sorted views kept for the current version of the table
+
 # Run fields that can be table columns; git_diff is far too long for a cell (the run page shows it).
 TABLE_RUN_FIELDS = (
     "run_id", "experiment", "tag", "config_path", "comment", "config_hash", "note", "color", "status",
-    "start_time", "end_time", "hidden",
+    "start_time", "end_time", "hidden", "tags",
 )  # fmt: skip
 
 
@@ -62,6 +68,7 @@ class RunsTable:
         self._version: tuple[int, float] | None = None
         self._lock = threading.Lock()
         self._loader: threading.Thread | None = None
+        self._views: dict[tuple, list[dict[str, Any]]] = {}  # view -> its rows in order (one version)
 
     def refresh(self) -> tuple[int, float]:
         """Reload what changed since the last call; returns the store's runs version."""
@@ -138,6 +145,32 @@ class RunsTable:
             return self._window(offset, limit, descending, show_hidden)
         version = self.refresh()
         columns = self.columns()
+        view = (version, tuple(columns), sort, descending, filter_text.strip(), search.strip(), show_hidden,
+                None if run_ids is None else tuple(run_ids))  # fmt: skip
+        with self._lock:
+            rows = self._views.get(view)
+        if rows is None:
+            rows = self._select(columns, sort, descending, filter_text, search, show_hidden, run_ids)
+            with self._lock:
+                if any(kept[0] != version for kept in self._views):
+                    self._views.clear()  # made for an older table
+                while len(self._views) >= VIEWS_KEPT:
+                    del self._views[next(iter(self._views))]  # the oldest
+                self._views[view] = rows
+        page_rows = [_public(row) for row in rows[offset : offset + limit]]
+        return Page(total=len(rows), rows=page_rows, columns=columns, version=version)
+
+    def _select(
+        self,
+        columns: list[Column],
+        sort: str | None,
+        descending: bool,
+        filter_text: str,
+        search: str,
+        show_hidden: bool,
+        run_ids: list[int] | None,
+    ) -> list[dict[str, Any]]:
+        """The rows of one view, filtered and in order (every row is visited: linear in runs)."""
         with self._lock:
             rows = list(self._rows.values())
         if run_ids is not None:
@@ -153,9 +186,7 @@ class RunsTable:
             names = [c.name for c in columns if c.position is not None]
             rows = [row for row in rows if any(needle in _text(run_cell(row, n)) for n in names)]
         key = column_resolver(columns)(sort) if sort else "run_id"
-        rows = _sorted(rows, key, descending)
-        page_rows = [_public(row) for row in rows[offset : offset + limit]]
-        return Page(total=len(rows), rows=page_rows, columns=columns, version=version)
+        return _sorted(rows, key, descending)
 
     def _window(self, offset: int, limit: int, descending: bool, show_hidden: bool) -> Page:
         """A page of the default view read from the store while the rows are still loading."""
@@ -208,7 +239,7 @@ def _sort_key(value: Any) -> tuple:
 
 
 def _is_empty(value: Any) -> bool:
-    return value is None or value == "" or (isinstance(value, float) and math.isnan(value))
+    return value is None or value == "" or value == [] or (isinstance(value, float) and math.isnan(value))
 
 
 def _sorted(rows: list[dict[str, Any]], name: str, descending: bool) -> list[dict[str, Any]]:

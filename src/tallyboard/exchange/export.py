@@ -10,6 +10,8 @@ An export here is the whole table, in files any tool reads, and it imports back 
     results.<ext>           run_id, name, value (JSON text)
     columns.<ext>           the result table's column aliases and positions (empty = hidden)
     repetitions.<ext>       run_id, rep, start_time (seconds since the epoch)
+    run_tags.<ext>          run_id, tag: the runs' tags, several per run (exports before
+                            schema v4 lack this file; they import with no tags)
     scalars.<ext>           run_id, tag, rep, step, epoch, walltime (s since the rep started), value
     texts.<ext>             run_id, tag, rep, step, epoch, walltime, kind (text|fragment), content
     media.<ext>             run_id, tag, rep, step, epoch, walltime, kind (image|figure), width,
@@ -61,6 +63,7 @@ COLUMNS = Layout(
 REPETITIONS = Layout(
     "repetitions", (("run_id", int, False), ("rep", int, False), ("start_time", float, False))
 )
+RUN_TAGS = Layout("run_tags", (("run_id", int, False), ("tag", str, False)))
 _RECORD = (
     ("run_id", int, False), ("tag", str, False), ("rep", int, False), ("step", int, False),
     ("epoch", int, True), ("walltime", float, False),
@@ -71,7 +74,8 @@ MEDIA = Layout(
     "media",
     (*_RECORD, ("kind", str, False), ("width", int, False), ("height", int, False), ("file", str, False)),
 )
-LAYOUTS = (RUNS, HPARAMS, RESULTS, COLUMNS, REPETITIONS, SCALARS, TEXTS, MEDIA)
+LAYOUTS = (RUNS, HPARAMS, RESULTS, COLUMNS, REPETITIONS, RUN_TAGS, SCALARS, TEXTS, MEDIA)
+OPTIONAL_LAYOUTS = (RUN_TAGS,)  # files that exports of older versions lack
 # Written alongside, not in LAYOUTS: `tallyboard import tallyboard` does not bring artefacts back.
 ARTIFACTS = Layout(
     "artifacts",
@@ -123,6 +127,7 @@ def export_run(store: Store, run: dict[str, Any], out: Path, writers: dict[str, 
     writers["repetitions"].write(
         (run_id, rep, start) for rep, start in store.repetition_starts(run_id).items()
     )
+    writers["run_tags"].write((run_id, tag) for tag in store.run_tags(run_id).get(run_id, []))
     for tag in store.tag_names(run_id, "scalars"):
         writers["scalars"].write(
             (run_id, tag, rep, step, epoch, seconds(walltime_ms), value)

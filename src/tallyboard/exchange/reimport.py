@@ -24,8 +24,10 @@ from tallyboard.exchange.export import (
     LAYOUTS,
     MANIFEST,
     MEDIA,
+    OPTIONAL_LAYOUTS,
     REPETITIONS,
     RESULTS,
+    RUN_TAGS,
     RUNS,
     SCALARS,
     TEXTS,
@@ -55,8 +57,14 @@ class ExportReader:
         self.format = read_manifest(directory)["format"]
         self.run_ids: dict[int, int] = {}
 
+    def has(self, layout: Layout) -> bool:
+        """Whether the export has the layout's file (an older export lacks `OPTIONAL_LAYOUTS`)."""
+        return layout not in OPTIONAL_LAYOUTS or layout.path(self.directory, self.format).is_file()
+
     def rows(self, layout: Layout) -> Iterator[list[tuple]]:
         """Batches of rows of the runs being imported, run id already mapped."""
+        if not self.has(layout):
+            return
         for chunk in read_rows(layout.path(self.directory, self.format), layout, self.format):
             mapped = [(self.run_ids[row[0]], *row[1:]) for row in chunk if row[0] in self.run_ids]
             if mapped:
@@ -67,7 +75,7 @@ class ExportReader:
         it leaves half-imported runs behind (which a second import would skip as present).
         Returns the number of rows."""
         total = 0
-        for layout in LAYOUTS:
+        for layout in filter(self.has, LAYOUTS):
             for chunk in read_rows(layout.path(self.directory, self.format), layout, self.format):
                 total += len(chunk)
                 missing = [
@@ -137,6 +145,9 @@ def import_export(directory: str | os.PathLike[str], into: str, progress: bool =
             for batch in _record_batches(reader):
                 store.write_batch(batch)
                 bar.update(len(batch))
+        for chunk in reader.rows(RUN_TAGS):  # a handful per run: written directly, not batched
+            for run_id, tag in chunk:
+                store.change_run_tags(run_id, add=[tag])
         if was_empty:
             apply_column_layout(store, _layout(reader))
     return f"imported {len(new)} runs ({len(runs) - len(new)} already present)"

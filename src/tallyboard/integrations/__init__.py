@@ -8,7 +8,9 @@ the last value of each metric written as the run's result) is ``FrameworkRun``.
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
+import logging
 import os
 from argparse import Namespace
 from collections.abc import Mapping
@@ -16,9 +18,13 @@ from importlib import import_module
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from tallyboard.relaunch import record_launch, run_to_resume
+
 if TYPE_CHECKING:  # pragma: no cover
     from tallyboard.table import ResultTable
     from tallyboard.writer import LogWriter
+
+log = logging.getLogger(__name__)
 
 JsonScalar = str | int | float | bool | None
 
@@ -69,10 +75,17 @@ def _json_scalar(value: Any) -> JsonScalar:
 
 
 class FrameworkRun:
-    """The run a framework adapter logs to: given, or created on first use with ``table.new_run``.
+    """The run a framework adapter logs to, and the rules of its life.
 
-    Creating it late matters in distributed training, where only the process that logs (rank zero)
-    may create a row in the table.
+    - Identity: a given writer; else a known run id (``version=``, a checkpoint) continued with
+      ``ResultTable.resume_run``; else the run ``relaunch.run_to_resume`` names (``TALLYBOARD_RUN_ID``,
+      a requeued SLURM job); else a new run. A new run is a launch of its own (``unique=False``),
+      unless the adapter opted in to uniqueness on (experiment, hparams, config).
+    - Life: a trainer's phases (fit, validate, test, predict...) all log into it. It ends when the
+      user ends it (``finish``) or when the process ends: as finished with its results row, or as
+      failed if the process ends inside a phase (``in_phase``) or a crash already failed it.
+    - Distribution: only the process that started or resumed the run ends it (``owner``). A process
+      spawned to log into it (a ``ddp_spawn`` worker) attaches to it and detaches when done.
     """
 
     def __init__(
@@ -81,25 +94,79 @@ class FrameworkRun:
         table: str | os.PathLike[str] | ResultTable,
         experiment_name: str,
         run_kwargs: dict[str, Any],
+        *,
+        unique: bool = False,
+        run_id: int | None = None,
     ) -> None:
         self._writer = writer
         self._table = table
         self.experiment_name = experiment_name
-        self._run_kwargs = run_kwargs
-        self.last_metrics: dict[str, float] = {}
-        self.finished = False
+        self.run_kwargs = run_kwargs
+        self.unique = unique
+        self._run_id = writer.run_id if writer is not None else run_id
+        self._pid = os.getpid()  # a copy unpickled in another process attaches instead of starting
+        self.owner = True
+        self.in_phase = False
+
+    def __getstate__(self) -> dict[str, Any]:
+        """What a spawned process needs: the run's id and the table's location, not open connections."""
+        state = dict(self.__dict__, _writer=None)
+        if not isinstance(self._table, (str, os.PathLike)):
+            state["_table"] = self._table.db_path
+        return state
+
+    @property
+    def run_id(self) -> int | None:
+        return self._run_id
+
+    def follow(self, run_id: int | None) -> None:
+        """Continue run ``run_id`` (found in a checkpoint, say) rather than start one; before ``start``."""
+        if run_id is not None and not self.started:
+            self._run_id = run_id
 
     @property
     def started(self) -> bool:
         return self._writer is not None
 
+    def open_table(self) -> ResultTable:
+        from tallyboard.table import ResultTable
+
+        if not isinstance(self._table, ResultTable):
+            self._table = ResultTable(self._table)
+        return self._table
+
     @property
     def writer(self) -> LogWriter:
         if self._writer is None:
-            from tallyboard.table import ResultTable
+            if self._run_id is not None and os.getpid() != self._pid:
+                return self.attach()
+            return self.start()
+        return self._writer
 
-            table = self._table if isinstance(self._table, ResultTable) else ResultTable(self._table)
-            self._writer = table.new_run(self.experiment_name, **self._run_kwargs)
+    def start(self, hparams: Mapping[str, Any] | None = None) -> LogWriter:
+        """Continue the known or relaunched run, or create one (refused as a duplicate, in unique
+        mode, when a run of the same experiment, ``hparams`` and config exists)."""
+        if self._writer is not None:
+            return self._writer
+        table = self.open_table()
+        run_id = self._run_id if self._run_id is not None else run_to_resume(table, self.experiment_name)
+        if run_id is not None:
+            self._writer = table.resume_run(run_id)
+        else:
+            unique: bool | dict[str, Any] = bool(self.unique)
+            if self.unique and hparams:
+                unique = flat_hparams(hparams)
+            self._writer = table.new_run(self.experiment_name, unique=unique, **self.run_kwargs)
+            record_launch(self._writer)
+        self._run_id = self._writer.run_id
+        atexit.register(self._at_exit)
+        return self._writer
+
+    def attach(self) -> LogWriter:
+        """Log into the run another process started and ends (this one is a spawned worker)."""
+        assert self._run_id is not None
+        self.owner = False
+        self._writer = self.open_table().resume_run(self._run_id)
         return self._writer
 
     def log_hparams(self, params: Mapping[str, Any]) -> None:
@@ -108,19 +175,62 @@ class FrameworkRun:
     def log_metrics(self, metrics: Mapping[str, float], step: int | None, epoch: int | None) -> None:
         for tag, value in metrics.items():
             self.writer.add_scalar(tag, value, step=step, epoch=epoch)
-            self.last_metrics[tag] = float(value)
+
+    @property
+    def writable(self) -> bool:
+        return self._writer is not None and self._writer.enabled
 
     def finish(self, **results: Any) -> None:
-        """Write the final row: the last value of every metric, updated with ``results``; once."""
-        if not self.finished:
-            self.finished = True
-            self.writer.write_result(**_clear_of_run_fields({**self.last_metrics, **results}, "results"))
+        """End the run as finished; its results row is the last value of every scalar it holds
+        (logged by any process, before any resume), updated with ``results``. Once; a run that
+        another process (a crashed rank) marked failed stays failed."""
+        if not self.writable:
+            return
+        atexit.unregister(self._at_exit)
+        writer = self.writer
+        if not self.owner:
+            writer.detach()
+        elif writer.status == "failed":
+            writer.close("failed")
+        else:
+            writer.write_result(**_clear_of_run_fields({**last_values(writer), **results}, "results"))
+
+    def release(self) -> None:
+        """A phase ended well: make what it logged durable; a worker lets go of the run."""
+        self.in_phase = False
+        if self.writable:
+            if self.owner:
+                self.writer.flush()
+            else:
+                self.writer.detach()
 
     def fail(self) -> None:
         """End the run as failed, durably, exactly as leaving its ``with`` block on an exception does."""
-        if self.started and not self.finished:
-            self.finished = True
+        self.in_phase = False
+        atexit.unregister(self._at_exit)
+        if self.writable:
             self.writer.close(status="failed")
+
+    def _at_exit(self) -> None:
+        """The process is ending: so is the run, unless the user or a crash ended it already."""
+        atexit.unregister(self._at_exit)
+        if not (self.writable and self.owner):
+            return
+        try:
+            self.fail() if self.in_phase else self.finish()
+        except Exception:  # the interpreter is going away; say so, never raise from here
+            log.exception("tallyboard: could not end run %s at exit", self._run_id)
+
+
+def last_values(writer: LogWriter) -> dict[str, float]:
+    """The last logged value of each scalar tag of the run, read back from the store."""
+    writer.flush()
+    values = {}
+    for tag in writer.scalars:
+        series = writer.get_scalar_arrays(tag, columns=("value",))["value"]
+        if len(series):
+            values[tag] = float(series[-1])
+    return values
 
 
 def _clear_of_run_fields(values: dict[str, Any], kind: str) -> dict[str, Any]:

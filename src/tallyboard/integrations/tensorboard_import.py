@@ -1,85 +1,44 @@
-"""`tallyboard import tensorboard LOGDIR`: TensorBoard event files into a result table.
+"""`tallyboard import tensorboard LOGDIR`: TensorBoard event files into a result table, streamed.
 
-Read with TensorBoard's own `EventAccumulator`, told to keep every event (its defaults sample
-scalars down to 10,000 and images to 4 per tag, which is exactly the loss this import exists to
-avoid). Each directory that holds event files is one run, named by its path inside LOGDIR (or by
-LOGDIR's own name when the event files sit at its top):
-- scalars keep their steps; wall times become seconds since the run's first event, which is the
-  run's start time (the schema keeps them to the millisecond);
-- images keep their PNG bytes; text summaries (plugin "text") become text records under the tag
-  the user wrote (torch appends "/text_summary", which is dropped);
-- hparams come from the hparams plugin's session-start info. `SummaryWriter.add_hparams` writes
-  them into a child directory next to its metric values: such a child is folded into its parent
-  run, its metrics becoming the parent's results.
-A run that is already in the table (same experiment name and start time) is skipped, so importing
-a log directory twice adds nothing the second time.
+The event files are read directly (record framing and CRCs: `tb_records`; summaries: `tb_summaries`;
+one run streamed into the store: `tb_run`), one run at a time, so memory stays flat whatever the
+size of the logs. Each directory that holds event files is one run, named by its path inside LOGDIR
+(or by LOGDIR's own name when the event files sit at its top):
+- scalars keep their steps, every point (several at one step included); wall times become seconds
+  since the run's first event, which is the run's start time;
+- images keep their PNG bytes; text summaries become text records under the tag the user wrote;
+  histograms are kept as their raw protobuf bytes; hparams come from the hparams plugin.
+  `SummaryWriter.add_hparams` writes them into a child directory next to its metric values: such a
+  child (its first summary is hparams) is folded into its parent run, its metrics becoming results;
+- everything else (audio, graphs, PR curves, other plugins) is counted and reported as skipped.
+Importing again adds exactly what was written since (the table remembers how far each file was read).
 """
 
 from __future__ import annotations
 
+import json
 import os
-from dataclasses import dataclass
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tallyboard.exchange.bundle import RunBundle, import_bundles, nan_to_none
+from tallyboard.exchange.bundle import run_identity
+from tallyboard.integrations.tb_records import Damage, FileRead, read_records
+from tallyboard.integrations.tb_run import RunImport, Tally, Target, event_files, newest_change
+from tallyboard.progress import ProgressBar
+from tallyboard.store.base import Store
+from tallyboard.store.imported import FileProgress
 
-TEXT_SUFFIX = "/text_summary"
-
-
-@dataclass
-class EventRun:
-    """One directory of event files, loaded."""
-
-    name: str
-    accumulator: Any
-
-    def tags(self, kind: str) -> list[str]:
-        return list(self.accumulator.Tags().get(kind, []))
-
-    def hparams(self) -> dict[str, Any]:
-        from tensorboard.plugins.hparams import plugin_data_pb2
-
-        try:
-            contents = self.accumulator.PluginTagToContent("hparams")
-        except KeyError:
-            return {}
-        found: dict[str, Any] = {}
-        for content in contents.values():
-            data = plugin_data_pb2.HParamsPluginData.FromString(content)
-            if data.HasField("session_start_info"):
-                for name, value in data.session_start_info.hparams.items():
-                    found[name] = _hparam_value(value)
-        return found
-
-    def first_walltime(self) -> float | None:
-        times = [events[0].wall_time for events in self._all_events() if events]
-        return min(times) if times else None
-
-    def _all_events(self) -> list[list[Any]]:
-        acc = self.accumulator
-        return (
-            [acc.Scalars(tag) for tag in self.tags("scalars")]
-            + [acc.Images(tag) for tag in self.tags("images")]
-            + [acc.Tensors(tag) for tag in self.tags("tensors")]
-        )
-
-
-def _hparam_value(value: Any) -> Any:
-    """A protobuf `Value` as a Python scalar (TensorBoard stores every number as a double)."""
-    kind = value.WhichOneof("kind")
-    if kind == "number_value":
-        number = value.number_value
-        return int(number) if number.is_integer() else number
-    if kind == "string_value":
-        return value.string_value
-    if kind == "bool_value":
-        return value.bool_value
-    return None
+# A run whose files were modified less than this long ago is `running`. Ten minutes: longer than
+# the two minutes torch's and TensorFlow's writers may hold events before they flush them.
+QUIET_SECONDS = 600.0
 
 
 def find_run_directories(logdir: Path) -> list[Path]:
-    """Every directory under `logdir` (itself included) that holds at least one event file."""
+    """Every directory under `logdir` (itself included) that holds at least one event file, in
+    path order (a parent before its children)."""
     found = []
     for directory, _, files in os.walk(logdir):
         if any("tfevents" in name for name in files):
@@ -87,108 +46,237 @@ def find_run_directories(logdir: Path) -> list[Path]:
     return sorted(found)
 
 
-def load_run(logdir: Path, directory: Path) -> EventRun:
-    from tensorboard.backend.event_processing import event_accumulator as ea
-
-    keep_all = {ea.SCALARS: 0, ea.IMAGES: 0, ea.TENSORS: 0, ea.HISTOGRAMS: 1, ea.AUDIO: 1}
-    accumulator = ea.EventAccumulator(str(directory), size_guidance=keep_all)
-    accumulator.Reload()
+def run_name(logdir: Path, directory: Path) -> str:
     name = directory.relative_to(logdir).as_posix()
     # A log directory that is itself a run (event files at its top) is named after the directory.
-    return EventRun(name=logdir.resolve().name if name == "." else name, accumulator=accumulator)
+    return logdir.resolve().name if name == "." else name
 
 
-def is_hparams_session(run: EventRun) -> bool:
-    """A child directory written by `SummaryWriter.add_hparams`: hparams and metric scalars only."""
-    return bool(run.hparams()) and not run.tags("images") and not run.tags("tensors")
+def starts_with_hparams(directory: Path) -> bool:
+    """Whether the first summary in the directory's first event file is hparams plugin data: what
+    `SummaryWriter.add_hparams` writes first into the child directory it creates."""
+    from tensorboard.compat.proto import event_pb2
+
+    files = event_files(directory)
+    if not files:
+        return False
+    with files[0].open("rb") as file:
+        for data, _ in read_records(file, str(files[0]), 0, FileRead(str(files[0]), 0)):
+            event = event_pb2.Event.FromString(data)
+            for value in event.summary.value:
+                return value.metadata.plugin_data.plugin_name == "hparams"
+    return False
 
 
-def to_bundle(run: EventRun, source: Path, sessions: list[EventRun]) -> RunBundle | None:
-    """The run as a bundle, with the hparams sessions found below it folded in; None if empty."""
-    acc = run.accumulator
-    start = run.first_walltime()
-    if start is None and not sessions:
-        return None
-    if start is None:
-        start = min(session.first_walltime() or 0.0 for session in sessions)
-    bundle = RunBundle(
-        fields={
-            "experiment": run.name,
-            "comment": f"imported from TensorBoard: {source}",
-            "start_time": start,
-            "status": "finished",
-        },
-        hparams=run.hparams(),
-        repetitions={0: start},
-    )
-    for tag in run.tags("scalars"):
-        bundle.scalars[tag] = [
-            (0, event.step, None, event.wall_time - start, nan_to_none(event.value))
-            for event in acc.Scalars(tag)
+@dataclass
+class ImportReport:
+    """What one pass over a log directory did, by run and by kind of record."""
+
+    new: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    already_present: list[str] = field(default_factory=list)  # imported before read positions were kept
+    running: list[str] = field(default_factory=list)
+    tally: Tally = field(default_factory=Tally)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "runs": {
+                "new": self.new,
+                "updated": self.updated,
+                "unchanged": self.unchanged,
+                "already_present": self.already_present,
+                "running": self.running,
+            },
+            "imported": dict(sorted(self.tally.imported.items())),
+            "skipped": dict(sorted(self.tally.skipped.items())),
+            "damaged": [
+                {"file": damage.path, "offset": damage.offset, "reason": damage.reason}
+                for damage in self.tally.damage
+            ],
+        }
+
+    def text(self) -> str:
+        imported = len(self.new) + len(self.updated)
+        lines = [
+            f"imported {imported} TensorBoard runs ({len(self.new)} new, {len(self.updated)} updated, "
+            f"{len(self.unchanged)} unchanged, {len(self.already_present)} already present; "
+            f"{len(self.running)} still running)"
         ]
-    for tag in run.tags("images"):
-        bundle.media.extend(_image(tag, event, start) for event in acc.Images(tag))
-    for tag in run.tags("tensors"):
-        if acc.SummaryMetadata(tag).plugin_data.plugin_name == "text":
-            bundle.texts.extend(_texts(tag, event, start) for event in acc.Tensors(tag))
-    for session in sessions:
-        bundle.hparams.update(session.hparams())
-        for tag in session.tags("scalars"):
-            bundle.results[tag] = session.accumulator.Scalars(tag)[-1].value
-    return bundle
+        for title, counts in (("imported", self.tally.imported), ("skipped", self.tally.skipped)):
+            if counts:
+                lines.append(f"  {title}: " + ", ".join(f"{n} {kind}" for kind, n in sorted(counts.items())))
+        lines.extend(
+            f"  damaged: {damage.path} at byte {damage.offset}: {damage.reason}"
+            " (everything before it imported)"
+            for damage in self.tally.damage
+        )
+        return "\n".join(lines)
 
 
-def _image(tag: str, event: Any, start: float) -> tuple:
-    from tallyboard.media import to_png
+class LogdirImport:
+    """One pass over a log directory into an open store."""
 
-    png, _, _ = to_png(event.encoded_image_string)
-    return (tag, 0, event.step, None, event.wall_time - start, "image", png)
+    def __init__(self, store: Store, logdir: Path, clock: Callable[[], float], quiet_seconds: float) -> None:
+        self.store, self.logdir, self.clock, self.quiet = store, logdir, clock, quiet_seconds
+        self.report = ImportReport()
+        self.present = {run_identity(run) for run in store.runs(show_hidden=True)}
+        self.targets: dict[Path, Target] = {}
+        self.skipped: set[Path] = set()
+
+    def run(self, progress: bool = False) -> ImportReport:
+        from tallyboard.progress import progress_bar
+
+        directories = find_run_directories(self.logdir)
+        with progress_bar(self._unread(directories), "importing TensorBoard logs", progress, "B") as bar:
+            for directory in directories:
+                self._directory(directory, bar)
+        return self.report
+
+    def _unread(self, directories: list[Path]) -> int:
+        """Bytes of event files not imported yet (what the progress bar counts)."""
+        total = 0
+        for directory in directories:
+            done = self.store.import_progress(str(directory.resolve()))
+            for path in event_files(directory):
+                total += max(0, path.stat().st_size - (done[path.name].read_to if path.name in done else 0))
+        return total
+
+    def _directory(self, directory: Path, bar: ProgressBar) -> None:
+        progress = self.store.import_progress(str(directory.resolve()))
+        name = run_name(self.logdir, directory)
+        target = self._resumed(name, progress)
+        if target is None:  # never imported, or its run was deleted from the table since: afresh
+            target, progress = Target(name), {}
+        if directory.parent in self.skipped:  # a session of a run imported before read positions were kept
+            self.skipped.add(directory)
+            return
+        parent = self.targets.get(directory.parent)
+        if parent is not None and parent.run_id is not None:
+            folded = bool(progress) and target.run_id == parent.run_id
+            if folded or (not progress and starts_with_hparams(directory)):
+                target = Target(parent.name, parent.run_id, parent.start, session=True)
+        self.targets[directory] = target
+        run = RunImport(self.store, directory, target, self.report.tally, self._new_run, bar)
+        if not run.read(progress):
+            self.report.already_present.append(name)
+            self.skipped.add(directory)
+            return
+        if target.session:
+            run.finish(None)
+            return
+        quiet = self.clock() - newest_change(directory) >= self.quiet
+        self._truncations(run, quiet)
+        status = self._status(run, target, quiet)
+        run.finish(status)
+        if target.run_id is None:
+            return
+        changed = run.added or status is not None
+        (
+            self.report.new if not progress else self.report.updated if changed else self.report.unchanged
+        ).append(name)
+        if not quiet:
+            self.report.running.append(name)
+
+    def _resumed(self, name: str, progress: dict[str, FileProgress]) -> Target | None:
+        if not progress:
+            return None
+        run_id = next(iter(progress.values())).run_id
+        row = self.store.run(run_id)
+        if row is None:  # the run was deleted from the table: import it afresh
+            return None
+        return Target(name, run_id, row["start_time"])
+
+    def _new_run(self, directory: Path, start: float) -> int | None:
+        fields = {
+            "experiment": run_name(self.logdir, directory),
+            "comment": f"imported from TensorBoard: {directory.resolve()}",
+            "start_time": start,
+            "status": "running",
+        }
+        if run_identity(fields) in self.present:
+            return None
+        from tallyboard.exchange.bundle import create_run
+
+        return create_run(self.store, fields)
+
+    def _status(self, run: RunImport, target: Target, quiet: bool) -> dict[str, Any] | None:
+        """The run's new status and end, or None when it stays as it is."""
+        if target.run_id is None:
+            return None
+        row = self.store.run(target.run_id)
+        status = "finished" if quiet else "running"
+        if row is None or (row["status"] == status and not run.added):
+            return None
+        return {"status": status, "end_time": run.last_wall if quiet else None}
+
+    def _truncations(self, run: RunImport, quiet: bool) -> None:
+        """An unfinished last record is a writer at work while the run is running; once its files
+        have been quiet for `quiet_seconds`, it is a truncated file, reported as damage."""
+        if not quiet:
+            return
+        for path, offset in run.incomplete.items():
+            if offset is not None:
+                self.report.tally.damage.append(Damage(path, offset, "file ends inside a record (truncated)"))
 
 
-def _texts(tag: str, event: Any, start: float) -> tuple:
-    from tensorboard.util import tensor_util
-
-    values = tensor_util.make_ndarray(event.tensor_proto).reshape(-1)
-    content = "\n".join(value.decode("utf-8", "replace") for value in values)
-    tag = tag.removesuffix(TEXT_SUFFIX)
-    return (tag, 0, event.step, None, event.wall_time - start, "text", content)
-
-
-def read_logdir(logdir: str | os.PathLike[str], progress: bool = False) -> list[RunBundle]:
-    """Every run under `logdir` as a bundle, in path order."""
-    from tallyboard.progress import progress_bar
+def import_logdir(
+    logdir: str | os.PathLike[str],
+    into: str | os.PathLike[str],
+    clock: Callable[[], float] = time.time,
+    quiet_seconds: float = QUIET_SECONDS,
+    progress: bool = False,
+) -> ImportReport:
+    """Import what is new under `logdir` into the table at `into` (created when missing); with
+    `progress`, a bar on stderr counts the bytes read."""
+    from tallyboard.exchange.target import open_target
 
     root = Path(logdir)
     if not root.is_dir():
         raise FileNotFoundError(f"no TensorBoard log directory at {str(logdir)!r}")
-    directories = find_run_directories(root)
-    if not directories:
+    if not find_run_directories(root):
         raise ValueError(f"no TensorBoard event files under {str(logdir)!r}")
-    runs: dict[Path, EventRun] = {}
-    with progress_bar(len(directories), "reading event files", enabled=progress, unit="run") as bar:
-        for directory in directories:
-            runs[directory] = load_run(root, directory)
-            bar.update()
-    sessions: dict[Path, list[EventRun]] = {}
-    for directory, run in runs.items():
-        if directory.parent in runs and is_hparams_session(run):
-            sessions.setdefault(directory.parent, []).append(run)
-    folded = {id(run) for found in sessions.values() for run in found}
-    bundles = []
-    for directory, run in runs.items():
-        if id(run) in folded:
-            continue
-        bundle = to_bundle(run, directory.resolve(), sessions.get(directory, []))
-        if bundle is not None:
-            bundles.append(bundle)
-    return bundles
-
-
-def import_tensorboard(logdir: str | os.PathLike[str], into: str, progress: bool = False) -> str:
-    """Import every run under `logdir` into the table at `into`; returns a one-line summary."""
-    from tallyboard.exchange.target import open_target
-
-    bundles = read_logdir(logdir, progress)
     with open_target(into) as store:
-        imported = import_bundles(store, bundles, progress, "importing TensorBoard runs")
-    return f"imported {imported} TensorBoard runs ({len(bundles) - imported} already present)"
+        return LogdirImport(store, root, clock, quiet_seconds).run(progress)
+
+
+def follow(
+    logdir: str | os.PathLike[str],
+    into: str,
+    show: Callable[[ImportReport], None],
+    quiet_seconds: float = QUIET_SECONDS,
+    interval: float = 5.0,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.time,
+) -> None:
+    """`--watch`: import what is new every `interval` seconds until interrupted (Ctrl-C), showing
+    each pass that found something. A log directory without event files yet is waited on."""
+    root = Path(logdir)
+    while True:
+        if not root.is_dir() or find_run_directories(root):
+            report = import_logdir(logdir, into, clock, quiet_seconds)
+            if report.new or report.updated or report.tally.damage:
+                show(report)
+        sleep(interval)
+
+
+def cli_import(
+    logdir: str | os.PathLike[str],
+    into: str,
+    as_json: bool,
+    watch: bool,
+    finished_after: float | None,
+    progress: bool = False,
+) -> None:
+    """What `tallyboard import tensorboard` prints: the summary text, or one JSON object per pass."""
+    quiet_seconds = QUIET_SECONDS if finished_after is None else finished_after
+    if not quiet_seconds >= 0:
+        raise ValueError(f"--finished-after must be a number of seconds >= 0, not {finished_after}")
+
+    def show(report: ImportReport) -> None:
+        print(json.dumps(report.as_dict()) if as_json else f"{report.text()}\ninto {into}", flush=True)
+
+    if watch:
+        follow(logdir, into, show, quiet_seconds)
+    else:
+        show(import_logdir(logdir, into, quiet_seconds=quiet_seconds, progress=progress))

@@ -2,16 +2,23 @@
 
     trainer = Trainer(..., callbacks=[TallyboardCallback(table="results.db", experiment_name="bert")])
 
-The ``TrainingArguments`` that matter (``training_hparams``) become the run's hparams; every log
+or, after ``tallyboard.integrations.transformers.register()``, ``TrainingArguments(report_to="tallyboard")``.
+
+The whole ``TrainingArguments`` and the model's config are stored as the run's config (JSON); the
+arguments changed from their defaults (``training_hparams``) become hparam columns. Every log
 becomes scalars at the global step, renamed to tallyboard's ``split/name`` tags the way other
 trackers do (``loss`` -> ``train/loss``, ``eval_loss`` -> ``eval/loss``, ``test_acc`` ->
-``test/acc``); every checkpoint saved becomes a text record holding its directory; the end of
-training writes each metric's last value as the results row.
+``test/acc``; the fractional ``epoch`` is ``train/epoch``); every checkpoint saved becomes a text
+record holding its directory, and holds the run's id (``RUN_FILE``) so that
+``train(resume_from_checkpoint=...)`` continues the run. ``train``, ``evaluate`` and ``predict`` log
+into one run, which ends with the process or with ``callback.write_result()``.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import io
+import json
 import math
 import os
 from numbers import Real
@@ -21,6 +28,7 @@ from tallyboard.integrations import FrameworkRun, missing_framework
 
 try:
     from transformers import TrainerCallback
+    from transformers.integrations import integration_utils
     from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 except ImportError as error:
     raise missing_framework(error, "tallyboard.integrations.transformers") from error
@@ -31,14 +39,15 @@ if TYPE_CHECKING:  # pragma: no cover
     from tallyboard.table import ResultTable
     from tallyboard.writer import LogWriter
 
-_SPLIT_PREFIXES = (("eval_", "eval/"), ("test_", "test/"))
-_CORE_ARGUMENTS = frozenset(
-    {"learning_rate", "num_train_epochs", "max_steps", "per_device_train_batch_size", "seed"}
-)
+_SPLIT_PREFIXES = (("eval_", "eval/"), ("test_", "test/"), ("predict_", "predict/"))
+# Written into every checkpoint folder: the run that checkpoint belongs to.
+RUN_FILE = "tallyboard_run.json"
+REPORT_TO_NAME = "tallyboard"
 
 
 def split_tag(key: str) -> str:
-    """``eval_loss`` -> ``eval/loss``, ``test_f1`` -> ``test/f1``, anything else -> ``train/<key>``."""
+    """``eval_loss`` -> ``eval/loss``, ``test_f1`` -> ``test/f1``, ``predict_loss`` -> ``predict/loss``,
+    anything else -> ``train/<key>``."""
     for prefix, split in _SPLIT_PREFIXES:
         if key.startswith(prefix):
             return split + key[len(prefix) :]
@@ -46,9 +55,10 @@ def split_tag(key: str) -> str:
 
 
 def training_hparams(args: TrainingArguments) -> dict[str, Any]:
-    """The ``TrainingArguments`` worth a column: the core ones and those changed from their defaults.
+    """The ``TrainingArguments`` changed from their defaults: the hparam columns of the run.
 
-    All ~120 of them would bury the few that differ between runs under columns that never do.
+    All ~120 of them would bury the few that differ between runs under columns that never do;
+    the whole set is the run's config.
     """
     defaults = {
         field.name: field.default
@@ -58,42 +68,92 @@ def training_hparams(args: TrainingArguments) -> dict[str, Any]:
     return {
         name: value
         for name, value in args.to_sanitized_dict().items()
-        if name in _CORE_ARGUMENTS or name not in defaults or getattr(args, name, None) != defaults[name]
+        if name not in defaults or getattr(args, name, None) != defaults[name]
     }
+
+
+def run_config(args: TrainingArguments, model: Any) -> str:
+    """The run's config: every training argument and the model's config, as JSON."""
+    config = getattr(model, "config", None)
+    whole = {
+        "training_arguments": args.to_dict(),
+        "model_config": None if config is None else config.to_dict(),
+    }
+    return json.dumps(whole, indent=2, sort_keys=True, default=str)
+
+
+def checkpoint_run(folder: str | os.PathLike[str]) -> int | None:
+    """The id of the run a checkpoint folder belongs to, or None if it holds none."""
+    try:
+        with open(os.path.join(folder, RUN_FILE), encoding="utf-8") as file:
+            return int(json.load(file)["run_id"])
+    except FileNotFoundError:
+        return None
+
+
+def register() -> None:
+    """Make ``TrainingArguments(report_to="tallyboard")`` add a ``TallyboardCallback()``: the table is
+    ``$TALLYBOARD_URL`` (else ``results.db``), the experiment the arguments' ``run_name``."""
+    integration_utils.INTEGRATION_TO_CALLBACK[REPORT_TO_NAME] = TallyboardCallback
 
 
 class TallyboardCallback(TrainerCallback):
     """Log a Transformers ``Trainer`` run to a tallyboard run (from the main process only).
 
-    Pass an open ``writer`` (from ``ResultTable.new_run``), or let the callback create the run when
-    training begins with ``table.new_run(experiment_name, **run_kwargs)``.
+    Pass an open ``writer`` (from ``ResultTable.new_run``), or let the callback start the run when
+    training begins with ``table.new_run(experiment_name, configfile=<arguments + model config>,
+    **run_kwargs)``. Resuming from a checkpoint this callback saved continues its run, as do
+    ``TALLYBOARD_RUN_ID`` and a requeued SLURM job.
 
-    ``write_result_at_end=True`` (the default) writes the results row when training ends, which makes
-    the run read-only. To also log a later ``trainer.evaluate()``, pass ``False`` and call
-    ``callback.write_result(**extra)`` at the end.
+    ``unique=True`` starts the run when the ``Trainer`` is built, and refuses it there
+    (``DuplicateRunError``, before any training) if a visible, non-failed run has the same
+    experiment, changed arguments, model config and config.
     """
 
     def __init__(
         self,
         writer: LogWriter | None = None,
         *,
-        table: str | os.PathLike[str] | ResultTable = "results.db",
-        experiment_name: str = "transformers",
-        write_result_at_end: bool = True,
+        table: str | os.PathLike[str] | ResultTable | None = None,
+        experiment_name: str | None = None,
+        unique: bool = False,
         **run_kwargs: Any,
     ) -> None:
-        self._run = FrameworkRun(writer, table, experiment_name, run_kwargs)
-        self._write_result_at_end = write_result_at_end
+        self._experiment_name = experiment_name
+        self._run = FrameworkRun(writer, table, experiment_name or "transformers", run_kwargs, unique=unique)
 
     @property
     def writer(self) -> LogWriter:
         return self._run.writer
 
+    def _start(self, args: TrainingArguments, model: Any, resume_from: str | None) -> None:
+        if self._run.started:
+            return
+        if self._experiment_name is None and args.run_name and args.run_name != args.output_dir:
+            self._run.experiment_name = args.run_name
+        if resume_from is not None:
+            self._run.follow(checkpoint_run(resume_from))
+        run_kwargs = self._run.run_kwargs
+        if "configfile" not in run_kwargs:
+            run_kwargs["configfile"] = io.StringIO(run_config(args, model))
+        hparams = training_hparams(args)
+        self._run.start({**hparams, "model": _model_config(model)})
+        self._run.log_hparams(hparams)
+
+    def on_init_end(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+    ) -> None:
+        if self._run.unique and state.is_world_process_zero:
+            self._start(args, kwargs.get("model"), args.resume_from_checkpoint)
+
     def on_train_begin(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
     ) -> None:
-        if state.is_world_process_zero:
-            self._run.log_hparams(training_hparams(args))
+        if not state.is_world_process_zero:
+            return
+        resumed = os.path.join(args.output_dir, f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}")
+        self._start(args, kwargs.get("model"), resumed if state.global_step > 0 else None)
+        self._run.in_phase = True
 
     def on_log(
         self,
@@ -105,33 +165,50 @@ class TallyboardCallback(TrainerCallback):
     ) -> None:
         if not state.is_world_process_zero or not logs:
             return
+        self._start(args, kwargs.get("model"), None)  # evaluate() or predict() without train()
         metrics = {
             split_tag(key): value
             for key, value in logs.items()
-            if key != "epoch" and isinstance(value, Real) and not isinstance(value, bool)
+            if isinstance(value, Real) and not isinstance(value, bool)
         }
-        # HF's epoch is fractional progress (1.0 once the first epoch is done); ours is the index of
-        # the epoch the step belongs to.
+        # HF's epoch is fractional progress (1.0 once the first epoch is done), kept as train/epoch;
+        # ours is the index of the epoch the step belongs to.
         epoch = None if state.epoch is None else max(0, math.ceil(state.epoch) - 1)
         self._run.log_metrics(metrics, step=state.global_step, epoch=epoch)
+
+    def on_predict(
+        self,
+        args: TrainingArguments,
+        state: TrainerState,
+        control: TrainerControl,
+        metrics: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """``predict`` reports its metrics (``test_loss``...) here only, never through ``on_log``."""
+        self.on_log(args, state, control, logs=metrics, **kwargs)
 
     def on_save(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
     ) -> None:
-        if state.is_world_process_zero:
-            path = os.path.join(args.output_dir, f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}")
-            self._run.writer.add_text(path, tag="checkpoints/latest", step=state.global_step)
+        if not state.is_world_process_zero:
+            return
+        path = os.path.join(args.output_dir, f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}")
+        self._run.writer.add_text(path, tag="checkpoints/latest", step=state.global_step)
+        if os.path.isdir(path):
+            with open(os.path.join(path, RUN_FILE), "w", encoding="utf-8") as file:
+                json.dump({"run_id": self._run.run_id}, file)
 
     def on_train_end(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
     ) -> None:
-        if not state.is_world_process_zero or not self._run.started:
-            return
-        if self._write_result_at_end:
-            self._run.finish()
-        else:
-            self._run.writer.flush()
+        if state.is_world_process_zero:
+            self._run.release()
 
     def write_result(self, **results: Any) -> None:
-        """Finish the run: its results row is each metric's last value, updated with ``results``."""
+        """End the run now: its results row is each metric's last value, updated with ``results``."""
         self._run.finish(**results)
+
+
+def _model_config(model: Any) -> Any:
+    config = getattr(model, "config", None)
+    return None if config is None else json.dumps(config.to_diff_dict(), sort_keys=True, default=str)

@@ -26,7 +26,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
-from tallyboard.store.schema import BLOCK_BITS, BLOCK_STEPS, RUN_COLUMNS, UNIQUE_KEY_PREFIX
+from tallyboard.store.imported import IMPORT_RUN_TABLES, ImportedLogs
+from tallyboard.store.schema import BLOCK_BITS, BLOCK_STEPS, RUN_COLUMNS, RUN_TAGS_SINCE, UNIQUE_KEY_PREFIX
 
 if TYPE_CHECKING:
     from tallyboard.store.location import Access, Found
@@ -109,7 +110,7 @@ class Column:
 
 
 class ArtifactRow(NamedTuple):
-    """One row of `artifacts` (schema v5): a file kept with a run, its bytes named by `sha256`."""
+    """One row of `artifacts` (schema v7): a file kept with a run, its bytes named by `sha256`."""
 
     run_id: int
     name: str
@@ -160,9 +161,12 @@ def empty_text_as_null(fields: dict[str, Any]) -> dict[str, Any]:
 RUN_FIELDS = (*(name for name, _, _ in RUN_COLUMNS), "config_content", "unique_key", "updated_at")
 # Tables that hold a run's rows, children first: what deleting a run clears.
 RUN_TABLES = (
-    "scalars", "scalar_blocks", "media", "texts", "hparams", "results", "repetitions", "quarantine",
-    "artifacts", "runs",
-)  # fmt: skip
+    *("scalars", "scalar_blocks", "media", "texts", "hparams", "results", "repetitions", "quarantine"),
+    *IMPORT_RUN_TABLES,
+    "run_tags",
+    "artifacts",
+    "runs",
+)
 _SCALAR_COLUMNS = {name: name for name in ("rep", "step", "epoch", "walltime_ms", "value")}
 _SCALAR_COLUMNS["value_or_nan"] = "COALESCE(value, 'nan')"
 _SCALAR_COLUMNS["epoch_or_minus_one"] = "COALESCE(epoch, -1)"
@@ -200,11 +204,14 @@ def walltime_ms(seconds: float) -> int:
     return int(ms + 0.5) if ms >= 0 else -int(0.5 - ms)
 
 
-class Store(ABC):
+class Store(ImportedLogs, ABC):
     """A result table in one database. Subclasses provide the connection and the primitives."""
 
     url: str
     schema_version: int | None  # of the table as opened (None: none yet)
+    # How long one call waits for a database it lost (a server restarting) before it raises;
+    # meaningful for engines that can lose one (PostgreSQL). The sink shortens it for its store.
+    retry_for: float = 0.0
 
     def __init__(self) -> None:
         self._lock = threading.RLock()
@@ -290,7 +297,7 @@ class Store(ABC):
         happens: split the batch and quarantine them), rather than because the database cannot be
         used now (busy, gone, disk full: keep the records and try again later)."""
 
-    def sync_id_sequences(self) -> None:  # noqa: B027 (a no-op by design, not a missing abstractmethod)
+    def sync_id_sequences(self) -> None:
         """After rows were inserted with explicit ids (a copy), make new ids start above them.
 
         Nothing to do where new ids already follow the largest one (SQLite); engines whose id
@@ -431,6 +438,43 @@ class Store(ABC):
             (*values.values(), time.time(), run_id),
         )
 
+    # ---- several tags per run (schema v6) ------------------------------------------------------
+    def change_run_tags(self, run_id: int, add: Sequence[str] = (), remove: Sequence[str] = ()) -> None:
+        """Add and remove tags of a run now, in one transaction, and bump its `updated_at` (live
+        views see the change). Adding a tag the run has, or removing one it lacks, does nothing."""
+        self.ready_for_writing()
+
+        def change() -> None:
+            self._executemany(
+                "INSERT INTO run_tags (run_id, tag) VALUES (?, ?) ON CONFLICT (run_id, tag) DO NOTHING",
+                [(run_id, tag) for tag in add],
+            )
+            self._executemany(
+                "DELETE FROM run_tags WHERE run_id = ? AND tag = ?", [(run_id, t) for t in remove]
+            )
+            self._execute("UPDATE runs SET updated_at = ? WHERE run_id = ?", (time.time(), run_id))
+
+        with self._lock:
+            self._atomic(change)
+
+    def run_tags(self, run_id: int | None = None) -> dict[int, list[str]]:
+        """{run_id: sorted tags} of one run or of every run that has any (none in a table older than
+        the tags, which reading commands read as it is: see store/location.py)."""
+        from tallyboard.store.migrations import stored_version
+
+        with self._lock:
+            if (stored_version(self) or 0) < RUN_TAGS_SINCE:
+                return {}
+        sql, params = "SELECT run_id, tag FROM run_tags", ()
+        if run_id is not None:
+            sql, params = sql + " WHERE run_id = ?", (run_id,)
+        with self._lock:
+            rows = self._execute(sql + " ORDER BY run_id, tag", params)
+        out: dict[int, list[str]] = {}
+        for rid, tag in rows:
+            out.setdefault(rid, []).append(tag)
+        return out
+
     def run(self, run_id: int) -> dict[str, Any] | None:
         """The row of one run as a dict of `runs` columns, or None."""
         rows = self.runs(run_id=run_id, show_hidden=True)
@@ -507,12 +551,7 @@ class Store(ABC):
         new_tags.clear()
 
         def tag_id(name: str) -> int:
-            known = self._tag_ids.get(name) or new_tags.get(name)
-            if known is None:
-                self._execute("INSERT INTO tags (name) VALUES (?) ON CONFLICT (name) DO NOTHING", (name,))
-                known = self._execute("SELECT tag_id FROM tags WHERE name = ?", (name,))[0][0]
-                new_tags[name] = known
-            return known
+            return self._tag_id(name, new_tags)
 
         for run_id, tag, rows in batch.scalars:
             # Ids are trusted ints, inlined so one prepared statement serves the whole series.
@@ -575,6 +614,16 @@ class Store(ABC):
         touched = {run_id for run_id, _, _ in rows}
         self._executemany("UPDATE runs SET updated_at = ? WHERE run_id = ?", [(now, r) for r in touched])
 
+    def _tag_id(self, name: str, new_tags: dict[str, int]) -> int:
+        """The id of tag `name`, interned inside the current transaction when new (and then
+        remembered in `new_tags`, which the caller keeps only once the transaction committed)."""
+        known = self._tag_ids.get(name) or new_tags.get(name)
+        if known is None:
+            self._execute("INSERT INTO tags (name) VALUES (?) ON CONFLICT (name) DO NOTHING", (name,))
+            known = self._execute("SELECT tag_id FROM tags WHERE name = ?", (name,))[0][0]
+            new_tags[name] = known
+        return known
+
     def _rebuild_blocks(self, series: list[tuple[int, int, list[ScalarRow]]]) -> None:
         """Recompute, from `scalars`, the `scalar_blocks` rows of the blocks that the rows of
         `series` ((run_id, tag_id, rows) each) were written to.
@@ -628,7 +677,7 @@ class Store(ABC):
     def artifacts(self, run_id: int, name: str | None = None) -> list[ArtifactRow]:
         """The artefacts of a run (or the one called `name`), by name."""
         with self._lock:
-            if not self._table_exists("artifacts"):  # a table older than schema v5, opened to read
+            if not self._table_exists("artifacts"):  # a table older than schema v7, opened to read
                 return []
             return [ArtifactRow(*row) for row in self._execute(*artifacts_query(run_id, name))]
 

@@ -42,8 +42,13 @@ TABLES: tuple[tuple[str, tuple[str, ...], tuple[str, ...], int], ...] = (
     ("scalar_blocks", ("run_id", "tag_id", "rep", "block"), ("lowest", "highest"), 50_000),
     ("media", ("media_id",), (*_RECORD, "width", "height", "png"), 200),
     ("texts", ("text_id",), (*_RECORD, "content"), 2_000),
+    ("run_tags", ("run_id", "tag"), (), 10_000),
     ("quarantine", ("quarantine_id",), ("run_id", "kind", "tag", "error", "record", "quarantined_at"), 2_000),
-    # The list only: the files themselves are carried by `artifacts.carry` (they are not in the database).
+    # What imports keep beyond those (schema v3, store/imported.py).
+    ("scalar_events", ("run_id", "tag_id", "rep", "seq"), ("step", "epoch", "walltime_ms", "value"), 50_000),
+    ("raw_summaries", ("raw_id",), (*_RECORD[:4], "walltime_ms", "kind", "format", "data"), 2_000),
+    ("import_files", ("source", "name"), ("run_id", "read_to", "last_wall", "plugins"), 10_000),
+    # The list only: the files (not in the database) are carried by `artifacts.plan_carry`.
     ("artifacts", ("run_id", "name"), ("kind", "size", "sha256", "step", "logged_at"), 10_000),
 )
 
@@ -160,7 +165,8 @@ def _chunks(src: Store, table: str, key: tuple[str, ...], columns: tuple[str, ..
 def _upsert_sql(table: str, key: tuple[str, ...], columns: tuple[str, ...]) -> str:
     names = key + columns
     updates = ", ".join(f"{name} = excluded.{name}" for name in columns)
+    conflict = f"DO UPDATE SET {updates}" if columns else "DO NOTHING"  # a key-only row (run_tags)
     return (
         f"INSERT INTO {table} ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})"
-        f" ON CONFLICT ({', '.join(key)}) DO UPDATE SET {updates}"
+        f" ON CONFLICT ({', '.join(key)}) {conflict}"
     )

@@ -252,7 +252,8 @@ class PostgresStore(Store):
                 self._disconnect()
                 if time.monotonic() >= deadline:
                     raise
-                log.warning("tallyboard: lost the connection to %s (%s); reconnecting", self.url, error)
+                # info, not warning: the sink reports an outage that outlasts this loop, once per 10 s
+                log.info("tallyboard: lost the connection to %s (%s); reconnecting", self.url, error)
             self._sleep(delay)
             delay = min(delay * 2, MAX_RETRY_DELAY)
 
@@ -312,9 +313,16 @@ class PostgresStore(Store):
             conn.execute("ROLLBACK")
 
     def _prune_commits(self) -> None:
-        self._execute(
-            "DELETE FROM tallyboard_commits WHERE committed_at < ?", (time.time() - KEEP_COMMITS_FOR,)
-        )
+        """Bookkeeping after a commit, so it must never fail that commit: an error here reached the
+        sink as a failed write, which then sent the batch again under a new id and stored it twice."""
+        try:
+            self._connection().execute(
+                "DELETE FROM tallyboard_commits WHERE committed_at < %s", (time.time() - KEEP_COMMITS_FOR,)
+            )
+        except psycopg.Error as error:  # the connection died meanwhile: prune after a later write
+            self._commits -= 1
+            self._disconnect()  # the next write starts on a fresh connection
+            log.info("tallyboard: pruning tallyboard_commits on %s failed (%s); later", self.url, error)
 
     def _execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
         def run() -> list[tuple]:
@@ -453,6 +461,7 @@ class PostgresStore(Store):
             ("media", "media_id"),
             ("texts", "text_id"),
             ("quarantine", "quarantine_id"),
+            ("raw_summaries", "raw_id"),
         ):
             self._execute(
                 "SELECT setval(pg_get_serial_sequence(?, ?), COALESCE(MAX"

@@ -46,15 +46,31 @@ Conventions every reader relies on:
   the whole: a long CLI dict would make the key longer than PostgreSQL's index rows can be
   (2704 bytes); the lookup compares the prefix through the index, then the whole key;
 - `runs.note` and `runs.tag` are NULL when empty (v4; v1 to v3 stored ''), so the filter
-  `note == null` finds runs without a note.
-- `artifacts` (v5) lists the files kept with a run (`tallyboard/artifacts.py`): `name` is unique
+  `note == null` finds runs without a note;
+- (v5, imports of foreign logs) `scalar_events` holds, for a series whose steps did not strictly
+  increase in the source (a step logged again, or a step counter that went back), EVERY point of
+  the series in source order: `seq` is the point's index in the series (0 = first). `scalars` still
+  holds one row per step (the last one); series that never repeat a step have no rows here;
+- `raw_summaries` keeps summaries the table has no kind for yet (histograms) as their source
+  bytes: `format` names the protobuf message ('HistogramProto' or 'TensorProto');
+- `import_files` remembers how far each imported file was read (`read_to`: bytes; the next record
+  starts there), into which run, the wall time (seconds since the epoch) of its last event read,
+  and `plugins`, the JSON object {tag: plugin name} learned from the directory's files so far (TF2
+  writes a tag's plugin only with its first value), so importing the same logs again adds only
+  what is new, understood as the first import understood it;
+- `run_tags` (v6) holds a run's tags, several per run (`LogWriter.add_tags`), one row each, each a
+  non-empty key (`values.check_key`); DeepBoard's single `runs.tag` is a separate thing and stays.
+  The `columns` row 'tags' (kind 'run', hidden by default) lets the filter language and the
+  dashboard name them; a run's tags go with the run;
+- `artifacts` (v7) lists the files kept with a run (`tallyboard/artifacts.py`): `name` is unique
   per run (logging a name again replaces the entry: the last one wins), `sha256` names the blob in
   the table's artefact store, `size` is in bytes, `step` NULL when not given, `logged_at` float
   seconds since the Unix epoch (when `log_artifact` was called). The blobs live outside the
   database; a run's entries go with the run, its blobs stay (other runs may share them).
 """
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 7
+RUN_TAGS_SINCE = 6  # the version that added `run_tags`
 UNIQUE_KEY_PREFIX = 256
 BLOCK_BITS = 8
 BLOCK_STEPS = 1 << BLOCK_BITS  # steps per row of scalar_blocks (why 256: docs/dashboard.md)
@@ -209,7 +225,54 @@ CREATE INDEX quarantine_by_run ON quarantine (run_id);
 DROP INDEX runs_by_unique_key;
 CREATE INDEX runs_by_unique_key ON runs (substr(unique_key, 1, {UNIQUE_KEY_PREFIX}))"""
 
-# v5: the files kept with each run; the bytes are in the artefact store, named by `sha256`.
+# v5: what imports of foreign logs keep beyond one point per step (see the conventions above).
+IMPORT_TABLES = """
+CREATE TABLE scalar_events (
+    run_id      BIGINT NOT NULL,
+    tag_id      INTEGER NOT NULL,
+    rep         INTEGER NOT NULL,
+    seq         BIGINT NOT NULL,
+    step        BIGINT NOT NULL,
+    epoch       BIGINT,
+    walltime_ms BIGINT NOT NULL,
+    value       DOUBLE PRECISION,
+    PRIMARY KEY (run_id, tag_id, rep, seq)
+) {without_rowid};
+CREATE TABLE raw_summaries (
+    raw_id      {pk},
+    run_id      BIGINT NOT NULL,
+    tag_id      INTEGER NOT NULL,
+    rep         INTEGER NOT NULL,
+    step        BIGINT NOT NULL,
+    walltime_ms BIGINT NOT NULL,
+    kind        TEXT NOT NULL,
+    format      TEXT NOT NULL,
+    data        {blob} NOT NULL
+);
+CREATE INDEX raw_summaries_by_run ON raw_summaries (run_id, tag_id, rep, step);
+CREATE TABLE import_files (
+    source  TEXT NOT NULL,
+    name    TEXT NOT NULL,
+    run_id  BIGINT NOT NULL,
+    read_to BIGINT NOT NULL,
+    last_wall DOUBLE PRECISION,
+    plugins   TEXT NOT NULL DEFAULT '{{}}',
+    PRIMARY KEY (source, name)
+)"""
+
+# v6: several tags per run, and the column that names them (hidden by default, so the result
+# table's DeepBoard layout is unchanged). An hparam or result already named 'tags' keeps its row.
+RUN_TAGS = """
+CREATE TABLE run_tags (
+    run_id BIGINT NOT NULL,
+    tag    TEXT NOT NULL,
+    PRIMARY KEY (run_id, tag)
+);
+CREATE INDEX run_tags_by_tag ON run_tags (tag);
+INSERT INTO columns (name, kind, alias, position) VALUES ('tags', 'run', 'Tags', NULL)
+ON CONFLICT (name) DO NOTHING"""
+
+# v7: the files kept with each run; the bytes are in the artefact store, named by `sha256`.
 ARTIFACTS = """
 CREATE TABLE artifacts (
     run_id    BIGINT NOT NULL,
@@ -227,5 +290,7 @@ MIGRATIONS: dict[int, str] = {
     1: SCALAR_BLOCKS + ";" + BACKFILL_BLOCKS,  # v2: block summaries, backfilled
     2: QUARANTINE,  # v3: quarantined records; the unique key indexed by its prefix
     # 3 -> 4: empty note and tag become NULL; differs per engine: migrations.nullable_note_and_tag
-    4: ARTIFACTS,  # v5: artefacts listed with their run
+    4: IMPORT_TABLES,  # v5: every point of repeated steps, raw histograms, import progress
+    5: RUN_TAGS,  # v6: several tags per run
+    6: ARTIFACTS,  # v7: artefacts listed with their run
 }

@@ -49,6 +49,9 @@
         entry.charts.set(split, new TB.Chart(body, { onZoom: (range) => load(entry, range) }));
       }
     }
+    const results = page.columns.filter((c) => c.kind === "result").map((c) => c.name).filter((n) => runs.some((r) => Object.hasOwn(r.cells, n)));
+    const tags = [...new Set(series.map((s) => s.tag))].sort();
+    document.dispatchEvent(new CustomEvent("tb:compare-ready", { detail: { runIds, hparamNames, metrics: tags, results } }));  // stats.js
     await Promise.all([...metrics.values()].map((entry) => load(entry, null)));
     if (runs.some((r) => r.status === "running")) pollLive();
   }

@@ -16,6 +16,8 @@
   const hiddenBox = el("input", { type: "checkbox", checked: state.hidden === "1", id: "show-hidden" });
   const compareButton = el("button", { class: "primary", id: "compare", disabled: true, onclick: openCompare }, "Compare");
   const columnsButton = el("button", { id: "columns-button", onclick: toggleColumns }, "Columns");
+  const diffButton = el("button", { id: "diff", disabled: true, title: "what changed between 2 to 10 selected runs", onclick: () => openWith("/diff") }, "Diff");
+  const hparamsButton = el("button", { id: "hparams", title: "hparams views of the selected runs (or of the filtered table)", onclick: openHparams }, "Hparams");
   const error = el("div", { class: "error", id: "filter-error" });
   const count = el("span", { class: "muted", id: "count" });
   const table = el("table", { class: "runs", id: "runs" });
@@ -24,7 +26,7 @@
   const tagOptions = el("datalist", { id: "table-tags" });
   document.getElementById("main").append(tagOptions,
     el("div", { class: "toolbar" }, filterInput, searchInput,
-      el("label", { class: "chip" }, hiddenBox, "show hidden"), columnsButton, compareButton, count),
+      el("label", { class: "chip" }, hiddenBox, "show hidden"), columnsButton, hparamsButton, diffButton, compareButton, count),
     error, columnsPanel,
     el("div", { class: "card" }, el("div", { class: "table-wrap" }, table), pager));
 
@@ -116,6 +118,7 @@
     if (column.name === "status") return el("td", {}, TB.statusBadge(value));
     if (column.name === "start_time" || column.name === "end_time") return el("td", {}, TB.time(value));
     if (column.name === "color") return el("td", {}, TB.swatch(value), " ", value);
+    if (Array.isArray(value)) return el("td", { class: value.length ? "tags" : "empty" }, value.map((t) => el("span", { class: "chip" }, t)));
     const text = TB.format(TB.number(value));
     return el("td", { class: typeof value === "number" ? "num" : "", title: text }, text);
   }
@@ -170,6 +173,28 @@
     compareButton.disabled = selected.size < 2 || selected.size > 50;
     compareButton.textContent = selected.size ? `Compare ${selected.size}` : "Compare";
     table.querySelectorAll("tbody tr[data-run]").forEach((tr) => tr.classList.toggle("selected", selected.has(+tr.dataset.run)));
+    diffButton.disabled = selected.size < 2 || selected.size > 10;
+    markDiffering();
+  }
+
+  // With 2+ runs selected, the hparam columns whose values differ among them are highlighted.
+  function markDiffering() {
+    const chosen = page.rows.filter((r) => selected.has(r.run_id));
+    const differs = new Set(chosen.length < 2 ? [] : visibleColumns().filter((c) => c.kind === "hparam")
+      .filter((c) => new Set(chosen.map((r) => JSON.stringify(TB.cell(r, c.name) ?? null))).size > 1).map((c) => c.name));
+    const index = new Map(visibleColumns().map((c, i) => [i + 1, c.name]));
+    table.querySelectorAll("thead th[data-column]").forEach((th) => th.classList.toggle("differs", differs.has(th.dataset.column)));
+    table.querySelectorAll("tbody tr[data-run]").forEach((tr) => {
+      [...tr.children].forEach((td, i) => td.classList.toggle("differs", selected.has(+tr.dataset.run) && differs.has(index.get(i))));
+    });
+  }
+
+  function openWith(path) {
+    location.href = `${path}?runs=${[...selected].join(",")}`;
+  }
+
+  function openHparams() {
+    location.href = selected.size >= 2 ? `/hparams?runs=${[...selected].join(",")}` : `/hparams?filter=${encodeURIComponent(state.filter)}`;
   }
 
   function openCompare() {

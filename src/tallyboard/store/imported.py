@@ -1,0 +1,198 @@
+"""What imports of foreign logs keep beyond the live writer's tables (schema v3).
+
+A live `LogWriter` keeps one point per step (the last one logged); a TensorBoard log can hold
+several points at one step (a step counter that was not advanced, or a run restarted from an
+earlier step), and each of them is data. Rather than widen `scalars` (and slow every live write),
+the series that do repeat a step get a second copy of ALL their points, in source order, in
+`scalar_events`; `scalars` keeps serving charts by step as before. The same goes for the import's
+bookkeeping (how far each file was read) and for summaries the table has no kind for yet: tables of
+their own, written only by imports, in the same transaction as the records they describe.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
+
+if TYPE_CHECKING:
+    import threading
+    from collections.abc import Callable, Iterable, Sequence
+
+    from tallyboard.store.base import Batch
+
+T = TypeVar("T")
+
+IMPORT_RUN_TABLES = ("scalar_events", "raw_summaries", "import_files")
+
+# A point of `scalar_events`: (rep, seq, step, epoch, walltime seconds, value or None for NaN).
+EventRow = tuple[int, int, int, "int | None", float, "float | None"]
+
+
+@dataclass
+class ImportRecords:
+    """What an import commits next to a `Batch`, in the same transaction.
+
+    scalar_events: (run_id, tag, rows of `EventRow`).
+    raw: (run_id, tag, rep, step, walltime seconds, kind, format, data bytes).
+    files: (source directory, file name, run_id, read_to, last_wall, plugins JSON): how far each
+      file has now been read, the wall time of its last event read, the tags' plugins known.
+    """
+
+    scalar_events: list[tuple[int, str, list[EventRow]]] = field(default_factory=list)
+    raw: list[tuple] = field(default_factory=list)
+    files: list[tuple[str, str, int, int, float | None, str]] = field(default_factory=list)
+
+
+class SeriesTail(NamedTuple):
+    """Where an imported series stands: its last step in source order (None: no points yet) and
+    the `seq` its next point gets in `scalar_events` (None: no step repeated so far)."""
+
+    last_step: int | None
+    next_seq: int | None
+
+
+class FileProgress(NamedTuple):
+    """How far an event file was imported, and into which run."""
+
+    run_id: int
+    read_to: int
+    last_wall: float | None
+    plugins: dict[str, str]
+
+
+class RawSummary(NamedTuple):
+    tag: str
+    rep: int
+    step: int
+    walltime_ms: int
+    kind: str
+    format: str
+    data: bytes
+
+
+class ImportedLogs:
+    """The `Store` methods imports use; mixed into `Store` (they use its engine primitives)."""
+
+    if TYPE_CHECKING:  # what `Store` provides
+        _lock: threading.RLock
+        _tag_ids: dict[str, int]
+
+        def _atomic(self, work: Callable[[], T]) -> T: ...
+        def _execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]: ...
+        def _executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None: ...
+        def _write(self, batch: Batch, new_tags: dict[str, int]) -> None: ...
+        def _tag_id(self, name: str, new_tags: dict[str, int]) -> int: ...
+
+    def write_import(self, batch: Batch, records: ImportRecords) -> None:
+        """Commit `batch` and `records` in one transaction: a crash leaves the files' read
+        positions consistent with the rows, so the next import resumes exactly where this stopped."""
+        with self._lock:
+            new_tags: dict[str, int] = {}
+
+            def work() -> None:
+                self._write(batch, new_tags)
+                self._write_import_records(records, new_tags)
+
+            self._atomic(work)
+            self._tag_ids.update(new_tags)
+
+    def _write_import_records(self, records: ImportRecords, new_tags: dict[str, int]) -> None:
+        from tallyboard.store.base import WALLTIME_MS_SQL
+
+        for run_id, tag, rows in records.scalar_events:
+            tag_id = int(self._tag_id(tag, new_tags))
+            self._executemany(
+                "INSERT INTO scalar_events (run_id, tag_id, rep, seq, step, epoch, walltime_ms, value)"
+                f" VALUES ({int(run_id)}, {tag_id}, ?, ?, ?, ?, {WALLTIME_MS_SQL}, ?)",
+                rows,
+            )
+        if records.raw:
+            self._executemany(
+                "INSERT INTO raw_summaries (run_id, tag_id, rep, step, walltime_ms, kind, format, data)"
+                f" VALUES (?, ?, ?, ?, {WALLTIME_MS_SQL}, ?, ?, ?)",
+                [(r[0], self._tag_id(r[1], new_tags), *r[2:]) for r in records.raw],
+            )
+        if records.files:
+            self._executemany(
+                "INSERT INTO import_files (source, name, run_id, read_to, last_wall, plugins)"
+                " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (source, name) DO UPDATE SET"
+                " run_id = excluded.run_id, read_to = excluded.read_to, last_wall = excluded.last_wall,"
+                " plugins = excluded.plugins",
+                records.files,
+            )
+
+    def import_progress(self, source: str) -> dict[str, FileProgress]:
+        """{file name: progress} of the files of directory `source` imported so far."""
+        with self._lock:
+            rows = self._execute(
+                "SELECT name, run_id, read_to, last_wall, plugins FROM import_files WHERE source = ?",
+                (source,),
+            )
+        return {
+            name: FileProgress(run_id, read_to, wall, json.loads(plugins))
+            for name, run_id, read_to, wall, plugins in rows
+        }
+
+    def series_tail(self, run_id: int, tag: str, rep: int) -> SeriesTail:
+        """Where the series stands after earlier imports (two index seeks, whatever its length)."""
+        key = (run_id, tag, rep)
+        tag_of = "(SELECT tag_id FROM tags WHERE name = ?)"
+        with self._lock:
+            last_event = self._execute(
+                f"SELECT seq, step FROM scalar_events WHERE run_id = ? AND tag_id = {tag_of} AND rep = ?"
+                " ORDER BY seq DESC LIMIT 1",
+                key,
+            )
+            if last_event:
+                seq, step = last_event[0]
+                return SeriesTail(step, seq + 1)
+            last = self._execute(
+                f"SELECT MAX(step) FROM scalars WHERE run_id = ? AND tag_id = {tag_of} AND rep = ?", key
+            )
+        return SeriesTail(last[0][0] if last else None, None)
+
+    def start_scalar_events(self, run_id: int, tag: str, rep: int) -> int:
+        """Copy a series' points so far into `scalar_events` (seq in step order, which is their
+        source order: until now its steps only increased); returns how many, the next seq."""
+        with self._lock:
+
+            def copy() -> int:
+                self._execute(
+                    "INSERT INTO scalar_events (run_id, tag_id, rep, seq, step, epoch, walltime_ms, value)"
+                    " SELECT run_id, tag_id, rep, ROW_NUMBER() OVER (ORDER BY step) - 1, step, epoch,"
+                    " walltime_ms, value FROM scalars"
+                    " WHERE run_id = ? AND tag_id = (SELECT tag_id FROM tags WHERE name = ?) AND rep = ?",
+                    (run_id, tag, rep),
+                )
+                rows = self._execute(
+                    "SELECT COUNT(*) FROM scalar_events WHERE run_id = ?"
+                    " AND tag_id = (SELECT tag_id FROM tags WHERE name = ?) AND rep = ?",
+                    (run_id, tag, rep),
+                )
+                return int(rows[0][0])
+
+            return self._atomic(copy)
+
+    def scalar_events(self, run_id: int, tag: str, rep: int | None = None) -> list[tuple]:
+        """Every point of an imported series that repeats steps, in source order: rows of
+        (rep, seq, step, epoch, walltime_ms, value); [] for a series without repeated steps."""
+        sql = (
+            "SELECT rep, seq, step, epoch, walltime_ms, value FROM scalar_events WHERE run_id = ?"
+            " AND tag_id = (SELECT tag_id FROM tags WHERE name = ?)"
+        )
+        params: tuple = (run_id, tag)
+        if rep is not None:
+            sql, params = sql + " AND rep = ?", (*params, rep)
+        with self._lock:
+            return self._execute(sql + " ORDER BY rep, seq", params)
+
+    def raw_summaries(self, run_id: int) -> list[RawSummary]:
+        """Summaries kept as their source bytes (histograms), by tag then source order."""
+        with self._lock:
+            rows = self._execute(
+                "SELECT t.name, r.rep, r.step, r.walltime_ms, r.kind, r.format, r.data FROM raw_summaries r"
+                " JOIN tags t ON t.tag_id = r.tag_id WHERE r.run_id = ? ORDER BY t.name, r.raw_id",
+                (run_id,),
+            )
+        return [RawSummary(row[0], row[1], row[2], row[3], row[4], row[5], bytes(row[6])) for row in rows]

@@ -1,0 +1,50 @@
+"""DeepBoard's documented usage with only the import changed: the real deepboard==0.3.0 and tallyboard
+read back the same things (deepboard_usage.py, each run as a process of its own)."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+USAGE = Path(__file__).with_name("deepboard_usage.py")
+# Kept on purpose: tallyboard stores the CLI as JSON and the command with its interpreter.
+DIFFERENT_BY_DESIGN = {"cli", "command"}
+
+
+def usage(library, folder):
+    folder.mkdir()
+    done = subprocess.run(
+        [sys.executable, str(USAGE), library],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    return json.loads(done.stdout)
+
+
+def test_the_documented_usage_reads_back_the_same(tmp_path):
+    theirs = usage("deepboard", tmp_path / "deepboard")
+    ours = usage("tallyboard", tmp_path / "tallyboard")
+    raw_theirs, raw_ours = theirs.pop("raw"), ours.pop("raw")
+    assert ours == theirs
+    assert ours["global_step"] == {"train/loss": 3, "accuracy": 1} and ours["accuracy"] == [0.5]
+    for key, (kind, value) in raw_theirs.items():
+        assert raw_ours[key][0] == kind, key
+        if key not in DIFFERENT_BY_DESIGN | {"start"}:
+            assert raw_ours[key][1] == value, key
+    assert raw_ours["start"][1][10] == "T"  # ISO, as DeepBoard returns it
+
+
+def test_a_string_that_is_no_number_is_refused_and_nothing_logged(table):
+    with table.new_run("strings") as run:
+        run.add_scalar("train/loss", " 2.5 ")
+        with pytest.raises(TypeError, match="expected a number, got the string 'fast'"):
+            run.add_scalar("train/loss", "fast")
+        run.flush()
+        assert [(point.step, point.value) for point in run.get_scalar("train/loss")] == [(0, 2.5)]
+    with pytest.raises(ValueError, match="unsupported hash type"):
+        table.get_file_hash(__file__, hash_algo="no-such-hash")
