@@ -252,6 +252,11 @@ class Sink:
             "database accepts them again, as long as this process lives"
         )
 
+    def unreachable(self) -> bool:
+        """Whether the database is failing this sink's commits now (an outage, a full disk): what
+        is written meanwhile must queue behind them, in order (see `LogWriter._change_row`)."""
+        return self._down_since is not None
+
     def pending(self) -> int:
         """Records queued or in failed batches (an estimate, read without stopping the producers)."""
         resend = self._resend[:]

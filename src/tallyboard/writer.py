@@ -11,6 +11,7 @@ anything is appended, so a failed call leaves no half-written record.
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import threading
@@ -34,6 +35,8 @@ from tallyboard.values import (
     to_int,
     to_walltime,
 )
+
+log = logging.getLogger(__name__)
 
 Status = Literal["running", "finished", "failed"]
 STATUSES = ("running", "finished", "failed")
@@ -348,7 +351,7 @@ class LogWriter:
                 raise ValueError(f"{name!r} is a column of every run; choose another {kind} name")
             rows.append((self._run_id, name, json_value(name, value)))
         if rows:
-            self._change_row(lambda store: store.put_values(kind, rows))
+            self._change_row(lambda store: store.put_values(kind, rows), [(kind, row) for row in rows])
 
     def add_hparams(self, param_dict: dict[str, Any] | None = None, **kwargs: Any) -> None:
         """Record hyperparameters (columns of the result table); JSON scalars only."""
@@ -384,11 +387,32 @@ class LogWriter:
         loaded or ended one through its table's."""
         return self._store if self._read_only else self._sink.store
 
-    def _change_row(self, change: Callable[[Store], None]) -> None:
+    def _change_row(
+        self, change: Callable[[Store], None], queued: list[tuple[str, tuple]] | None = None
+    ) -> None:
         """Apply a change to the run's row now; should the database refuse the data itself (a
         constraint, a trigger), the caller gets a ValueError at this call and nothing else is held
-        back (queued records are quarantined instead; see sink.py)."""
+        back (queued records are quarantined instead; see sink.py).
+
+        An open run whose database cannot be written now (an outage: the sink is failing, or this
+        write fails for a reason of the database) queues the same change as `queued` records
+        instead, behind what waits already, so the training loop neither raises nor waits for the
+        database (issue 12); it arrives with the rest, and `flush()`/`close()` report meanwhile."""
+        if self._read_only or queued is None:
+            return self._apply(self._row_store(), change)
+        if self._sink.unreachable():
+            return self._queue(queued)
         store = self._row_store()
+        try:
+            return self._apply(store, change)
+        except ValueError:
+            raise
+        except Exception as error:
+            first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+            log.warning("tallyboard: run %s: %s; the change waits for the database", self._run_id, first)
+            return self._queue(queued)
+
+    def _apply(self, store: Store, change: Callable[[Store], None]) -> None:
         try:
             change(store)
         except Exception as error:
@@ -397,9 +421,16 @@ class LogWriter:
             first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
             raise ValueError(f"the database refused this change to run {self._run_id}: {first}") from error
 
+    def _queue(self, records: list[tuple[str, tuple]]) -> None:
+        for kind, row in records:
+            self._sink.put(kind, row)
+
     def _set(self, **values: Any) -> None:
         if not self._disabled:  # editing a loaded (read-only) run's row is allowed
-            self._change_row(lambda store: store.update_run(self._run_id, **values))
+            self._change_row(
+                lambda store: store.update_run(self._run_id, **values),
+                [("run_updates", (self._run_id, values))],
+            )
 
     def set_status(self, status: Status) -> None:
         """Set the run's status now. 'finished' or 'failed' is also what `close()` ends the run with:

@@ -113,7 +113,7 @@ def test_a_60_s_outage_holds_the_queue_at_its_bound_and_close_reports_after_its_
             while not stop.is_set():
                 logger.log(100)
 
-        trainer = threading.Thread(target=train)
+        trainer = threading.Thread(target=train, daemon=True)  # a failed check must not hang the suite
         trainer.start()
         time.sleep(1)
         server.stop()
