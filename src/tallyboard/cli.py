@@ -1,4 +1,4 @@
-"""The `tallyboard` command: serve, demo, runs, compare, export, import, copy, migrate.
+"""The `tallyboard` command: serve, demo, runs, compare, export, import, copy, artifacts, migrate.
 
 Each subcommand is a thin shell over a library function, so anything the CLI does can be scripted
 from Python too. Heavy modules (the dashboard, numpy, scikit-learn, tensorboard) are imported only by
@@ -23,6 +23,10 @@ EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 141
 
 TARGET_HELP = f"a SQLite file or a postgresql:// URL (default: $TALLYBOARD_URL, else {DEFAULT_TABLE})"
+
+ARTIFACTS_HELP = (
+    "the artefact store (default: $TALLYBOARD_ARTIFACTS, else results.artifacts/ next to results.db)"
+)
 
 
 def default_target() -> str:
@@ -58,6 +62,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
     from tallyboard.dashboard import serve
 
     options: dict[str, Any] = {"host": args.host, "token": args.token, "read_only": args.read_only}
+    options["artifacts"] = args.artifacts
     if args.port is not None:
         options["port"] = args.port
     serve(target, **options)
@@ -106,7 +111,14 @@ def cmd_compare(args: argparse.Namespace) -> None:
 def cmd_export(args: argparse.Namespace) -> None:
     from tallyboard.exchange.export import export_table
 
-    counts = export_table(args.source, args.out, args.format, run_ids=args.runs, progress=not args.quiet)
+    counts = export_table(
+        args.source,
+        args.out,
+        args.format,
+        run_ids=args.runs,
+        progress=not args.quiet,
+        artifacts=args.artifacts,
+    )
     print(f"exported {_describe(counts)} to {args.out}")
 
 
@@ -131,9 +143,13 @@ def cmd_copy(args: argparse.Namespace) -> None:
     from tallyboard.exchange.target import require_existing
 
     source = require_existing(args.source)  # before anything is created at the destination
+    from tallyboard.artifacts import plan_carry
     from tallyboard.store.copy import copy_table
 
+    carry = plan_carry(source, args.destination, args.artifacts, args.artifacts_to)  # before any row
     counts = copy_table(source, args.destination, progress=not args.quiet)
+    if carry is not None:
+        counts["artefact files"] = carry.run(progress=not args.quiet)
     print(f"copied {_describe(counts)} to {args.destination}")
 
 
@@ -152,6 +168,35 @@ def cmd_migrate(args: argparse.Namespace) -> None:
         print(f"{args.target}: already at version {after}")
     else:
         print(f"{args.target}: migrated from schema version {before} to {after}")
+
+
+def cmd_artifacts(args: argparse.Namespace) -> None:
+    from tallyboard import artifacts
+    from tallyboard.exchange.target import require_existing
+    from tallyboard.store import Access, open_store
+
+    if args.action == "get" and args.name is None:
+        raise ValueError(
+            "`tallyboard artifacts get RUN NAME`: say which artefact (list them with `list RUN`)"
+        )
+    target = require_existing(args.table or default_target())
+    store = open_store(target, access=Access.READ)
+    try:
+        if args.action == "list":
+            rows = store.artifacts(args.run)
+            print(
+                json.dumps([row._asdict() for row in rows], indent=2)
+                if args.json
+                else artifacts.describe(rows)
+            )
+            return
+        row = artifacts.find(store, args.run, args.name)
+    finally:
+        store.close()
+    blobs = artifacts.open_blobs(artifacts.require_location(artifacts.location_for(target, args.artifacts)))
+    out = Path(args.output or Path(row.name).name)
+    artifacts.save_to(blobs, row.sha256, out)
+    print(f"saved {row.name!r} of run {args.run} ({row.size} bytes, sha256 {row.sha256[:12]}) to {out}")
 
 
 def _describe(counts: dict[str, int]) -> str:
@@ -186,6 +231,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, help="port to listen on")
     serve.add_argument("--token", help="access token (required, and generated if missing, off loopback)")
     serve.add_argument("--read-only", action="store_true", help="refuse every change from the browser")
+    serve.add_argument("--artifacts", metavar="FOLDER_OR_URL", help=ARTIFACTS_HELP)
 
     demo = _parser(
         commands,
@@ -257,6 +303,7 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--format", choices=("csv", "parquet", "jsonl"), default="csv", help="default: csv")
     export.add_argument("--out", type=Path, required=True, help="directory to write (created; must be empty)")
     export.add_argument("--runs", type=int, nargs="+", metavar="RUN_ID", help="only these runs")
+    export.add_argument("--artifacts", metavar="FOLDER_OR_URL", help=ARTIFACTS_HELP)
 
     importer = _parser(
         commands,
@@ -300,6 +347,28 @@ def build_parser() -> argparse.ArgumentParser:
     )
     copy.add_argument("source", metavar="SRC", help="the table to copy from (file or URL)")
     copy.add_argument("destination", metavar="DST", help="the table to copy into (file or URL)")
+    copy.add_argument("--artifacts", metavar="FOLDER_OR_URL", help="the source's artefact store (default: "
+                      "$TALLYBOARD_ARTIFACTS, else next to a SQLite source)")  # fmt: skip
+    copy.add_argument("--artifacts-to", metavar="FOLDER_OR_URL", help="the destination's artefact store "
+                      "(default: next to a SQLite destination; required for PostgreSQL)")  # fmt: skip
+
+    arts = _parser(
+        commands,
+        "artifacts",
+        "List the files kept with a run, or save one (`run.log_artifact`).",
+        "  tallyboard artifacts list 7\n  tallyboard artifacts get 7 model.ckpt -o best.ckpt\n"
+        "  tallyboard artifacts get 7 model.ckpt --table postgresql://me@db-host/experiments"
+        " --artifacts s3://bucket/prefix\n",
+        cmd_artifacts,
+        progress=False,
+    )
+    arts.add_argument("action", choices=("list", "get"), help="list the run's artefacts, or get one")
+    arts.add_argument("run", type=int, metavar="RUN", help="the run id")
+    arts.add_argument("name", nargs="?", metavar="NAME", help="the artefact to get (with `get`)")
+    arts.add_argument("-o", "--output", metavar="PATH", help="where to save it (default: its name, here)")
+    arts.add_argument("--table", metavar="PATH_OR_URL", help=TARGET_HELP)
+    arts.add_argument("--artifacts", metavar="FOLDER_OR_URL", help=ARTIFACTS_HELP)
+    arts.add_argument("--json", action="store_true", help="print the list as JSON")
 
     migrate = _parser(
         commands,
@@ -343,8 +412,9 @@ def _one_line(error: Exception) -> str:
 
         return install_hint(error.name or "a module")
     message = " ".join(str(error).split()) or type(error).__name__
+    from tallyboard.artifacts import ArtifactError
     from tallyboard.store import StoreError
 
-    if isinstance(error, (FileNotFoundError, ValueError, StoreError)):  # written for the user
+    if isinstance(error, (FileNotFoundError, ValueError, StoreError, ArtifactError)):  # written for the user
         return message
     return f"{type(error).__name__}: {message}"

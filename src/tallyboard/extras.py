@@ -22,6 +22,8 @@ EXTRA_OF_MODULE: dict[str, str] = {
     "pyarrow": "export",
     "pandas": "export",
     "tensorboard": "tensorboard",
+    "fsspec": "artifacts",
+    "s3fs": "artifacts",
     "psutil": "integrations",
     "pynvml": "integrations",
     "lightning": "integrations",

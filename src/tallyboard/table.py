@@ -21,6 +21,7 @@ from typing import IO, TYPE_CHECKING, Any, NamedTuple
 
 from tallyboard import capture, left_out, run_context
 from tallyboard import query as query_api
+from tallyboard.artifacts import location_for
 from tallyboard.media import open_png
 from tallyboard.sink import DEFAULT_COMMIT_INTERVAL, arm_signals, sink_for
 from tallyboard.store import Column, Quarantined, StoreError, open_store
@@ -102,6 +103,7 @@ class ResultTable:
         nocommit_action: NoCommitAction = NoCommitAction.WARN,
         unique_columns: tuple[str, ...] | None = None,
         commit_interval: float = DEFAULT_COMMIT_INTERVAL,
+        artifacts: str | os.PathLike[str] | None = None,
     ) -> None:
         if db_path is None:  # $TALLYBOARD_URL lets a cluster point every job at one table
             db_path = os.environ.get("TALLYBOARD_URL") or "results.db"
@@ -111,6 +113,9 @@ class ResultTable:
         self.commit_interval = commit_interval
         if "://" not in self.db_path:
             require_writable_file(self.db_path)
+        # Where `log_artifact` copies files: a folder or an fsspec URL; by default `results.db` ->
+        # `results.artifacts/`; None for PostgreSQL unless configured (tallyboard/artifacts.py).
+        self.artifacts = location_for(self.db_path, artifacts)
         self._store = open_store(self.db_path, DEFAULT_UNIQUE_COLUMNS if wanted is None else wanted)
         stored = tuple(json.loads(self._store.meta("unique_columns") or "[]"))
         if wanted is not None and set(wanted) != set(stored):
@@ -196,7 +201,9 @@ class ResultTable:
 
     def _writer(self, sink, run_id, keep_each, auto_log_plt, system_metrics, resume=None) -> LogWriter:
         """The writer of a run just created or reopened (with where it stopped, if reopened)."""
-        writer = LogWriter(self._store, sink, run_id, keep_each, auto_log_plt, resume=resume)
+        writer = LogWriter(
+            self._store, sink, run_id, keep_each, auto_log_plt, resume=resume, artifacts=self.artifacts
+        )
         if system_metrics:
             from tallyboard import system_metrics as metrics
 

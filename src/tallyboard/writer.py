@@ -19,12 +19,13 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from tallyboard.media import open_png
 from tallyboard.sink import AT_EXIT, SeriesQueue, Sink, closed, end_run, opened
 from tallyboard.store import Store
-from tallyboard.store.base import RUN_FIELDS, ConsoleLine, ResumePoint
+from tallyboard.store.base import RUN_FIELDS, ArtifactRow, ConsoleLine, ResumePoint
 from tallyboard.values import (
     INT64_MAX,
     INT64_MIN,
@@ -148,6 +149,7 @@ class LogWriter:
         disable: bool = False,
         read_only: bool = False,
         resume: ResumePoint | None = None,
+        artifacts: str | None = None,
     ) -> None:
         if keep_each < 1:
             raise ValueError(f"keep_each must be 1 or more, got {keep_each}")
@@ -165,6 +167,8 @@ class LogWriter:
         self._stoppers: list[Callable[[], None]] = []
         self._tracker: Any = None  # media.FigureTracker, shared by the plt.show hook and manual calls
         self._chosen_end: str | None = None  # an end status the user set; close() keeps it
+        self._artifact_location = artifacts  # where log_artifact copies files (None: not configured)
+        self._uploader: Any = None  # artifacts.Uploader, started by the first log_artifact
         if not self._read_only:
             _writing[(sink.key, run_id)] = self
             opened(self, sink)
@@ -531,6 +535,48 @@ class LogWriter:
             color = "#" + hex_digits.lower()
         self._set(color=color)
 
+    # ---- files kept with the run (tallyboard/artifacts.py) ------------------------------------------
+    def log_artifact(
+        self,
+        path: str | os.PathLike[str],
+        name: str | None = None,
+        kind: str = "file",
+        step: int | None = None,
+    ) -> None:
+        """Keep the file at `path` with the run, as `name` (default: its file name; a name logged
+        again is replaced). The file is checked here and copied by a background thread, so a 2 GB
+        checkpoint does not stall training: leave the file unchanged until `flush()` (or the end of
+        the run) returns, which waits for the copies."""
+        if self._read_only:
+            return self._refuse()
+        from tallyboard import artifacts
+
+        upload = artifacts.check_upload(self._run_id, path, name, kind, step)
+        if self._uploader is None:
+            blobs = artifacts.open_blobs(artifacts.require_location(self._artifact_location))
+            self._uploader = artifacts.Uploader(blobs, self._row_store().add_artifact)
+        self._uploader.submit(upload)
+        return None
+
+    def log_artifacts(
+        self, folder: str | os.PathLike[str], kind: str = "file", step: int | None = None
+    ) -> None:
+        """`log_artifact` for every file under `folder`, each named by its path relative to it
+        ('sub/file.txt', with forward slashes)."""
+        root = Path(folder)
+        if not root.is_dir():
+            raise NotADirectoryError(f"cannot log the artefacts of {os.fspath(folder)!r}: not a folder")
+        for file in sorted(p for p in root.rglob("*") if p.is_file()):
+            self.log_artifact(file, file.relative_to(root).as_posix(), kind, step)
+
+    def get_artifacts(self) -> list[ArtifactRow]:
+        """The artefacts listed with this run so far (after `flush()`: all logged ones), by name."""
+        return self._store.artifacts(self._run_id)
+
+    def _wait_for_artifacts(self) -> None:
+        if self._uploader is not None:
+            self._uploader.wait()
+
     # ---- durability and lifecycle --------------------------------------------------------------
     def before_end(self, callback: Callable[[], None]) -> None:
         """Call `callback` when the run ends (close, write_result, an exit path), before it stops
@@ -540,8 +586,9 @@ class LogWriter:
             self._stoppers.append(callback)
 
     def flush(self) -> None:
-        """Return once everything logged so far is committed to the database."""
+        """Return once everything logged so far is committed to the database (artefacts copied)."""
         if self._sink is not None and not self._disabled:
+            self._wait_for_artifacts()
             self._sink.flush()
 
     def _end(self, status: str | None) -> None:
@@ -558,6 +605,8 @@ class LogWriter:
         for stop in self._stoppers:  # see before_end
             stop()
         self._read_only = True
+        if self._uploader is not None:
+            self._uploader.close()  # waits for the copies first
         try:
             end_run(self._sink, self._run_id, status)
         finally:

@@ -13,6 +13,7 @@ TABLES_ADDED: dict[int, tuple[str, ...]] = {
     6: ("run_tags",),
     7: ("histograms",),
     8: ("console", "environments"),  # and texts.markdown, a column its step adds only when missing
+    9: ("artifacts",),
 }
 
 

@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
@@ -40,6 +41,7 @@ class Dashboard:
     table: RunsTable
     downsampler: Downsampler
     store: Store | None
+    artifacts: str | None = None  # the artefact store (folder or fsspec URL); None: none configured
 
     @property
     def read_only(self) -> bool:
@@ -385,6 +387,44 @@ def media_png(request: Request) -> Response:
     if png is None:
         return Json({"error": "no such image"}, status_code=404)
     return Response(png, media_type="image/png", headers={"Cache-Control": "private, max-age=86400"})
+
+
+# -- files kept with a run (tallyboard/artifacts.py) ----------------------------------------------
+def artifacts(request: Request) -> Response:
+    run_id = params.path_id(request, "run_id")
+    return Json({"artifacts": [row._asdict() for row in _dash(request).queries.artifacts(run_id)]})
+
+
+def artifact_file(request: Request) -> Response:
+    """The bytes of one artefact, streamed a chunk at a time, always as a download (never shown
+    inline: a logged .html or .svg must not run as our page); the security middleware adds
+    Cross-Origin-Resource-Policy: same-origin and nosniff."""
+    from tallyboard import artifacts as store
+
+    dash = _dash(request)
+    run_id, name = params.path_id(request, "run_id"), request.path_params["name"]
+    found = dash.queries.artifacts(run_id, name)
+    if not found:
+        return Json({"error": f"run {run_id} has no artefact {name!r}"}, status_code=404)
+    if dash.artifacts is None:
+        return Json({"error": store.NO_STORE}, status_code=404)
+    row = found[0]
+    blobs = store.open_blobs(dash.artifacts)
+    try:
+        stored = blobs.exists(row.sha256)
+    except store.ArtifactError as error:  # a damaged or hostile table: its hash is no hash
+        return Json({"error": str(error)}, status_code=404)
+    if not stored:
+        return Json({"error": f"artefact {name!r} is listed but its file is missing from {dash.artifacts}"},
+                    status_code=404)  # fmt: skip
+    filename = name.rsplit("/", 1)[-1]
+    headers = {
+        "Content-Disposition": f"attachment; filename*=UTF-8''{quote(filename, safe='')}",
+        "Content-Length": str(row.size),
+        "Cache-Control": "private, max-age=86400",
+    }
+    return StreamingResponse(store.read_chunks(blobs, row.sha256), media_type="application/octet-stream",
+                             headers=headers)  # fmt: skip
 
 
 def texts(request: Request) -> Response:

@@ -21,6 +21,7 @@ from starlette.responses import HTMLResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from tallyboard.artifacts import location_for
 from tallyboard.dashboard import analysis, api, params, stream
 from tallyboard.dashboard.downsample import Downsampler
 from tallyboard.dashboard.openapi import openapi_schema
@@ -67,6 +68,7 @@ def create_app(
     token: str | None = None,
     read_only: bool = False,
     live_interval: float = stream.INTERVAL,
+    artifacts: str | None = None,
 ) -> Starlette:
     """The dashboard for the result table at `url_or_path` (a SQLite file or postgresql:// URL).
 
@@ -127,6 +129,8 @@ def create_app(
         Route("/api/runs/{run_id:sint}/histograms", api.histograms),
         Route("/api/runs/{run_id:sint}/console", api.console),
         Route("/api/runs/{run_id:sint}/environment", api.environment),
+        Route("/api/runs/{run_id:sint}/artifacts", api.artifacts),
+        Route("/api/runs/{run_id:sint}/artifacts/{name:path}", api.artifact_file),
         Route("/api/media/{media_id:sint}", api.media_png),
         Route("/api/series", api.series),
         Route("/api/live", api.live),
@@ -149,7 +153,8 @@ def create_app(
         lifespan=lifespan,
         exception_handlers={BadRequest: _bad_request, HTTPException: _http_error, BodyTooLarge: _too_large},
     )
-    app.state.dashboard = api.Dashboard(queries, RunsTable(queries), Downsampler(queries), store)
+    location = location_for(url_or_path, artifacts)  # where the files of `log_artifact` are
+    app.state.dashboard = api.Dashboard(queries, RunsTable(queries), Downsampler(queries), store, location)
     app.state.hub = hub
     app.add_middleware(SecurityMiddleware, csrf_secret=csrf_secret, token=token, read_only=read_only)
     return app

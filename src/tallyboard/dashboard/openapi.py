@@ -256,6 +256,30 @@ def openapi_schema() -> dict[str, Any]:
                 [_path("run_id"), _q("tag", "string", "tag; default: the run's first")],
                 _json("tags, tag, histograms"),
             ),
+            "/api/runs/{run_id}/artifacts": _get(
+                "The files kept with a run (name, kind, size, sha256, step, logged_at)",
+                [_path("run_id")],
+                _json("artifacts"),
+            ),
+            "/api/runs/{run_id}/artifacts/{name}": {
+                "get": {
+                    "summary": "One artefact's bytes, streamed as a download (attachment)",
+                    "parameters": [
+                        _path("run_id"),
+                        {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}},
+                    ],
+                    "responses": {
+                        "200": {
+                            "description": "the file",
+                            "content": {
+                                "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}
+                            },
+                        },
+                        "400": ERROR,
+                        "404": NOT_FOUND,
+                    },
+                }
+            },
             "/api/media/{media_id}": {
                 "get": {
                     "summary": "One image or figure as PNG",

@@ -53,6 +53,7 @@ def serve(
     port: int = DEFAULT_PORT,
     token: str | None = None,
     read_only: bool = False,
+    artifacts: str | None = None,
 ) -> None:
     """Serve the dashboard for a result table until interrupted; prints the URL to open.
 
@@ -63,7 +64,7 @@ def serve(
     token = usable_token(token)  # "" (from `--token "$UNSET"`) is an error, never "no token"
     if not is_loopback(host) and token is None:
         token = secrets.token_urlsafe(24)
-    app = create_app(url_or_path, token=token, read_only=read_only)
+    app = create_app(url_or_path, token=token, read_only=read_only, artifacts=artifacts)
     sock = _bind(host, port)
     shown_host = f"[{host.strip('[]')}]" if ":" in host else host
     url = f"http://{shown_host}:{sock.getsockname()[1]}/"

@@ -20,6 +20,10 @@ An export here is the whole table, in files any tool reads, and it imports back 
     histograms.<ext>        run_id, tag, rep, step, epoch, walltime, count, nonfinite, minimum,
                             maximum, total, total_squares, edges and counts (JSON arrays of numbers)
                             -- written since schema v7; an older export has no such file
+    artifacts.<ext>         (only when the runs have artefacts) run_id, name, kind, size, sha256,
+                            step, logged_at
+    artifacts/sha256/ab/... the artefacts' files, laid out as an artefact store (content-addressed:
+                            shared bytes once; never named by a logged name, which could say "../")
 
 Rows come in a fixed order (runs by id, then tag, repetition and step), so exporting the same table
 twice gives identical files. Wall times are the table's milliseconds written as seconds.
@@ -33,9 +37,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from tallyboard.artifacts import Blobs, LocalBlobs, location_for, open_blobs, require_location
 from tallyboard.exchange.formats import FORMATS, Layout, RowWriter
 from tallyboard.exchange.target import open_target
 from tallyboard.store import Store
+from tallyboard.store.base import ArtifactRow
 
 EXPORT_VERSION = 1
 MANIFEST = "manifest.json"
@@ -79,6 +85,15 @@ HISTOGRAMS = Layout(
 )  # fmt: skip
 LAYOUTS = (RUNS, HPARAMS, RESULTS, COLUMNS, REPETITIONS, RUN_TAGS, SCALARS, TEXTS, MEDIA, HISTOGRAMS)
 OPTIONAL_LAYOUTS = (RUN_TAGS, HISTOGRAMS)  # files that exports of older versions lack
+# Written alongside, not in LAYOUTS: `tallyboard import tallyboard` does not bring artefacts back.
+ARTIFACTS = Layout(
+    "artifacts",
+    (
+        ("run_id", int, False), ("name", str, False), ("kind", str, False), ("size", int, False),
+        ("sha256", str, False), ("step", int, True), ("logged_at", float, False),
+    ),
+)  # fmt: skip
+ARTIFACTS_DIR = "artifacts"
 
 
 def seconds(walltime_ms: int) -> float:
@@ -148,14 +163,28 @@ def export_run(store: Store, run: dict[str, Any], out: Path, writers: dict[str, 
     )  # fmt: skip
 
 
+def _export_artifacts(listed: list[ArtifactRow], blobs: Blobs, out: Path, file_format: str) -> int:
+    """The artefacts' list, and their files copied (streamed, hash-checked) into `out/artifacts/`."""
+    with RowWriter(ARTIFACTS.path(out, file_format), ARTIFACTS, file_format) as writer:
+        writer.write(tuple(row) for row in listed)
+    exported = LocalBlobs(out / ARTIFACTS_DIR)
+    for sha256 in sorted({row.sha256 for row in listed}):
+        with blobs.open(sha256) as stream:
+            exported.put_stream(stream, sha256)
+    (out / ARTIFACTS_DIR / "tmp").rmdir()  # empty: every file went in whole (there was at least one)
+    return len(listed)
+
+
 def export_table(
     source: str | os.PathLike[str],
     out: str | os.PathLike[str],
     file_format: str = "csv",
     run_ids: Sequence[int] | None = None,
     progress: bool = False,
+    artifacts: str | None = None,
 ) -> dict[str, int]:
-    """Export the table at `source` (path or URL) into the new directory `out`; returns row counts."""
+    """Export the table at `source` (path or URL) into the new directory `out`; returns row counts.
+    The runs' artefacts are copied from their store (`artifacts`, default as for `ResultTable`)."""
     from tallyboard.progress import progress_bar
 
     if file_format not in FORMATS:
@@ -163,6 +192,8 @@ def export_table(
     out = Path(out)
     with open_target(source, create=False) as store:
         runs = _select_runs(store, run_ids)
+        listed = [row for run in runs for row in store.artifacts(run["run_id"])]
+        blobs = open_blobs(require_location(location_for(os.fspath(source), artifacts))) if listed else None
         _prepare_directory(out)
         writers = {
             layout.name: RowWriter(layout.path(out, file_format), layout, file_format) for layout in LAYOUTS
@@ -177,6 +208,8 @@ def export_table(
             for writer in writers.values():
                 writer.close()
     counts = {name: writer.count for name, writer in writers.items()}
+    if blobs is not None:
+        counts[ARTIFACTS.name] = _export_artifacts(listed, blobs, out, file_format)
     manifest = {"tallyboard_export": EXPORT_VERSION, "format": file_format, "counts": counts}
     (out / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
     return counts

@@ -3,7 +3,9 @@
     trainer = lightning.pytorch.Trainer(logger=TallyboardLogger(table="results.db", experiment_name="mnist"))
 
 Hyperparameters become the run's hparams, every ``self.log(...)`` a scalar at the trainer's global
-step (with its epoch), every checkpoint saved a text record holding its path. Each launch is a run
+step (with its epoch), every checkpoint saved a text record holding its path; with
+``log_model=True`` the checkpoints left at the end of training are kept as artefacts of the run
+(``log_model="all"``: every checkpoint as it is saved), as WandbLogger does. Each launch is a run
 of its own (``logger.version`` is its id), which every stage (fit, validate, test, predict) logs
 into; it ends with the process, or with ``logger.write_result()``. A failing stage marks it failed.
 
@@ -19,7 +21,7 @@ import itertools
 import os
 from argparse import Namespace
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from tallyboard.integrations import FrameworkRun, missing_framework
 
@@ -65,9 +67,15 @@ class TallyboardLogger(Logger):
         version: int | None = None,
         unique: bool = False,
         hparams: Mapping[str, Any] | Namespace | None = None,
+        log_model: bool | Literal["all"] = False,
         **run_kwargs: Any,
     ) -> None:
         super().__init__()
+        if log_model not in (True, False, "all"):
+            raise ValueError(f"log_model is True, False or 'all', got {log_model!r}")
+        self._log_model = log_model
+        self._checkpoint_callback: ModelCheckpoint | None = None
+        self._model_times: dict[str, float] = {}  # checkpoints kept as artefacts, by path: mtime
         if version is not None and (isinstance(version, bool) or not isinstance(version, int)):
             raise TypeError(f"version is the id of the run to continue, an int; got {version!r}")
         self._save_dir = None if save_dir is None else os.fspath(save_dir)
@@ -142,10 +150,27 @@ class TallyboardLogger(Logger):
         for mtime, path, _score, kind in _scan_checkpoints(checkpoint_callback, self._checkpoint_times):
             self._checkpoint_times[path] = mtime
             self.experiment.add_text(str(path), tag=f"checkpoints/{kind}", step=self._last_step)
+        self._checkpoint_callback = checkpoint_callback
+        if self._log_model == "all":
+            self._log_checkpoints(checkpoint_callback, step=self._last_step)
+
+    def _log_checkpoints(self, checkpoint_callback: ModelCheckpoint, step: int | None) -> None:
+        """Keep the checkpoints not kept yet (or rewritten since) as artefacts of kind 'model', and
+        wait for their copies: ModelCheckpoint deletes a file once a better one exists, so the copy
+        must be done before training goes on. That wait is the cost of ``log_model="all"``; with
+        ``log_model=True`` it is paid once, at the end."""
+        for mtime, path, _score, _kind in _scan_checkpoints(checkpoint_callback, self._model_times):
+            self._model_times[path] = mtime
+            self.experiment.log_artifact(path, kind="model", step=step)
+        self.experiment.flush()
 
     def finalize(self, status: str) -> None:
         """Lightning calls this at the end of every stage: "success", "failed", or "finished" (SIGTERM,
-        SLURM's requeue signal). Only a failure ends the run; on any rank it marks the run failed."""
+        SLURM's requeue signal). Only a failure ends the run; on any rank it marks the run failed.
+        After a successful stage, ``log_model`` keeps the checkpoints left (as WandbLogger does)."""
+        wanted = status == "success" and self._log_model and self._checkpoint_callback is not None
+        if wanted and rank_zero_only.rank == 0:
+            self._log_checkpoints(self._checkpoint_callback, step=None)
         if status != "failed":
             if rank_zero_only.rank == 0:
                 self._run.release()

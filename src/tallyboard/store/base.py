@@ -148,6 +148,29 @@ class Column:
     position: int | None
 
 
+class ArtifactRow(NamedTuple):
+    """One row of `artifacts` (schema v9): a file kept with a run, its bytes named by `sha256`."""
+
+    run_id: int
+    name: str
+    kind: str
+    size: int
+    sha256: str
+    step: int | None
+    logged_at: float
+
+
+ARTIFACT_COLUMNS = ", ".join(ArtifactRow._fields)
+
+
+def artifacts_query(run_id: int, name: str | None) -> tuple[str, list[Any]]:
+    """The SELECT of a run's artefacts (or the one called `name`), by name, and its parameters."""
+    sql, params = f"SELECT {ARTIFACT_COLUMNS} FROM artifacts WHERE run_id = ?", [run_id]
+    if name is not None:
+        sql, params = sql + " AND name = ?", [run_id, name]
+    return sql + " ORDER BY name", params
+
+
 @dataclass(frozen=True)
 class Quarantined:
     """One record the database rejected: what it was (`kind`, `tag`), why (`error`), and the whole
@@ -183,6 +206,7 @@ RUN_TABLES = (
     "run_tags",
     "console",
     "environments",
+    "artifacts",
     "runs",
 )
 _SCALAR_COLUMNS = {name: name for name in ("rep", "step", "epoch", "walltime_ms", "value")}
@@ -694,6 +718,36 @@ class Store(ImportedLogs, ABC):
         with self._lock:
             rows = self._execute(sql + " ORDER BY quarantine_id", params)
         return [Quarantined(*row) for row in rows]
+
+    # ---- artefacts listed with their run (the bytes: tallyboard/artifacts.py) -------------------
+    def add_artifact(self, row: ArtifactRow) -> None:
+        """List an artefact with its run, in its own transaction; a name logged again is replaced."""
+        self.ready_for_writing()
+        with self._lock:
+            self._atomic(
+                lambda: self._execute(
+                    f"INSERT INTO artifacts ({ARTIFACT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)"
+                    " ON CONFLICT (run_id, name) DO UPDATE SET kind = excluded.kind, size = excluded.size,"
+                    " sha256 = excluded.sha256, step = excluded.step, logged_at = excluded.logged_at",
+                    tuple(row),
+                )
+            )
+
+    def artifacts(self, run_id: int, name: str | None = None) -> list[ArtifactRow]:
+        """The artefacts of a run (or the one called `name`), by name."""
+        with self._lock:
+            if not self._table_exists("artifacts"):  # a table older than schema v9, opened to read
+                return []
+            return [ArtifactRow(*row) for row in self._execute(*artifacts_query(run_id, name))]
+
+    def artifact_hashes(self) -> list[str]:
+        """The sha256 of every blob some artefact of the table names (what a copy must carry)."""
+        with self._lock:
+            if not self._table_exists("artifacts"):
+                return []
+            return [
+                sha256 for (sha256,) in self._execute("SELECT DISTINCT sha256 FROM artifacts ORDER BY sha256")
+            ]
 
     # ---- reads of logged records --------------------------------------------------------------
     def tag_names(self, run_id: int, table: str = "scalars") -> list[str]:

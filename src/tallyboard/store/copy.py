@@ -52,6 +52,8 @@ TABLES: tuple[tuple[str, tuple[str, ...], tuple[str, ...], int], ...] = (
     ("import_files", ("source", "name"), ("run_id", "read_to", "last_wall", "plugins"), 10_000),
     ("console", ("console_id",), ("run_id", "rep", "walltime_ms", "stream", "line"), 10_000),
     ("environments", ("run_id",), ("content",), 200),
+    # The list only: the files (not in the database) are carried by `artifacts.plan_carry`.
+    ("artifacts", ("run_id", "name"), ("kind", "size", "sha256", "step", "logged_at"), 10_000),
 )
 
 

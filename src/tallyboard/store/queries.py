@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from tallyboard.store import histograms as histogram_rows
-from tallyboard.store.base import ConsoleLine, Store, console_query
+from tallyboard.store.base import ArtifactRow, ConsoleLine, Store, artifacts_query, console_query
 from tallyboard.store.location import Access, require_current
 from tallyboard.store.schema import BLOCK_BITS
 
@@ -503,6 +503,10 @@ class DashboardQueries:
     def environment(self, run_id: int) -> dict[str, Any] | None:
         row = self._one("SELECT content FROM environments WHERE run_id = ?", [run_id])
         return None if row is None else json.loads(row[0])
+
+    def artifacts(self, run_id: int, name: str | None = None) -> list[ArtifactRow]:
+        """A run's artefacts (or the one called `name`), by name."""
+        return [ArtifactRow(*row) for row in self._all(*artifacts_query(run_id, name))]
 
     def fragment(self, text_id: int) -> str | None:
         row = self._one("SELECT content FROM texts WHERE text_id = ? AND kind = 'fragment'", [text_id])

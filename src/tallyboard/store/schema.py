@@ -76,10 +76,15 @@ Conventions every reader relies on:
 - `environments` (v8) holds one JSON object per run (`environment.py`): interpreter, platform,
   host, CPU/GPU, packages and the allowlisted environment variables;
 - `texts.markdown` (v8) is 1 when the text was logged with `markdown=True` (rendered, then
-  sanitised, by the dashboard), else 0.
+  sanitised, by the dashboard), else 0;
+- `artifacts` (v9) lists the files kept with a run (`tallyboard/artifacts.py`): `name` is unique
+  per run (logging a name again replaces the entry: the last one wins), `sha256` names the blob in
+  the table's artefact store, `size` is in bytes, `step` NULL when not given, `logged_at` float
+  seconds since the Unix epoch (when `log_artifact` was called). The blobs live outside the
+  database; a run's entries go with the run, its blobs stay (other runs may share them).
 """
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 RUN_TAGS_SINCE = 6  # the version that added `run_tags`
 UNIQUE_KEY_PREFIX = 256
 BLOCK_BITS = 8
@@ -319,6 +324,19 @@ CREATE TABLE IF NOT EXISTS environments (
     content TEXT NOT NULL
 )"""  # + texts.markdown: migrations.markdown_flag_on_texts
 
+# v9: the files kept with each run; the bytes are in the artefact store, named by `sha256`.
+ARTIFACTS = """
+CREATE TABLE artifacts (
+    run_id    BIGINT NOT NULL,
+    name      TEXT NOT NULL,
+    kind      TEXT NOT NULL,
+    size      BIGINT NOT NULL,
+    sha256    TEXT NOT NULL,
+    step      BIGINT,
+    logged_at DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (run_id, name)
+)"""
+
 # MIGRATIONS[n] upgrades a store at version n to n + 1. Version 1 is the first released schema.
 MIGRATIONS: dict[int, str] = {
     1: SCALAR_BLOCKS + ";" + BACKFILL_BLOCKS,  # v2: block summaries, backfilled
@@ -328,4 +346,5 @@ MIGRATIONS: dict[int, str] = {
     5: RUN_TAGS,  # v6: several tags per run
     6: HISTOGRAMS,  # v7: histograms
     7: CONSOLE_AND_ENVIRONMENT,  # v8: console lines, environments; texts.markdown in Python
+    8: ARTIFACTS,  # v9: artefacts listed with their run
 }

@@ -76,7 +76,7 @@
   const EXTRA_TABS = TB.runTabs || [];
   const TABS = [["scalars", "Scalars"], ["image", "Images"], ["figure", "Figures"], ["text", "Text"],
     ["fragment", "Fragments"], ["histogram", "Histograms"], ["hparams", "HParams"], ["config", "Config"],
-    ["reproduce", "Reproduce"]].concat(EXTRA_TABS.map(([k, label]) => [k, label]));
+    ["reproduce", "Reproduce"], ["artifacts", "Artifacts"]].concat(EXTRA_TABS.map(([k, label]) => [k, label]));
   let tabBody = null;
   function tabs() {
     tabBody = el("div", { id: "tab-body" });
@@ -92,7 +92,7 @@
     cards.clear();
     document.querySelectorAll(".board-tools").forEach((tools) => tools.remove());
     const render = { scalars, image: gallery, figure: gallery, text: texts, fragment: fragments,
-      histogram: () => Histograms.show(tabBody, runId), hparams, config, reproduce }[key];
+      histogram: () => Histograms.show(tabBody, runId), hparams, config, reproduce, artifacts }[key];
     tabBody.replaceChildren();
     const extra = EXTRA_TABS.find(([k]) => k === key); // run-logs.js
     if (extra) extra[2](tabBody, { runId, get run() { return run; } }); else render(key);
@@ -279,6 +279,21 @@
     if (!items.length) { tabBody.append(el("div", { class: "empty-state" }, "no HTML fragments logged")); return; }
     tabBody.append(...items.map((t) => el("div", { class: "card item" }, meta(t),
       el("iframe", { class: "fragment", sandbox: "allow-scripts", src: `/fragments/${t.text_id}`, title: t.tag }))));
+  }
+
+  // -- files kept with the run: names are text, each a download link (never opened inline) --------
+  async function artifacts() {
+    const { artifacts: items } = await TB.getJSON(`/api/runs/${runId}/artifacts`);
+    if (!items.length) { tabBody.append(el("div", { class: "empty-state" }, "no artifacts logged")); return; }
+    const href = (a) => `/api/runs/${runId}/artifacts/${a.name.split("/").map(encodeURIComponent).join("/")}`;
+    const head = ["name", "kind", "bytes", "step", "sha256", "logged"].map((h) => el("th", {}, h));
+    const rows = items.map((a) => el("tr", {},
+      el("td", {}, el("a", { href: href(a), download: a.name.split("/").pop(), class: "artifact" }, a.name)),
+      el("td", {}, a.kind), el("td", { class: "mono" }, String(a.size)),
+      el("td", { class: "mono" }, a.step === null ? "" : String(a.step)),
+      el("td", { class: "mono", title: a.sha256 }, a.sha256.slice(0, 12)),
+      el("td", {}, new Date(a.logged_at * 1000).toLocaleString())));
+    tabBody.append(el("div", { class: "card" }, el("table", { id: "artifacts" }, el("thead", {}, el("tr", {}, head)), el("tbody", {}, rows))));
   }
 
   // -- hparams, config, reproduce --------------------------------------------------------------
