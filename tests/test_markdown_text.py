@@ -30,7 +30,8 @@ def test_a_version_7_table_gains_console_environment_and_markdown(db_url: str) -
     table.close()
     run_sql(  # what tallyboard with schema version 7 left
         db_url,
-        "DROP TABLE console; DROP TABLE environments; ALTER TABLE texts DROP COLUMN markdown;"
+        "DROP TABLE artifacts; DROP TABLE console; DROP TABLE environments;"
+        " ALTER TABLE texts DROP COLUMN markdown;"
         " UPDATE meta SET value = '7' WHERE key = 'schema_version'",
     )
     table = tb.ResultTable(db_url, nocommit_action=tb.NoCommitAction.NOP)
