@@ -253,7 +253,9 @@ def test_close_in_an_outage_waits_outage_wait_then_raises_and_the_records_arrive
     sink.stop()
 
 
-def test_sigint_is_handled_while_a_run_is_open_and_restored_after(db_url):
+def test_sigint_is_handled_while_a_run_is_open_and_restored_after(db_url, monkeypatch):
+    monkeypatch.setattr(sink_module, "_draining", 0)  # no drain of an earlier test still going on:
+    monkeypatch.setattr(sink_module, "_abandoned", False)  # else this Ctrl-C is a second one
     before = signal.getsignal(signal.SIGINT)
     table = tb.ResultTable(db_url, nocommit_action=tb.NoCommitAction.NOP)
     run = table.new_run("a", auto_log_plt=False)
