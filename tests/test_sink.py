@@ -1,7 +1,7 @@
 """The background sink: nothing appended is lost or doubled, flush means committed, errors are loud."""
 
 import os
-import signal
+import subprocess
 import sys
 import threading
 import time
@@ -99,20 +99,49 @@ def test_a_failed_batch_is_sent_again_alone_and_unchanged_then_what_was_logged_m
     sink.stop()
 
 
+# Hooks and signal handlers are process-wide: these tests run in a fresh interpreter, where no
+# earlier test's table, drain or thread can have changed them.
+HOOKS_CHILD = """
+import signal, sys, threading
+import tallyboard as tb
+from tallyboard import sink
+before = (sys.excepthook, threading.excepthook, signal.getsignal(signal.SIGTERM))
+table = tb.ResultTable(sys.argv[1], nocommit_action=tb.NoCommitAction.NOP)
+first = table.new_run("a", auto_log_plt=False)
+second = table.new_run("b", auto_log_plt=False)
+assert sys.excepthook is sink._excepthook
+assert signal.getsignal(signal.SIGTERM) is sink._sigterm
+first.close()
+assert threading.excepthook is sink._threading_excepthook
+second.close()
+assert (sys.excepthook, threading.excepthook, signal.getsignal(signal.SIGTERM)) == before
+"""
+SIGINT_CHILD = """
+import signal, sys
+import tallyboard as tb
+from tallyboard import sink
+before = signal.getsignal(signal.SIGINT)
+table = tb.ResultTable(sys.argv[1], nocommit_action=tb.NoCommitAction.NOP)
+run = table.new_run("a", auto_log_plt=False)
+assert signal.getsignal(signal.SIGINT) is sink._sigint
+try:
+    signal.raise_signal(signal.SIGINT)
+except KeyboardInterrupt:  # a first Ctrl-C is still a KeyboardInterrupt
+    pass
+else:
+    raise AssertionError("no KeyboardInterrupt")
+run.close()
+assert signal.getsignal(signal.SIGINT) is before
+"""
+
+
+def run_child(script, db_url):
+    done = subprocess.run([sys.executable, "-c", script, db_url], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+
+
 def test_hooks_are_installed_while_a_run_is_open_and_restored_after(db_url):
-    sigterm = signal.getsignal(signal.SIGTERM)
-    if sigterm is sink_module._sigterm:  # armed by an earlier test's ResultTable, no run closed since:
-        sigterm = sink_module._previous["sigterm"]  # the last run to close puts this back
-    before = (sys.excepthook, threading.excepthook, sigterm)
-    table = tb.ResultTable(db_url, nocommit_action=tb.NoCommitAction.NOP)
-    first = table.new_run("a", auto_log_plt=False)
-    second = table.new_run("b", auto_log_plt=False)
-    assert sys.excepthook is sink_module._excepthook
-    assert signal.getsignal(signal.SIGTERM) is sink_module._sigterm
-    first.close()
-    assert threading.excepthook is sink_module._threading_excepthook
-    second.close()
-    assert (sys.excepthook, threading.excepthook, signal.getsignal(signal.SIGTERM)) == before
+    run_child(HOOKS_CHILD, db_url)
 
 
 def test_a_thread_dying_fails_only_the_runs_it_started(db_url):
@@ -153,6 +182,7 @@ def test_exit_paths_leave_alone_a_run_that_another_process_opened(db_url):
     with pytest.raises(RuntimeError, match="read-only"):
         parents.add_scalar("x", 1.0)
     sink_module.closed(parents)
+    parents._sink.flush()  # what new_run queued, before the test's database goes
 
 
 def test_one_sink_per_database_per_process_until_it_is_idle_without_runs(db_url, tmp_path, monkeypatch):
@@ -256,14 +286,5 @@ def test_close_in_an_outage_waits_outage_wait_then_raises_and_the_records_arrive
     sink.stop()
 
 
-def test_sigint_is_handled_while_a_run_is_open_and_restored_after(db_url, monkeypatch):
-    monkeypatch.setattr(sink_module, "_draining", 0)  # no drain of an earlier test still going on:
-    monkeypatch.setattr(sink_module, "_abandoned", False)  # else this Ctrl-C is a second one
-    before = signal.getsignal(signal.SIGINT)
-    table = tb.ResultTable(db_url, nocommit_action=tb.NoCommitAction.NOP)
-    run = table.new_run("a", auto_log_plt=False)
-    assert signal.getsignal(signal.SIGINT) is sink_module._sigint
-    with pytest.raises(KeyboardInterrupt):  # a first Ctrl-C is still a KeyboardInterrupt
-        sink_module._sigint(signal.SIGINT, None)
-    run.close()
-    assert signal.getsignal(signal.SIGINT) is before
+def test_sigint_is_handled_while_a_run_is_open_and_restored_after(db_url):
+    run_child(SIGINT_CHILD, db_url)
