@@ -14,5 +14,7 @@ python -m ruff format --check src tests bench examples
 
 bash scripts/ensure_services.sh
 
+# One worker per core (TALLYBOARD_TEST_WORKERS=0 runs them in this process); work stealing keeps a
+# worker busy while the other sits in a long test (the 60 s outage, the demo, DDP).
 echo "== running the tests =="
-python -m pytest "$@"
+python -m pytest -p no:benchmark -n "${TALLYBOARD_TEST_WORKERS:-auto}" --dist worksteal "$@"

@@ -52,16 +52,33 @@ def running_dashboard(path: str, **options) -> Iterator[str]:
 
 
 @contextmanager
-def browser_page(width: int = 1440, height: int = 900) -> Iterator[object]:
-    """A fresh page in headless Chromium; uncaught script errors are collected on `page.errors`."""
+def launched_chromium() -> Iterator[object]:
+    """Headless Chromium, launched once for many pages (a launch costs seconds on a loaded machine)."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
-            page = browser.new_page(viewport={"width": width, "height": height})
-            page.errors = []
-            page.on("pageerror", lambda error: page.errors.append(str(error)))
-            yield page
+            yield browser
         finally:
             browser.close()
+
+
+@contextmanager
+def page_in(browser, width: int = 1440, height: int = 900) -> Iterator[object]:
+    """A fresh page in a context of its own (no storage, cookies or cache shared with other pages);
+    uncaught script errors are collected on `page.errors`."""
+    page = browser.new_page(viewport={"width": width, "height": height})
+    page.errors = []
+    page.on("pageerror", lambda error: page.errors.append(str(error)))
+    try:
+        yield page
+    finally:
+        page.context.close()
+
+
+@contextmanager
+def browser_page(width: int = 1440, height: int = 900) -> Iterator[object]:
+    """A fresh page in a browser of its own, for scripts that need only one."""
+    with launched_chromium() as browser, page_in(browser, width, height) as page:
+        yield page

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from dashboard.sample_table import sample_db, sample_snapshot  # noqa: F401 (fixtures)
-from e2e.browser import browser_page, chromium_available, running_dashboard
+from e2e.browser import chromium_available, launched_chromium, page_in, running_dashboard
 from support import require
 
 
@@ -18,8 +18,15 @@ def base_url(sample_db: Path) -> Iterator[str]:  # noqa: F811 (the imported fixt
         yield url
 
 
-@pytest.fixture
-def page() -> Iterator[object]:
+@pytest.fixture(scope="module")
+def chromium() -> Iterator[object]:
+    """One browser per test module; each test gets a page in a fresh context (`page`)."""
     require(chromium_available(), "headless Chromium (/usr/bin/chromium) and playwright")
-    with browser_page() as browser_tab:
+    with launched_chromium() as browser:
+        yield browser
+
+
+@pytest.fixture
+def page(chromium) -> Iterator[object]:
+    with page_in(chromium) as browser_tab:
         yield browser_tab

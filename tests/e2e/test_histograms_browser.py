@@ -9,21 +9,13 @@ import numpy as np
 import pytest
 
 import tallyboard as tb
-from e2e.browser import browser_page, chromium_available, running_dashboard
-from support import require
+from e2e.browser import running_dashboard
 
 TIMEOUT = 15_000  # ms; generous for a loaded CI machine, never reached when things work
 # Share of a canvas's pixels that differ from its background (the first pixel).
 PAINTED = """id => { const c = document.getElementById(id), d = c.getContext('2d').getImageData(0, 0, c.width,
     c.height).data; let n = 0; for (let i = 0; i < d.length; i += 4) if (d[i] !== d[0] || d[i + 1] !== d[1]
     || d[i + 2] !== d[2]) n++; return n / (d.length / 4); }"""
-
-
-@pytest.fixture
-def page() -> Iterator[object]:
-    require(chromium_available(), "headless Chromium (/usr/bin/chromium) and playwright")
-    with browser_page() as browser_tab:
-        yield browser_tab
 
 
 @pytest.fixture

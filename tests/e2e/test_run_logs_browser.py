@@ -8,8 +8,7 @@ from pathlib import Path
 import pytest
 
 import tallyboard as tb
-from e2e.browser import browser_page, chromium_available, running_dashboard
-from support import require
+from e2e.browser import running_dashboard
 
 TIMEOUT = 15_000  # ms; generous for a loaded CI machine, never reached when things work
 HOSTILE_LINE = '<img src=x onerror="window.pwned=1"> not markup'
@@ -30,13 +29,6 @@ def running_run(tmp_path: Path):
     yield table, run
     run.close()
     table.close()
-
-
-@pytest.fixture
-def page():
-    require(chromium_available(), "headless Chromium (/usr/bin/chromium) and playwright")
-    with browser_page() as browser_tab:
-        yield browser_tab
 
 
 def test_logs_tab_tails_a_running_run_and_searches(page, running_run, tmp_path: Path) -> None:
