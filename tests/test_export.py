@@ -19,6 +19,7 @@ import pytest
 
 from cli_runner import assert_one_line_error, run_cli
 from sample_tables import MARKDOWN_TEXT, TEXT_WITH_EVERYTHING, sample_table_in
+from store.schema_versions import downgrade
 from tallyboard.exchange.formats import FORMATS
 from tallyboard.store import is_postgres_url, open_store
 
@@ -292,3 +293,22 @@ def test_an_export_missing_an_artifact_file_imports_nothing(tmp_path: Path) -> N
     result = run_cli("import", "tallyboard", out, "--into", target, check=False)
     assert_one_line_error(result, f"the export lacks artifacts/sha256/{blob.name[:2]}/{blob.name}")
     assert not target.exists()
+
+
+def test_a_table_older_than_the_console_is_exported_as_it_is(tmp_path: Path) -> None:
+    import tallyboard as tb
+
+    path = str(tmp_path / "old.db")
+    table = tb.ResultTable(path, nocommit_action=tb.NoCommitAction.NOP)
+    with table.new_run("old") as run:
+        run.add_text("plain", tag="notes")
+    table.close()
+    downgrade(path, 7)  # what a version-7 tallyboard left: no console, no environments
+    out = tmp_path / "out"
+    result = run_cli("export", path, "--format", "jsonl", "--out", out, "--quiet")
+    assert "0 console, 0 environments" in result.stdout
+    (text,) = [json.loads(line) for line in (out / "texts.jsonl").read_text().splitlines()]
+    assert (text["content"], text["markdown"]) == ("plain", 0)
+    store = open_store(path)
+    assert store.meta("schema_version") == "7"  # exporting changed nothing
+    store.close()
