@@ -267,6 +267,11 @@ def test_export_errors_are_one_line(sample_db: str, tmp_path: Path) -> None:
     assert not (tmp_path / "nope.db").exists()
     not_export = run_cli("import", "tallyboard", busy, "--into", tmp_path / "z.db", check=False)
     assert_one_line_error(not_export, "not a tallyboard export")
+    elsewhere = run_cli(
+        "import", "tensorboard", busy, "--artifacts", busy, "--into", tmp_path / "w.db", check=False
+    )
+    assert_one_line_error(elsewhere, "--artifacts applies to `import tallyboard` only")
+    assert not (tmp_path / "w.db").exists()
 
 
 def test_a_damaged_export_imports_nothing(sample_db: str, tmp_path: Path) -> None:
