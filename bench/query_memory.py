@@ -2,8 +2,8 @@
 of what it returns, and against reading the whole series at once (the reference, measured in the
 same run: `LogWriter.get_scalar`, which fetches every row of a series in one list).
 
-Each measurement runs in a fresh process (peak resident set, `ru_maxrss`, growth after imports),
-because a peak can only be read once per process:
+Each measurement runs in a fresh process, as the growth of its peak resident set from just before
+the query (Linux's `VmHWM`, reset to the current resident set once the imports are done):
 
     python bench/query_memory.py --points 10000000 [--chunk-rows 20000]   # build, then measure
     python bench/query_memory.py --db PATH --points N --mode build|iter|frame|raw   # one step
@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import subprocess
 import sys
 import tempfile
@@ -50,6 +49,25 @@ def build(path: str, points: int) -> None:
     store.close()
 
 
+def peak() -> int:
+    """This process's peak resident set in bytes: Linux's `VmHWM`, which belongs to this process's
+    own memory. Not `ru_maxrss`: Linux keeps it across fork and exec, so a child started by a large
+    process (a pytest worker) reports its parent's peak, and the growth of a query reads as 0."""
+    with open("/proc/self/status", encoding="ascii") as status:
+        return next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmHWM:"))
+
+
+def restart_peak() -> int:
+    """Reset the peak to the current resident set (what the imports needed is not the query's);
+    returns it. Where the kernel refuses, the peak so far is the baseline."""
+    try:
+        with open("/proc/self/clear_refs", "w", encoding="ascii") as clear:
+            clear.write("5")  # 5: reset the peak resident set (Linux 4.0+)
+    except OSError:
+        pass
+    return peak()
+
+
 def measure(path: str, mode: str, chunk_rows: int) -> dict[str, float]:
     """Peak resident-set growth (bytes) while querying the whole series one way."""
     import numpy  # noqa: F401 (imported before the baseline: not the query's memory)
@@ -59,11 +77,7 @@ def measure(path: str, mode: str, chunk_rows: int) -> dict[str, float]:
 
     table = tb.ResultTable(path, nocommit_action=tb.NoCommitAction.NOP)
     table.query()  # opens and warms the connection
-
-    def peak() -> int:
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-
-    base, start, returned = peak(), time.perf_counter(), 0
+    base, start, returned = restart_peak(), time.perf_counter(), 0
     if mode == "iter":
         points = sum(len(chunk) for chunk in table.iter_series(1, chunk_rows=chunk_rows))
     elif mode == "frame":
