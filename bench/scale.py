@@ -21,10 +21,11 @@ Then the ratios largest / smallest size against the issue's targets. Each size i
 so that load from other users of a shared machine does not decide a ratio.
 
 How the tables are built: everything but the measured million is bulk content written inside the
-database by plain SQL into the real schema: runs, repetitions, tags, hparams, results and the
-column list by INSERTs, each series by one INSERT ... SELECT over a recursive CTE of its steps
-(100 runs x 100 tags, every 10th run with 3 repetitions), and `scalar_blocks` by the schema's own
-v1 -> v2 backfill statement. No ANALYZE is run: the tables are measured as the store left them.
+database by plain SQL into the real schema: runs, repetitions, tags, hparams and results (with
+their typed copies: store/typed_values.py) and the column list by INSERTs, each series by one
+INSERT ... SELECT over a recursive CTE of its steps (100 runs x 100 tags, every 10th run with 3
+repetitions), and `scalar_blocks` by the schema's own v1 -> v2 backfill statement. No ANALYZE is
+run: the tables are measured as the store left them.
 SQLite tables are cached under --cache (default bench/.scale-cache/, gitignored) and reused;
 the appended run is deleted again afterwards, so the cached file stays the bulk content.
 
@@ -62,6 +63,7 @@ from tallyboard.exchange.export import export_table
 from tallyboard.store.base import RUN_TABLES
 from tallyboard.store.copy import copy_table
 from tallyboard.store.schema import BACKFILL_BLOCKS
+from tallyboard.store.typed_values import UPSERT_VALUE, with_types
 
 BULK_RUNS = 100  # runs that hold the bulk scalars
 BULK_TAGS = 100
@@ -165,17 +167,17 @@ def build(url: str, size: Size, appended: int) -> int:
         ],
     )  # fmt: skip
     bulk.many(
-        "INSERT INTO hparams (run_id, name, value) VALUES (?, ?, ?)",
-        [
+        UPSERT_VALUE.format(table="hparams"),
+        with_types([
             (i, f"h{k:02d}", json.dumps(_hparam(i, k)))
             for i in range(1, size.runs + 1)
             for k in range(HPARAMS)
-        ],
-    )
+        ]),
+    )  # fmt: skip
     bulk.many(
-        "INSERT INTO results (run_id, name, value) VALUES (?, ?, ?)",
-        [(i, f"r{k}", json.dumps((i * 7919 + k) % 1000 / 1000)) for i in range(1, size.runs + 1) if i % 10
-         for k in range(RESULTS)],
+        UPSERT_VALUE.format(table="results"),
+        with_types([(i, f"r{k}", json.dumps((i * 7919 + k) % 1000 / 1000)) for i in range(1, size.runs + 1)
+                    if i % 10 for k in range(RESULTS)]),
     )  # fmt: skip
     names = [(f"h{k:02d}", "hparam") for k in range(HPARAMS)] + [(f"r{k}", "result") for k in range(RESULTS)]
     bulk.many(

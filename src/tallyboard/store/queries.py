@@ -122,11 +122,11 @@ class DashboardQueries:
         if self.read_only:
             from tallyboard.store.sqlite import connect_read_only
 
-            return connect_read_only(self.url, timeout=10)
+            return with_python_lower(connect_read_only(self.url, timeout=10))
         uri = Path(self.url).resolve().as_uri() + "?mode=rw"  # never creates a file
         conn = sqlite3.connect(uri, uri=True, timeout=10, check_same_thread=False)
         conn.isolation_level = None  # autocommit: no read transaction outlives its statement
-        return conn
+        return with_python_lower(conn)
 
     @contextmanager
     def _connection(self) -> Iterator[Any]:
@@ -166,6 +166,10 @@ class DashboardQueries:
 
     def _all(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
         return self._run(sql, params, "all")
+
+    def read(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
+        """The rows of a query built elsewhere (the runs table's views: dashboard/runs_sql.py)."""
+        return self._all(sql, params)
 
     def _one(self, sql: str, params: Sequence[Any] = ()) -> tuple | None:
         return self._run(sql, params, "one")
@@ -511,6 +515,14 @@ class DashboardQueries:
     def fragment(self, text_id: int) -> str | None:
         row = self._one("SELECT content FROM texts WHERE text_id = ? AND kind = 'fragment'", [text_id])
         return None if row is None else row[0]
+
+
+def with_python_lower(conn: sqlite3.Connection) -> sqlite3.Connection:
+    """`py_lower(text)`: Python's `str.lower` in SQL (SQLite's `lower` folds ASCII only), so the
+    runs table's filters ignore case in SQL exactly as they do in Python."""
+    conn.create_function("py_lower", 1, lambda text: text.lower() if isinstance(text, str) else text,
+                         deterministic=True)  # fmt: skip
+    return conn
 
 
 def _cut_pieces(lo: int, hi: int, span: int, origin: int) -> list[tuple[int, int, int]]:
