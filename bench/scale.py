@@ -31,7 +31,8 @@ the appended run is deleted again afterwards, so the cached file stays the bulk 
 
     python bench/scale.py [--sizes 6,7,8] [--repeats 5] [--copy-max 10000000]
                           [--postgres postgresql://postgres@127.0.0.1:5432/test [--no-sqlite]]
-                          [--rounds 2] [--append 1000000] [--cache DIR] [--only-write] [--smoke]
+                          [--rounds 2] [--append 1000000] [--cache DIR] [--only-write | --only-runs]
+                          [--smoke]
 """
 
 from __future__ import annotations
@@ -386,6 +387,9 @@ def server_rss_mb(url: str, run_id: int, points: int) -> float:
 
 def measure(url: str, size: Size, bulk_scalars: int, args: argparse.Namespace) -> Figures:
     figures = Figures(size)
+    if args.only_runs:
+        runs_figures(url, args.repeats, figures)
+        return figures
     run_id, seconds = append_series(url, args.append)
     figures.scalars = bulk_scalars + args.append
     figures.write_per_s = args.append / seconds
@@ -494,6 +498,10 @@ def main() -> None:
     parser.add_argument(
         "--only-write", action="store_true", help="only the write figures (use more --rounds)"
     )
+    parser.add_argument(
+        "--only-runs", action="store_true",
+        help="only the runs-table figures, on tables of each size's runs without its scalars",
+    )  # fmt: skip
     parser.add_argument("--rounds", type=int, default=2, help="ladders measured, alternating order")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, for CI: it works, no figures")
     args = parser.parse_args()
@@ -505,11 +513,12 @@ def main() -> None:
     args.cache = args.cache.resolve()
     os.chdir(tempfile.mkdtemp())  # no git checkout here: runs start without capturing a diff
     print(f"load average at start: {os.getloadavg()}")
+    built = (lambda s: Size(0, s.runs)) if args.only_runs else (lambda s: s)  # the runs page reads no scalars
     engines: list[tuple[str, Callable]] = []
     if not args.no_sqlite:
-        engines.append(("SQLite", lambda s: cached_table(args.cache, s, args.append)))
+        engines.append(("SQLite", lambda s: cached_table(args.cache, built(s), args.append)))
     if args.postgres:
-        engines.append(("PostgreSQL", lambda s: postgres_table(args.postgres, s, args.append)))
+        engines.append(("PostgreSQL", lambda s: postgres_table(args.postgres, built(s), args.append)))
     for engine, table_of in engines:
         measured: dict[Size, list[Figures]] = {size: [] for size in sizes}
         for round_ in range(args.rounds):  # smallest first, then largest first: load hits all alike
