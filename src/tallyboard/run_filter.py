@@ -239,7 +239,7 @@ def _evaluator(node: Node) -> Predicate:
         return lambda row: -n if (n := _number(inner(row))) is not None else None
     if kind == "not":
         inner = _evaluator(node[1])
-        return lambda row: not _truthy(inner(row))
+        return lambda row: not truthy(inner(row))
     if kind in ("and", "or"):
         parts = [_evaluator(part) for part in node[1]]
         combine = all if kind == "and" else any
@@ -260,7 +260,8 @@ def _contains(container: Any, item: Any) -> bool:
     return any(_equal(value, item) for value in values)
 
 
-def _truthy(value: Any) -> bool:
+def truthy(value: Any) -> bool:
+    """Whether a filter's value selects a run: empty text and NaN do not."""
     return bool(value) and value != "" and not (isinstance(value, float) and math.isnan(value))
 
 
@@ -268,7 +269,12 @@ def parse_filter(text: str, resolve: Callable[[str], str]) -> Predicate:
     """Compile filter text to a predicate over rows; `resolve` maps a typed name to a column key
     (and raises FilterError for an unknown one)."""
     predicate = _evaluator(parse_tree(text, resolve))
-    return lambda row: _truthy(predicate(row))
+    return lambda row: truthy(predicate(row))
+
+
+def constant(node: Node) -> Any:
+    """The value of an expression that names no column."""
+    return _evaluator(node)(lambda name: None)
 
 
 def parse_tree(text: str, resolve: Callable[[str], str]) -> Node:

@@ -1,4 +1,4 @@
-"""A view answered in SQL (dashboard/runs_sql.py) is the view the in-memory table gives: the same
+"""A view answered in SQL (store/runs_sql.py) is the view the in-memory table gives: the same
 runs, in the same order, with the same total, on SQLite and PostgreSQL, over cells of every type."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ import math
 import pytest
 
 import tallyboard as tb
-from tallyboard.dashboard.runs_sql import NotInSql, Translator
 from tallyboard.dashboard.runs_table import RunsTable, _public
 from tallyboard.run_filter import FilterError, column_resolver, parse_tree
 from tallyboard.store.queries import DashboardQueries
+from tallyboard.store.runs_sql import NotInSql, Translator
 
 NAN, INF = float("nan"), float("inf")
 # One run per row: hparams, results, then what else to set. 'both' is an hparam of some runs and

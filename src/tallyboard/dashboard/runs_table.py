@@ -4,7 +4,7 @@ Why on the server: 10,000 runs with their hparams and results are megabytes of J
 asked to hold and re-sort that stutters. The server answers one page at a time.
 
 A view (one filter, sort and page) is answered by SQL over the typed copies of hparams and results
-(schema v10, dashboard/runs_sql.py): the database filters from its indexes and reads one page,
+(schema v10, store/runs_sql.py): the database filters from its indexes and reads one page,
 so a fresh server's first screen and a new view cost about the same at 100,000 runs as at 1,000
 (docs/performance.md). A view that SQL cannot answer exactly (a search, a `~` or `tags` filter,
 a sort by a run field) is answered from every run held in memory (refreshed only for runs whose
@@ -22,10 +22,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from tallyboard.dashboard import runs_sql
-from tallyboard.dashboard.runs_sql import TRUE, Condition, Dialect, NotInSql, Sort, Translator
 from tallyboard.run_filter import column_resolver, parse_tree, run_cell, run_filter
+from tallyboard.store import runs_sql
 from tallyboard.store.queries import DashboardQueries
+from tallyboard.store.runs_sql import TRUE, Condition, Dialect, NotInSql, Sort, Translator
 
 VIEWS_KEPT = 8  # filtered and sorted views kept for the current version of the table
 READ_AHEAD = 500  # run ids of a SQL view read at once: this page and the next few
@@ -110,7 +110,7 @@ class RunsTable:
         )
         listed = {c["name"] for c in self.queries.columns()}
         sightings = [  # a name is an hparam column if it is an hparam anywhere
-            (name, kind, self.queries.read(f"SELECT MIN(run_id) FROM {kind}s WHERE name = ?", [name])[0][0])
+            (name, kind, self.queries.read(runs_sql.FIRST_RUN.format(table=f"{kind}s"), [name])[0][0])
             for kind, names in (("hparam", hparams), ("result", results - hparams))
             for name in sorted(names - listed)
         ]

@@ -3,7 +3,7 @@
 Why: the runs table of 100,000 runs is filtered and sorted by hparams and results. Stored only as
 JSON text, every value had to be read into Python for that (seconds). With the value's type and
 its number or lower-cased text in indexed columns, the database filters a range of an index and
-walks a column's values in the runs table's order (`dashboard/runs_sql.py`).
+walks a column's values in the runs table's order (`store/runs_sql.py`).
 
 The columns mirror how the filter language and the runs table see a value (run_filter.py,
 dashboard/runs_table.py), so that SQL over them selects and orders exactly the same runs:

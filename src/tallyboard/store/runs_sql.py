@@ -2,9 +2,9 @@
 
 Why: at 100,000 runs, loading every run's 25 values into Python to filter and sort them took
 seconds; here the database answers from its indexes and sends one page. The SQL must select and
-order exactly the runs that the in-memory table (runs_table.py, run_filter.py) does, so each part
-of the filter language is translated only where its meaning is certain; anything else raises
-`NotInSql` and the caller uses the in-memory table:
+order exactly the runs that the in-memory table (dashboard/runs_table.py, run_filter.py) does, so
+each part of the filter language is translated only where its meaning is certain; anything else
+raises `NotInSql` and the caller uses the in-memory table:
 - comparisons of a column with a literal (`lr < 1e-3`, `1e-3 > lr`, `opt == "adam"`, `x == null`),
   `in [literals]` without null, a column alone (its truth), `not`, `and`, `or`, literal-only parts;
 - columns: hparams and results (`store/typed_values.py` holds what they compare by) and the run
@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from tallyboard.run_filter import Node, _evaluator, _truthy
+from tallyboard.run_filter import Node, constant, truthy
 from tallyboard.store.typed_values import BOOL, EMPTY_TEXT, NAN, NUMBER, TEXT
 
 # Run fields a filter may name, by how their cell compares ('tags', a list, is not translated).
@@ -82,15 +82,15 @@ class Translator:
         self.hparams, self.results, self.dialect = hparams, results, dialect
 
     def condition(self, node: Node) -> Condition:
-        """The whole filter: true where `_truthy` of the expression is."""
+        """The whole filter: true where `truthy` of the expression is."""
         kind = node[0]
         if kind == "lit":
-            return TRUE if _truthy(node[1]) else FALSE
+            return TRUE if truthy(node[1]) else FALSE
         if kind == "not":
             inner = self.condition(node[1])
             return Condition(f"NOT ({inner.sql})", inner.params)
         if kind in ("and", "or"):
-            # all()/any() take a bare column's Python truth, where NaN is true (unlike `_truthy`)
+            # all()/any() take a bare column's Python truth, where NaN is true (unlike `truthy`)
             parts = [self.cell(p[1], "bool", None) if p[0] == "name" else self.condition(p) for p in node[1]]
             joined = _joined(kind, parts)
             for i, part in enumerate(parts if kind == "and" else []):
@@ -106,7 +106,7 @@ class Translator:
                 op, left, right = FLIPPED.get(op, "~"), right, left
             right = _folded(right)
             if left[0] == "lit" and right[0] == "lit":
-                return TRUE if _truthy(_evaluator(node)(lambda name: None)) else FALSE
+                return TRUE if truthy(constant(node)) else FALSE
             if left[0] != "name" or right[0] != "lit" or op == "~":
                 raise NotInSql(f"comparison {op!r} of {left[0]} with {right[0]}")
             return self.cell(left[1], op, right[1])
@@ -212,8 +212,7 @@ def _joined(kind: str, parts: list[Condition]) -> Condition:
 def _folded(node: Node) -> Node:
     """A minus before a literal is that literal negated (as the parser's lists do)."""
     if node[0] == "neg" and node[1][0] == "lit":
-        value = _evaluator(node)(lambda name: None)
-        return ("lit", value)
+        return ("lit", constant(node))
     if node[0] == "neg":
         raise NotInSql("a minus before a column")
     return node
@@ -294,6 +293,9 @@ def filled_count_sql(condition: Condition, show_hidden: bool, sort: Sort) -> tup
         f"SELECT COUNT(*) FROM {sort.table} s WHERE s.name = ? AND s.{FILLED[2:]} AND {sql}",
         [sort.name, *params],
     )
+
+
+FIRST_RUN = "SELECT MIN(run_id) FROM {table} WHERE name = ?"  # the first run with a value of a name
 
 
 def value_names_sql(table: str) -> str:
