@@ -30,7 +30,7 @@ SQLite tables are cached under --cache (default bench/.scale-cache/, gitignored)
 the appended run is deleted again afterwards, so the cached file stays the bulk content.
 
     python bench/scale.py [--sizes 6,7,8] [--repeats 5] [--copy-max 10000000]
-                          [--postgres postgresql://postgres@127.0.0.1:5432/test [--no-sqlite]]
+                          [--postgres postgresql://postgres@127.0.0.1:5432/test [--no-sqlite] [--vacuum]]
                           [--rounds 2] [--append 1000000] [--cache DIR] [--only-write | --only-runs]
                           [--smoke]
 """
@@ -246,13 +246,19 @@ def cached_table(cache: Path, size: Size, appended: int) -> Iterator[tuple[str, 
 
 
 @contextlib.contextmanager
-def postgres_table(server: str, size: Size, appended: int) -> Iterator[tuple[str, int]]:
+def postgres_table(server: str, size: Size, appended: int, vacuum: bool) -> Iterator[tuple[str, int]]:
+    """A PostgreSQL table of `size`'s bulk content in a scratch database; with `vacuum`, then
+    VACUUM ANALYZE'd, as autovacuum leaves it on a server with default settings (the planner's
+    statistics and the visibility map that index-only scans need; the test server runs without)."""
     from postgres import fresh_schema, scratch_database  # bench/postgres.py
 
     with scratch_database(server) as database:
         url = fresh_schema(database)
         start = time.perf_counter()
         written = build(url, size, appended)
+        if vacuum:
+            with psycopg.connect(url, autocommit=True) as conn:
+                conn.execute("VACUUM ANALYZE")
         seconds = time.perf_counter() - start
         print(f"  built PostgreSQL {size.label}: {written:,} bulk scalars in {seconds:.0f} s")
         yield url, written
@@ -496,6 +502,11 @@ def main() -> None:
     parser.add_argument("--postgres", metavar="URL", help="also build and measure on this PostgreSQL server")
     parser.add_argument("--no-sqlite", action="store_true", help="only PostgreSQL (with --postgres)")
     parser.add_argument(
+        "--vacuum",
+        action="store_true",
+        help="VACUUM ANALYZE PostgreSQL tables once built (as autovacuum would)",
+    )
+    parser.add_argument(
         "--only-write", action="store_true", help="only the write figures (use more --rounds)"
     )
     parser.add_argument(
@@ -518,7 +529,9 @@ def main() -> None:
     if not args.no_sqlite:
         engines.append(("SQLite", lambda s: cached_table(args.cache, built(s), args.append)))
     if args.postgres:
-        engines.append(("PostgreSQL", lambda s: postgres_table(args.postgres, built(s), args.append)))
+        engines.append(
+            ("PostgreSQL", lambda s: postgres_table(args.postgres, built(s), args.append, args.vacuum))
+        )
     for engine, table_of in engines:
         measured: dict[Size, list[Figures]] = {size: [] for size in sizes}
         for round_ in range(args.rounds):  # smallest first, then largest first: load hits all alike

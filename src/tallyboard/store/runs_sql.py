@@ -44,15 +44,23 @@ class NotInSql(Exception):
 @dataclass(frozen=True)
 class Dialect:
     """What differs between the engines: the lower-casing function that equals Python's
-    `str.lower` (SQLite's own `lower` folds ASCII only: the dashboard registers `py_lower`), and the
-    collation that orders text by code point, as Python does."""
+    `str.lower` (SQLite's own `lower` folds ASCII only: the dashboard registers `py_lower`), the
+    collation that orders text by code point, as Python does, and how "is among" is written.
+
+    PostgreSQL turns `x IN (subquery)` and `EXISTS` into a join whose plan follows the planner's
+    statistics; on a table never analysed (autovacuum off) it guessed 7 rows for 50,000 and nested
+    the loops: 8 minutes for one page of 100,000 runs. `NOT (x NOT IN (subquery))` (the same for
+    non-null ids) stays a hashed subplan, built once whatever the estimates."""
 
     lower: str
     by_code_point: str
+    among: str  # "{run} is among the ids of (subquery)", with {run} and {ids} to fill in
 
     @classmethod
     def of(cls, postgres: bool) -> Dialect:
-        return cls("lower", ' COLLATE "C"') if postgres else cls("py_lower", "")
+        if postgres:
+            return cls("lower", ' COLLATE "C"', "NOT ({run} NOT IN ({ids}))")
+        return cls("py_lower", "", "{run} IN ({ids})")
 
 
 @dataclass
@@ -158,7 +166,8 @@ class Translator:
         """Runs whose cell `name` (their hparam, else their result) passes `test`."""
 
         def among(table: str) -> str:
-            return f"{{run}} IN (SELECT v.run_id FROM {table} v WHERE v.name = ? AND ({test}))"
+            ids = f"SELECT v.run_id FROM {table} v WHERE v.name = ? AND ({test})"
+            return self.dialect.among.replace("{ids}", ids)
 
         if name in self.hparams and name in self.results:  # an hparam hides a result of the same name
             sql = (f"{among('hparams')} OR ({among('results')} AND {{run}} NOT IN"
