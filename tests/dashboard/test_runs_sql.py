@@ -124,6 +124,19 @@ def test_every_translated_filter_and_sort_gives_the_in_memory_page(runs_table: R
         assert same(page.rows, rows), view
 
 
+def test_a_list_of_runs_hidden_ones_too_is_answered_in_sql(runs_table: RunsTable) -> None:
+    for run_ids, filter_text, sort in (
+        ([1, 4, 9, 7], "", "acc"),
+        ([4, 9, 2], "lr > 0", None),
+        ([], "", None),
+    ):
+        page = runs_table.page(run_ids=run_ids, filter_text=filter_text, sort=sort)
+        runs_table.refresh()
+        columns = runs_table.columns()
+        rows = runs_table._select(columns, sort or "run_id", False, filter_text, "", False, run_ids)
+        assert (page.total, same(page.rows, [_public(row) for row in rows])) == (len(rows), True), run_ids
+
+
 def test_what_sql_cannot_say_is_answered_from_memory(runs_table: RunsTable) -> None:
     for filter_text in MEMORY_FILTERS:
         assert not answered_in_sql(runs_table, filter_text), filter_text

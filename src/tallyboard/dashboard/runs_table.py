@@ -156,8 +156,8 @@ class RunsTable:
                 None if run_ids is None else tuple(run_ids))  # fmt: skip
         key = column_resolver(columns)(sort) if sort else "run_id"
         try:
-            if search.strip() or run_ids is not None:
-                raise NotInSql("search or a list of runs")
+            if search.strip():
+                raise NotInSql("a search")
             return self._sql_page(view, columns, key, offset, limit)
         except NotInSql:
             pass
@@ -173,12 +173,14 @@ class RunsTable:
 
     def _sql_page(self, view: tuple, columns: list[Column], key: str, offset: int, limit: int) -> Page:
         """A page of a view answered in SQL; raises NotInSql when SQL cannot say it exactly."""
-        version, _, _, descending, filter_text, _, show_hidden, _ = view
+        version, _, _, descending, filter_text, _, show_hidden, run_ids = view
         names = self.value_names(version)
         condition: Condition = TRUE
         if filter_text:
             translator = Translator(set(names.hparams), set(names.results), self.dialect)
             condition = translator.condition(parse_tree(filter_text, column_resolver(columns)))
+        if run_ids is not None:  # those runs, hidden or not
+            condition, show_hidden = runs_sql.of_runs(list(run_ids), condition), True
         order = _sort_of(key, descending, names)
         with self._lock:
             total = self._totals.get(view)
@@ -199,7 +201,8 @@ class RunsTable:
             start, ids = self._ahead.get(view, (0, []))
         if start <= offset and offset + limit <= start + len(ids):
             return ids[offset - start : offset - start + limit]
-        ids = self._page_ids(condition, view[6], order, offset, max(limit, READ_AHEAD))
+        show_hidden = view[6] or view[7] is not None
+        ids = self._page_ids(condition, show_hidden, order, offset, max(limit, READ_AHEAD))
         with self._lock:
             _keep(self._ahead, view, (offset, ids))
         return ids[:limit]

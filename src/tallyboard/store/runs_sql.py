@@ -210,6 +210,15 @@ class Translator:
         return Condition(f"EXISTS (SELECT 1 FROM runs r WHERE r.run_id = {{run}} AND {test})", params)
 
 
+def of_runs(run_ids: list[int], condition: Condition) -> Condition:
+    """`condition`, and the run is one of `run_ids` (the compare page's runs)."""
+    if not run_ids:
+        return FALSE
+    return _joined(
+        "and", [Condition(f"{{run}} IN ({', '.join('?' * len(run_ids))})", list(run_ids)), condition]
+    )
+
+
 def _joined(kind: str, parts: list[Condition]) -> Condition:
     if not parts:
         return TRUE
