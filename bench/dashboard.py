@@ -181,7 +181,7 @@ def log_many_runs(path: Path, runs: int) -> None:
 def bench_table(path: Path, runs: int, repeats: int) -> None:
     log_many_runs(path, runs)
     cold = []
-    for _ in range(3):  # a new app each time: the first page pays for loading every row
+    for _ in range(3):  # a new app each time: the first page finds its view from nothing
         client = TestClient(create_app(str(path)), base_url=BASE)
         start = time.perf_counter()
         client.get("/")

@@ -9,7 +9,7 @@ runs (20 hparams and 5 results each). Per size:
 - chart: the first /api/series of that 1,000,000-point series from a fresh app (COLD: wall and
   CPU time, bench/dashboard.py's `cold_chart_ms`), then a zoomed range of 1,000 steps (warm);
 - runs: one page of /api/runs sorted by a result and filtered by an hparam, from a fresh app
-  (cold: it loads the table) and again (warm);
+  (cold: nothing read yet) and again (warm);
 - query API (`ResultTable.query` runs DataFrame, `ResultTable.series` one series) when the tree
   has it; a note says so when it does not;
 - export of the appended run (`export_table`, what `tallyboard export --runs ID` runs) and copy of
@@ -319,8 +319,8 @@ def chart_figures(url: str, run_id: int, points: int, repeats: int, figures: Fig
 
 
 def runs_figures(url: str, repeats: int, figures: Figures) -> None:
-    """Cold: the first page of a fresh app (it loads the table). Warm: later pages of that view, then
-    new views (another filter threshold each time: every run is filtered and sorted again)."""
+    """Cold: the first page of a fresh app (nothing read yet). Warm: later pages of that view, then
+    new views (another filter threshold each time: the view's runs are found anew)."""
     cold = []
     for attempt in range(3):
         with TestClient(create_app(url), base_url=BASE) as client:
