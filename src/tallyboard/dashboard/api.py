@@ -86,7 +86,6 @@ def runs(request: Request) -> Response:
             "columns": [c.to_json() for c in page.columns],
             "version": _version_json(page.version),
             "read_only": dash.read_only,
-            "partial": page.partial,
         }
     )
 
@@ -104,9 +103,7 @@ def run_tags(request: Request) -> Response:
 
 
 def columns(request: Request) -> Response:
-    dash = _dash(request)
-    dash.table.refresh()
-    return Json({"columns": [c.to_json() for c in dash.table.columns()]})
+    return Json({"columns": [c.to_json() for c in _dash(request).table.columns()]})
 
 
 async def save_columns(request: Request) -> Response:

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 from tallyboard.store import histograms as histogram_rows
 from tallyboard.store.imported import IMPORT_RUN_TABLES, ImportedLogs
 from tallyboard.store.schema import BLOCK_BITS, BLOCK_STEPS, RUN_COLUMNS, RUN_TAGS_SINCE, UNIQUE_KEY_PREFIX
+from tallyboard.store.typed_values import UPSERT_VALUE, with_types
 
 if TYPE_CHECKING:
     from tallyboard.histogram import HistogramRecord
@@ -658,11 +659,7 @@ class Store(ImportedLogs, ABC):
 
     def _write_values(self, kind: str, rows: list[tuple[int, str, str]]) -> None:
         """Hparams or results, each name also a column of the table, and the runs' `updated_at`."""
-        self._executemany(
-            f"INSERT INTO {kind} (run_id, name, value) VALUES (?, ?, ?)"
-            " ON CONFLICT (run_id, name) DO UPDATE SET value = excluded.value",
-            rows,
-        )
+        self._executemany(UPSERT_VALUE.format(table=kind), with_types(rows))
         self._executemany(
             "INSERT INTO columns (name, kind, alias, position)"
             " SELECT ?, ?, ?, COALESCE(MAX(position), -1) + 1 FROM columns WHERE true"

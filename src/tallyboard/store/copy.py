@@ -25,6 +25,7 @@ from tallyboard.progress import progress_bar
 from tallyboard.store import Access, Store, StoreError, is_postgres_url, open_store
 from tallyboard.store.base import RUN_FIELDS
 from tallyboard.store.location import Kind, require_current
+from tallyboard.store.typed_values import TYPED_COLUMNS
 
 # (table, primary key, other columns, rows per chunk), parents before children.
 HISTOGRAM_STATS = ("count", "nonfinite", "minimum", "maximum", "total", "total_squares", "edges", "counts")
@@ -33,8 +34,8 @@ TABLES: tuple[tuple[str, tuple[str, ...], tuple[str, ...], int], ...] = (
     ("runs", ("run_id",), tuple(name for name in RUN_FIELDS if name != "run_id"), 2_000),
     ("tags", ("tag_id",), ("name",), 10_000),
     ("repetitions", ("run_id", "rep"), ("start_time",), 10_000),
-    ("hparams", ("run_id", "name"), ("value",), 10_000),
-    ("results", ("run_id", "name"), ("value",), 10_000),
+    ("hparams", ("run_id", "name"), ("value", *TYPED_COLUMNS), 10_000),
+    ("results", ("run_id", "name"), ("value", *TYPED_COLUMNS), 10_000),
     ("columns", ("name",), ("kind", "alias", "position"), 10_000),
     ("scalars", ("run_id", "tag_id", "rep", "step"), ("epoch", "walltime_ms", "value"), 50_000),
     # Block summaries are copied like any row: the source's are consistent with its scalars, and

@@ -122,11 +122,11 @@ class DashboardQueries:
         if self.read_only:
             from tallyboard.store.sqlite import connect_read_only
 
-            return connect_read_only(self.url, timeout=10)
+            return with_python_lower(connect_read_only(self.url, timeout=10))
         uri = Path(self.url).resolve().as_uri() + "?mode=rw"  # never creates a file
         conn = sqlite3.connect(uri, uri=True, timeout=10, check_same_thread=False)
         conn.isolation_level = None  # autocommit: no read transaction outlives its statement
-        return conn
+        return with_python_lower(conn)
 
     @contextmanager
     def _connection(self) -> Iterator[Any]:
@@ -167,6 +167,10 @@ class DashboardQueries:
     def _all(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
         return self._run(sql, params, "all")
 
+    def read(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
+        """The rows of a query built elsewhere (the runs table's views: dashboard/runs_sql.py)."""
+        return self._all(sql, params)
+
     def _one(self, sql: str, params: Sequence[Any] = ()) -> tuple | None:
         return self._run(sql, params, "one")
 
@@ -189,22 +193,6 @@ class DashboardQueries:
         where, params = ("WHERE updated_at >= ?", [updated_after]) if updated_after is not None else ("", [])
         rows = self._all(f"SELECT {', '.join(RUN_FIELDS)} FROM runs {where}", params)
         return self._with_values(rows, f"(SELECT run_id FROM runs {where})", params)
-
-    def runs_window(
-        self, offset: int, limit: int, descending: bool, hidden: bool
-    ) -> tuple[int, list[dict[str, Any]]]:
-        """(number of runs, one page of them by run id): the runs table's first screen, read
-        straight from the primary key, so it does not wait for every run to be loaded."""
-        where = "" if hidden else "WHERE hidden = 0"
-        counted = self._one(f"SELECT COUNT(*) FROM runs {where}")
-        total = counted[0] if counted else 0
-        order = "DESC" if descending else "ASC"
-        rows = self._all(
-            f"SELECT {', '.join(RUN_FIELDS)} FROM runs {where} ORDER BY run_id {order} LIMIT ? OFFSET ?",
-            [limit, offset],
-        )
-        ids = [row[0] for row in rows]
-        return int(total), self._with_values(rows, f"({', '.join('?' * len(ids))})", ids) if ids else []
 
     def runs_of(self, run_ids: Sequence[int]) -> list[dict[str, Any]]:
         """Some runs by id (hidden ones too) with their hparams and results."""
@@ -511,6 +499,14 @@ class DashboardQueries:
     def fragment(self, text_id: int) -> str | None:
         row = self._one("SELECT content FROM texts WHERE text_id = ? AND kind = 'fragment'", [text_id])
         return None if row is None else row[0]
+
+
+def with_python_lower(conn: sqlite3.Connection) -> sqlite3.Connection:
+    """`py_lower(text)`: Python's `str.lower` in SQL (SQLite's `lower` folds ASCII only), so the
+    runs table's filters ignore case in SQL exactly as they do in Python."""
+    conn.create_function("py_lower", 1, lambda text: text.lower() if isinstance(text, str) else text,
+                         deterministic=True)  # fmt: skip
+    return conn
 
 
 def _cut_pieces(lo: int, hi: int, span: int, origin: int) -> list[tuple[int, int, int]]:
