@@ -22,7 +22,7 @@ export function splitGroup(split, metric) {
 }
 
 // Splits in reading order: train, then validation, then test, then the rest by name.
-export const splitRank = (split) => ({ train: 0, val: 1, valid: 1, validation: 1, test: 2 }[split] ?? 3);
+const splitRank = (split) => ({ train: 0, val: 1, valid: 1, validation: 1, test: 2 }[split] ?? 3);
 export const bySplit = (a, b) => splitRank(a) - splitRank(b) || (a > b) - (a < b);
 
 // A search box's test: case-insensitive substring, or a regex; an invalid regex is reported, not applied.

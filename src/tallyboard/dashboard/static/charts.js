@@ -5,7 +5,7 @@ import { MAX_NAME } from "./chart-names.js";
 import { clampToBand, ema, nonFinite, smoothingWeight, stepRange, xOf } from "./series-math.js";
 
 const uPlot = globalThis.uPlot;
-export const X_TITLES = { step: "step", epoch: "epoch", wall: "wall time", relative: "time since start" };
+const X_TITLES = { step: "step", epoch: "epoch", wall: "wall time", relative: "time since start" };
 
 // What a card says instead of a chart when the metric's name is too long to ask the API for.
 export const tooLong = (name) => el("div", { class: "empty-state too-long" },

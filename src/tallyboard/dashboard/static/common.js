@@ -2,7 +2,7 @@
 // User text only ever enters the DOM via textContent.
 export { number, format, duration, shorten, fileName } from "./values.js";
 
-export const csrf = document.querySelector('meta[name="csrf-token"]').content;
+const csrf = document.querySelector('meta[name="csrf-token"]').content;
 export const readOnly = document.querySelector('meta[name="read-only"]').content === "true";
 
 export async function getJSON(url) {

@@ -111,7 +111,7 @@ function sidebar() {
 
 function linesFor(entry, split) {
   const byId = new Map(runs.map((r) => [r.run_id, r]));
-  let lines = entry.series.filter((s) => s.split === split).map((s) => {
+  const lines = entry.series.filter((s) => s.split === split).map((s) => {
     const r = byId.get(s.run_id);
     return { ...s, color: r.colour, run: r, label: r.label };
   });
@@ -124,9 +124,8 @@ function linesFor(entry, split) {
   if (state.reps === "mean" && lines.some((l) => l.rep > 0)) {
     const colours = new Map(lines.map((l) => [l.run_id, l.color]));
     const labels = new Map(lines.map((l) => [l.run_id, l.label]));
-    lines = aggregate(lines, (l) => l.run_id, bandMode, entry.lo, entry.bucket)
+    return aggregate(lines, (l) => l.run_id, bandMode, entry.lo, entry.bucket)
       .map((l) => ({ ...l, color: colours.get(l.run_id), label: labels.get(l.run_id) }));
-    return lines;
   }
   return lines.map((l) => (l.rep > 0 ? { ...l, label: `${l.label} · rep ${l.rep}`, dash: [6, 3] } : l));
 }
