@@ -9,35 +9,25 @@ import re
 from pathlib import Path
 
 from tallyboard.dashboard.app import PAGES
+from tallyboard.dashboard.assets import module_graph
 
 STATIC = Path(__file__).resolve().parents[2] / "src" / "tallyboard" / "dashboard" / "static"
-IMPORT = re.compile(r"""^\s*(?:import|export)\b[^;'"]*?\bfrom\s+["']([^"']+)["']""", re.MULTILINE)
+SPECIFIER = re.compile(r"""\bfrom\s+["']([^"']+)["']""")
 PAGE_URLS = {
     "table": "/", "run": "/runs/1", "compare": "/compare?runs=1,2", "hparams": "/hparams", "diff": "/diff",
 }  # fmt: skip
 
 
-def imports_of(script: Path) -> list[str]:
-    return IMPORT.findall(script.read_text(encoding="utf-8"))
-
-
-def test_every_page_loads_its_module_and_the_modules_import_only_package_files():
+def test_every_module_is_a_package_file_that_some_page_loads():
     assert set(PAGE_URLS) == set(PAGES)
-    seen: set[Path] = set()
-    todo = [STATIC / module for _, module, _ in PAGES.values()]
-    while todo:
-        script = todo.pop()
-        if script in seen:
-            continue
-        seen.add(script)
-        for target in imports_of(script):
+    for script in STATIC.glob("*.js"):
+        for target in SPECIFIER.findall(script.read_text(encoding="utf-8")):
             assert target.startswith("./"), f"{script.name} imports {target}: only files of the package"
-            path = (script.parent / target).resolve()
-            assert path.is_file() and STATIC in path.parents, f"{script.name} imports a missing {target}"
-            todo.append(path)
+            assert (STATIC / target).is_file(), f"{script.name} imports a missing {target}"
+    loaded = {name for _, module, _ in PAGES.values() for name in (module, *module_graph(STATIC, module))}
     # fragment-guard.js is no module: it is inlined into logged HTML fragments
-    scripts = {p for p in STATIC.glob("*.js") if p.name != "fragment-guard.js"}
-    assert scripts == seen, f"not reachable from any page: {sorted(p.name for p in scripts - seen)}"
+    unused = {p.name for p in STATIC.glob("*.js")} - loaded - {"fragment-guard.js"}
+    assert not unused, f"modules no page loads: {sorted(unused)}"
 
 
 def test_pages_load_scripts_as_modules_with_a_javascript_type_under_the_csp(client):
@@ -46,6 +36,9 @@ def test_pages_load_scripts_as_modules_with_a_javascript_type_under_the_csp(clie
         page = client.get(url)
         assert f'<script src="/static/{module}" type="module"></script>' in page.text
         assert page.text.count("<script") == 1 + len(classic)  # nothing inline
+        # the whole module graph is asked for at once, not one level of imports per round trip
+        preloaded = re.findall(r'<link rel="modulepreload" href="/static/([^"]+)">', page.text)
+        assert preloaded == module_graph(STATIC, module) and (name == "diff" or preloaded)
         csp = page.headers["content-security-policy"]
         assert "script-src 'self';" in csp and "unsafe-inline" not in csp and "unsafe-eval" not in csp
     for script in ("compare.js", "series-math.js", "common.js", "vendor/uplot/uPlot.iife.min.js"):

@@ -22,7 +22,7 @@ from starlette.routing import Mount, Route
 
 from tallyboard.artifacts import location_for
 from tallyboard.dashboard import analysis, api, params, stream
-from tallyboard.dashboard.assets import Assets
+from tallyboard.dashboard.assets import Assets, module_graph
 from tallyboard.dashboard.downsample import Downsampler
 from tallyboard.dashboard.openapi import openapi_schema
 from tallyboard.dashboard.params import MAX_ID, BadRequest, Json
@@ -176,8 +176,11 @@ def _page(name: str, csrf_secret: str, read_only: bool, table_id: str) -> str:
     """The one page template filled in for a page (no user data: that arrives through the API)."""
     title, module, classic = PAGES[name]
     html = (HERE / "templates" / "page.html").read_text(encoding="utf-8")
-    # Deferred classic scripts and module scripts run in document order, after parsing.
-    tags = [f'<script src="/static/{script}" defer></script>' for script in classic]
+    # The module's imports are fetched at once, not one level per round trip (assets.py); deferred
+    # classic scripts and module scripts run in document order, after parsing.
+    graph = module_graph(HERE / "static", module)
+    tags = [f'<link rel="modulepreload" href="/static/{imported}">' for imported in graph]
+    tags += [f'<script src="/static/{script}" defer></script>' for script in classic]
     tags.append(f'<script src="/static/{module}" type="module"></script>')
     values = {"csrf": csrf_secret, "read_only": "true" if read_only else "false", "title": title,
               "page": name, "scripts": "\n".join(tags), "table": table_id}  # fmt: skip
