@@ -21,7 +21,8 @@ SQLITE_ONLY = ("test_sqlite", "test_crash")  # module names whose tests open the
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    if "db_url" in metafunc.fixturenames:
+    chosen = any("db_url" in mark.args[0] for mark in metafunc.definition.iter_markers("parametrize"))
+    if "db_url" in metafunc.fixturenames and not chosen:  # a test may name its engines itself
         module = metafunc.module.__name__.rpartition(".")[2]
         engines = ["sqlite"] if module in SQLITE_ONLY else ["sqlite", "postgres"]
         metafunc.parametrize("db_url", engines, indirect=True)
