@@ -26,16 +26,13 @@ from tallyboard.media import open_png
 from tallyboard.sink import DEFAULT_COMMIT_INTERVAL, arm_signals, sink_for
 from tallyboard.store import Column, Quarantined, StoreError, open_store
 from tallyboard.store.base import DEBUG_RUN_ID, ConsoleLine
+from tallyboard.store.run_row import DEFAULT_UNIQUE_COLUMNS, UNIQUE_CANDIDATES
 from tallyboard.values import check_text, to_int
 from tallyboard.writer import LogWriter, let_go
 
 if TYPE_CHECKING:
     from tallyboard.comparison import Comparison
 
-DEFAULT_UNIQUE_COLUMNS = ("experiment", "config_path", "config_hash", "cli", "comment", "tag")
-UNIQUE_CANDIDATES = (
-    "experiment", "config_path", "config_hash", "cli", "command", "comment", "tag", "git_commit", "git_diff",
-)  # fmt: skip
 # DeepBoard's names for the same columns, accepted in `unique_columns`.
 DEEPBOARD_NAMES = {"config": "config_path", "commit_hash": "git_commit", "diff": "git_diff"}
 DISABLED_RUN_ID = -2

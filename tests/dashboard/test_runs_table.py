@@ -55,7 +55,7 @@ def test_the_first_screen_read_from_the_store_equals_the_loaded_table(sample_db)
         full = loaded.page(**options)
         assert (window.total, window.rows) == (full.total, full.rows), options
         known = {name for row in window.rows for name in row["cells"]}
-        known |= {c["name"] for c in loaded.queries.columns()}  # the store's own column list
+        known |= {c.name for c in loaded.queries.columns()}  # the store's own column list
         run_columns = [c for c in full.columns if c.kind == "run" or c.name in known]
         assert window.partial and not full.partial
         assert [c.name for c in window.columns] == [c.name for c in run_columns], options

@@ -8,6 +8,7 @@ Starlette runs them in its thread pool: a slow query never stalls the event loop
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import time
 from collections.abc import Iterator
@@ -83,7 +84,7 @@ def runs(request: Request) -> Response:
         {
             "total": page.total,
             "rows": page.rows,
-            "columns": [c.to_json() for c in page.columns],
+            "columns": [dataclasses.asdict(c) for c in page.columns],
             "version": _version_json(page.version),
             "read_only": dash.read_only,
             "partial": page.partial,
@@ -106,7 +107,7 @@ def run_tags(request: Request) -> Response:
 def columns(request: Request) -> Response:
     dash = _dash(request)
     dash.table.refresh()
-    return Json({"columns": [c.to_json() for c in dash.table.columns()]})
+    return Json({"columns": [dataclasses.asdict(c) for c in dash.table.columns()]})
 
 
 async def save_columns(request: Request) -> Response:

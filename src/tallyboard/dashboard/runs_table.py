@@ -27,26 +27,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from tallyboard.run_filter import column_resolver, run_cell, run_filter
+from tallyboard.store.base import Column
 from tallyboard.store.queries import DashboardQueries
+from tallyboard.store.run_row import RUN_ROW
 
 VIEWS_KEPT = 8  # filtered and sorted views kept for the current version of the table
 
 # Run fields that can be table columns; git_diff is far too long for a cell (the run page shows it).
-TABLE_RUN_FIELDS = (
-    "run_id", "experiment", "tag", "config_path", "comment", "config_hash", "note", "color", "status",
-    "start_time", "end_time", "hidden", "tags",
-)  # fmt: skip
-
-
-@dataclass(frozen=True)
-class Column:
-    name: str
-    kind: str  # 'run', 'hparam' or 'result'
-    alias: str
-    position: int | None  # None = hidden
-
-    def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "kind": self.kind, "alias": self.alias, "position": self.position}
+TABLE_RUN_FIELDS = (*(field.name for field in RUN_ROW if field.cell), "tags")
 
 
 @dataclass
@@ -107,9 +95,9 @@ class RunsTable:
         """Every column: the store's preferences first, then hparams/results found in rows (or
         `names`, as `value_columns` orders them)."""
         columns = [
-            Column(c["name"], c["kind"], c["alias"] or c["name"], c["position"])
+            Column(c.name, c.kind, c.alias or c.name, c.position)
             for c in self.queries.columns()
-            if c["kind"] != "run" or c["name"] in TABLE_RUN_FIELDS
+            if c.kind != "run" or c.name in TABLE_RUN_FIELDS
         ]
         known = {c.name for c in columns}
         for field in TABLE_RUN_FIELDS:

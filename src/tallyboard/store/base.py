@@ -29,7 +29,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from tallyboard.store import histograms as histogram_rows
 from tallyboard.store.imported import IMPORT_RUN_TABLES, ImportedLogs
-from tallyboard.store.schema import BLOCK_BITS, BLOCK_STEPS, RUN_COLUMNS, RUN_TAGS_SINCE, UNIQUE_KEY_PREFIX
+from tallyboard.store.run_row import EDITABLE_RUN_FIELDS, RUN_FIELDS, empty_text_as_null
+from tallyboard.store.schema import BLOCK_BITS, BLOCK_STEPS, RUN_TAGS_SINCE, UNIQUE_KEY_PREFIX
 
 if TYPE_CHECKING:
     from tallyboard.histogram import HistogramRecord
@@ -185,19 +186,6 @@ class Quarantined:
     quarantined_at: float
 
 
-# Columns of `runs` a caller may edit through `update_run`, so no other name ever reaches the SQL.
-EDITABLE_RUN_FIELDS = frozenset({"note", "tag", "color", "status", "hidden", "end_time"})
-NULL_WHEN_EMPTY = ("note", "tag")  # schema v4: an empty note or tag is NULL, so `note == null` finds it
-
-
-def empty_text_as_null(fields: dict[str, Any]) -> dict[str, Any]:
-    """`fields` with an empty note or tag replaced by None, as the table stores it."""
-    return {
-        name: None if name in NULL_WHEN_EMPTY and value == "" else value for name, value in fields.items()
-    }
-
-
-RUN_FIELDS = (*(name for name, _, _ in RUN_COLUMNS), "config_content", "unique_key", "updated_at")
 # Tables that hold a run's rows, children first: what deleting a run clears.
 RUN_TABLES = (
     *("scalars", "scalar_blocks", "media", "texts", "histograms", "hparams", "results", "repetitions"),

@@ -11,7 +11,8 @@ import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from tallyboard.store.schema import MIGRATIONS, RUN_COLUMNS, SCHEMA_V1, SCHEMA_VERSION
+from tallyboard.store.run_row import RUN_COLUMNS
+from tallyboard.store.schema import MIGRATIONS, SCHEMA_V1, SCHEMA_VERSION
 
 if TYPE_CHECKING:
     from tallyboard.store.base import Store

@@ -24,18 +24,14 @@ from pathlib import Path
 from typing import Any
 
 from tallyboard.store import histograms as histogram_rows
-from tallyboard.store.base import ArtifactRow, ConsoleLine, Store, artifacts_query, console_query
+from tallyboard.store.base import ArtifactRow, Column, ConsoleLine, Store, artifacts_query, console_query
 from tallyboard.store.location import Access, require_current
+from tallyboard.store.run_row import DETAIL_FIELDS, LISTED_FIELDS
 from tallyboard.store.schema import BLOCK_BITS
 
 # A number as JSON writes it; groups 1 and 2 (fraction, exponent) make it a float.
 _JSON_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?")
 
-RUN_FIELDS = (
-    "run_id", "experiment", "config_path", "config_hash", "comment", "note", "tag", "color", "status",
-    "start_time", "end_time", "hidden", "updated_at",
-)  # fmt: skip
-DETAIL_FIELDS = (*RUN_FIELDS, "config_content", "cli", "command", "git_commit", "git_diff")
 STATUSES = ("running", "finished", "failed")
 
 
@@ -187,7 +183,7 @@ class DashboardQueries:
     def runs(self, updated_after: float | None = None) -> list[dict[str, Any]]:
         """Runs with their hparams and results (all, or those changed at or after a time)."""
         where, params = ("WHERE updated_at >= ?", [updated_after]) if updated_after is not None else ("", [])
-        rows = self._all(f"SELECT {', '.join(RUN_FIELDS)} FROM runs {where}", params)
+        rows = self._all(f"SELECT {', '.join(LISTED_FIELDS)} FROM runs {where}", params)
         return self._with_values(rows, f"(SELECT run_id FROM runs {where})", params)
 
     def runs_window(
@@ -200,7 +196,7 @@ class DashboardQueries:
         total = counted[0] if counted else 0
         order = "DESC" if descending else "ASC"
         rows = self._all(
-            f"SELECT {', '.join(RUN_FIELDS)} FROM runs {where} ORDER BY run_id {order} LIMIT ? OFFSET ?",
+            f"SELECT {', '.join(LISTED_FIELDS)} FROM runs {where} ORDER BY run_id {order} LIMIT ? OFFSET ?",
             [limit, offset],
         )
         ids = [row[0] for row in rows]
@@ -211,14 +207,16 @@ class DashboardQueries:
         if not run_ids:
             return []
         marks = f"({', '.join('?' * len(run_ids))})"
-        rows = self._all(f"SELECT {', '.join(RUN_FIELDS)} FROM runs WHERE run_id IN {marks}", list(run_ids))
+        rows = self._all(
+            f"SELECT {', '.join(LISTED_FIELDS)} FROM runs WHERE run_id IN {marks}", list(run_ids)
+        )
         return self._with_values(rows, marks, list(run_ids))
 
     def _with_values(
         self, rows: list[tuple], run_ids_sql: str, params: Sequence[Any]
     ) -> list[dict[str, Any]]:
-        """Runs (rows of RUN_FIELDS) as dicts with their hparams and results."""
-        runs = {row[0]: dict(zip(RUN_FIELDS, row, strict=True), hparams={}, results={}) for row in rows}
+        """Runs (rows of LISTED_FIELDS) as dicts with their hparams and results."""
+        runs = {row[0]: dict(zip(LISTED_FIELDS, row, strict=True), hparams={}, results={}) for row in rows}
         if not runs:
             return []
         parsed: dict[str, Any] = {}  # a sweep repeats its values: each distinct text is parsed once
@@ -264,10 +262,9 @@ class DashboardQueries:
             for row in self._all(sql, list(run_ids))
         ]
 
-    def columns(self) -> list[dict[str, Any]]:
+    def columns(self) -> list[Column]:
         """The column preferences (alias, position; position None = hidden)."""
-        rows = self._all("SELECT name, kind, alias, position FROM columns")
-        return [dict(zip(("name", "kind", "alias", "position"), row, strict=True)) for row in rows]
+        return [Column(*row) for row in self._all("SELECT name, kind, alias, position FROM columns")]
 
     def run_tags(self) -> list[str]:
         """Distinct run tags, for autocompletion."""
