@@ -24,10 +24,10 @@ def downgrade(url: str, version: int) -> None:
 
     def work() -> None:
         for table in drop:
-            store._execute(f"DROP TABLE {table}")
-        store._execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(version),))
+            store.execute(f"DROP TABLE {table}")
+        store.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(version),))
 
     try:
-        store._atomic(work)
+        store.atomic(work)
     finally:
         store.close()

@@ -1,10 +1,10 @@
 """The engine interface: what `table`, `writer` and `sink` ask of a database, and nothing more.
 
 `Store` is written once, in SQL that SQLite (>= 3.35) and PostgreSQL both accept: `?`
-placeholders (an engine with another paramstyle rewrites them in `_execute`), `ON CONFLICT ...
+placeholders (an engine with another paramstyle rewrites them in `execute`), `ON CONFLICT ...
 DO UPDATE`, `RETURNING`. An engine module (store/sqlite.py, store/postgres.py) supplies only the
-primitives: a connection, `_atomic` (one transaction, retried when the database is busy),
-`_execute`/`_executemany`, `_lock_runs`, and the DDL type names. Keeping the SQL here is what
+primitives: a connection, `atomic` (one transaction, retried when the database is busy),
+`execute`/`executemany`, `_lock_runs`, and the DDL type names. Keeping the SQL here is what
 lets the two engines behave identically without a second copy of every query.
 
 Threading: a `Store` is used by one thread at a time (its methods take `self._lock`); the sink's
@@ -295,26 +295,30 @@ class Store(ImportedLogs, ABC):
         """Reads inside the block see one consistent state of the table (engines override it)."""
         yield
 
-    # ---- engine primitives --------------------------------------------------------------
+    # ---- engine primitives ------------------------------------------------------------------
+    # Public (as Datasette's `Database.execute`) so that the store's own modules -- migrations,
+    # copy, histograms, series, imported logs -- speak SQL through the store's one connection and
+    # lock rather than reaching into it; only `store/` calls them (only `store/` speaks SQL).
     @abstractmethod
-    def _atomic(self, work: Callable[[], T]) -> T:
+    def atomic(self, work: Callable[[], T]) -> T:
         """Run `work` in one write transaction and commit; when the database is busy, roll back and
         run `work` again (so `work` must only touch the database), never raising "busy" to the caller."""
 
     @abstractmethod
-    def _execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
-        """Execute one statement (in the current transaction, if any) and return all its rows."""
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
+        """Execute one statement (in the current transaction, if any, else on its own under the
+        store's lock) and return all its rows."""
 
     @abstractmethod
-    def _executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
         """Execute one statement for every row, inside the current transaction."""
 
     @abstractmethod
     def _lock_runs(self) -> None:
-        """Inside `_atomic`: make the uniqueness check and the insert of a run atomic across processes."""
+        """Inside `atomic`: make the uniqueness check and the insert of a run atomic across processes."""
 
     @abstractmethod
-    def _table_exists(self, name: str) -> bool:
+    def table_exists(self, name: str) -> bool:
         """Whether a table of that name exists (used to tell a new database from an old one)."""
 
     @abstractmethod
@@ -336,7 +340,7 @@ class Store(ImportedLogs, ABC):
     # ---- table settings -------------------------------------------------------------------
     def meta(self, key: str) -> str | None:
         with self._lock:
-            rows = self._execute("SELECT value FROM meta WHERE key = ?", (key,))
+            rows = self.execute("SELECT value FROM meta WHERE key = ?", (key,))
         return rows[0][0] if rows else None
 
     # ---- runs ----------------------------------------------------------------------------
@@ -370,22 +374,22 @@ class Store(ImportedLogs, ABC):
                 cols.append("run_id")
                 values.append(DEBUG_RUN_ID if debug else self._next_run_id())
             marks = ", ".join("?" * len(cols))
-            rows = self._execute(
+            rows = self.execute(
                 f"INSERT INTO runs ({', '.join(cols)}) VALUES ({marks}) RETURNING run_id", values
             )
             run_id = rows[0][0]
-            self._execute(
+            self.execute(
                 "INSERT INTO repetitions (run_id, rep, start_time) VALUES (?, 0, ?)",
                 (run_id, fields["start_time"]),
             )
             return run_id
 
         with self._lock:
-            return self._atomic(insert)
+            return self.atomic(insert)
 
     def _next_run_id(self) -> int:
         """Inside the runs lock: the id of the next real run (see `create_run`)."""
-        largest = self._execute("SELECT MAX(run_id) FROM runs")[0][0]
+        largest = self.execute("SELECT MAX(run_id) FROM runs")[0][0]
         return max(largest or 0, 0) + 1
 
     def _refuse_duplicate(self, unique_key: str | None, run_id: int | None = None) -> None:
@@ -393,7 +397,7 @@ class Store(ImportedLogs, ABC):
         is not failed has this unique key (NULL, the debug run's key, never matches)."""
         if unique_key is None:
             return
-        same = self._execute(  # the prefix through the index (schema v3), then the whole key
+        same = self.execute(  # the prefix through the index (schema v3), then the whole key
             f"SELECT run_id FROM runs WHERE substr(unique_key, 1, {UNIQUE_KEY_PREFIX})"
             f" = substr(?, 1, {UNIQUE_KEY_PREFIX}) AND unique_key = ? AND hidden = 0"
             " AND status <> 'failed' AND run_id <> ? ORDER BY run_id LIMIT 1",
@@ -412,7 +416,7 @@ class Store(ImportedLogs, ABC):
 
         def reopen() -> ResumePoint:
             self._lock_runs()
-            row = self._execute("SELECT unique_key, hidden FROM runs WHERE run_id = ?", (run_id,))
+            row = self.execute("SELECT unique_key, hidden FROM runs WHERE run_id = ?", (run_id,))
             if not row:
                 raise KeyError(f"no run with id {run_id}")
             if not row[0][1]:
@@ -421,24 +425,24 @@ class Store(ImportedLogs, ABC):
             return self._resume_point(run_id)
 
         with self._lock:
-            return self._atomic(reopen)
+            return self.atomic(reopen)
 
     def _resume_point(self, run_id: int) -> ResumePoint:
         """The last repetition of a run, its start time and, per tag, the step after its last one.
         The tags come from `scalar_blocks` and each last step from one index seek, so it costs
         the same for a run of a million points as for one of ten."""
-        reps = self._execute(
+        reps = self.execute(
             "SELECT rep, start_time FROM repetitions WHERE run_id = ? ORDER BY rep DESC LIMIT 1", (run_id,)
         )
         rep, start = reps[0] if reps else (0, time.time())
-        tags = self._execute(
+        tags = self.execute(
             "SELECT t.tag_id, t.name FROM tags t WHERE EXISTS (SELECT 1 FROM scalar_blocks b"
             " WHERE b.run_id = ? AND b.rep = ? AND b.tag_id = t.tag_id)",
             (run_id, rep),
         )
         next_steps = {}
         for tag_id, name in tags:
-            last = self._execute(
+            last = self.execute(
                 "SELECT step FROM scalars WHERE run_id = ? AND tag_id = ? AND rep = ?"
                 " ORDER BY step DESC LIMIT 1",
                 (run_id, tag_id, rep),
@@ -449,13 +453,19 @@ class Store(ImportedLogs, ABC):
 
     def _delete_run(self, run_id: int) -> None:
         for table in RUN_TABLES:
-            self._execute(f"DELETE FROM {table} WHERE run_id = ?", (run_id,))
+            self.execute(f"DELETE FROM {table} WHERE run_id = ?", (run_id,))
+
+    def delete_run(self, run_id: int) -> None:
+        """Delete a run and everything logged under it, in its own transaction."""
+        self.ready_for_writing()
+        with self._lock:
+            self.atomic(lambda: self._delete_run(run_id))
 
     def update_run(self, run_id: int, **values: Any) -> None:
         """Set editable columns of a run now (in its own transaction) and bump `updated_at`."""
         self.ready_for_writing()
         with self._lock:
-            self._atomic(lambda: self._update_run(run_id, values))
+            self.atomic(lambda: self._update_run(run_id, values))
 
     def _update_run(self, run_id: int, values: dict[str, Any]) -> None:
         unknown = set(values) - EDITABLE_RUN_FIELDS
@@ -463,7 +473,7 @@ class Store(ImportedLogs, ABC):
             raise ValueError(f"cannot edit run column(s) {sorted(unknown)}")
         values = empty_text_as_null(values)
         assignments = ", ".join(f"{name} = ?" for name in values)
-        self._execute(
+        self.execute(
             f"UPDATE runs SET {assignments}, updated_at = ? WHERE run_id = ?",
             (*values.values(), time.time(), run_id),
         )
@@ -475,17 +485,17 @@ class Store(ImportedLogs, ABC):
         self.ready_for_writing()
 
         def change() -> None:
-            self._executemany(
+            self.executemany(
                 "INSERT INTO run_tags (run_id, tag) VALUES (?, ?) ON CONFLICT (run_id, tag) DO NOTHING",
                 [(run_id, tag) for tag in add],
             )
-            self._executemany(
+            self.executemany(
                 "DELETE FROM run_tags WHERE run_id = ? AND tag = ?", [(run_id, t) for t in remove]
             )
-            self._execute("UPDATE runs SET updated_at = ? WHERE run_id = ?", (time.time(), run_id))
+            self.execute("UPDATE runs SET updated_at = ? WHERE run_id = ?", (time.time(), run_id))
 
         with self._lock:
-            self._atomic(change)
+            self.atomic(change)
 
     def run_tags(self, run_id: int | None = None) -> dict[int, list[str]]:
         """{run_id: sorted tags} of one run or of every run that has any (none in a table older than
@@ -499,7 +509,7 @@ class Store(ImportedLogs, ABC):
         if run_id is not None:
             sql, params = sql + " WHERE run_id = ?", (run_id,)
         with self._lock:
-            rows = self._execute(sql + " ORDER BY run_id, tag", params)
+            rows = self.execute(sql + " ORDER BY run_id, tag", params)
         out: dict[int, list[str]] = {}
         for rid, tag in rows:
             out.setdefault(rid, []).append(tag)
@@ -522,7 +532,7 @@ class Store(ImportedLogs, ABC):
         if where:
             sql += " WHERE " + " AND ".join(where)
         with self._lock:
-            rows = self._execute(sql + " ORDER BY run_id", params)
+            rows = self.execute(sql + " ORDER BY run_id", params)
         return [dict(zip(RUN_FIELDS, row, strict=True)) for row in rows]
 
     def values(self, kind: str, run_id: int | None = None) -> dict[int, dict[str, Any]]:
@@ -534,7 +544,7 @@ class Store(ImportedLogs, ABC):
         if run_id is not None:
             sql, params = sql + " WHERE run_id = ?", (run_id,)
         with self._lock:
-            rows = self._execute(sql + " ORDER BY run_id, name", params)
+            rows = self.execute(sql + " ORDER BY run_id, name", params)
         out: dict[int, dict[str, Any]] = {}
         for rid, name, value in rows:
             out.setdefault(rid, {})[name] = json.loads(value)
@@ -544,7 +554,7 @@ class Store(ImportedLogs, ABC):
     def columns(self) -> list[Column]:
         """Every column, shown ones first in display order, then hidden ones by name."""
         with self._lock:
-            rows = self._execute(
+            rows = self.execute(
                 "SELECT name, kind, alias, position FROM columns ORDER BY position IS NULL, position, name"
             )
         return [Column(*row) for row in rows]
@@ -555,7 +565,7 @@ class Store(ImportedLogs, ABC):
         self.ready_for_writing()
 
         def update() -> None:
-            known = {row[0] for row in self._execute("SELECT name FROM columns")}
+            known = {row[0] for row in self.execute("SELECT name FROM columns")}
             missing = set(changes) - known
             if missing:
                 raise KeyError(f"no such column(s): {sorted(missing)}")
@@ -563,10 +573,10 @@ class Store(ImportedLogs, ABC):
                 for key, value in change.items():
                     if key not in ("alias", "position"):
                         raise ValueError(f"cannot set {key!r} of a column")
-                    self._execute(f"UPDATE columns SET {key} = ? WHERE name = ?", (value, name))
+                    self.execute(f"UPDATE columns SET {key} = ? WHERE name = ?", (value, name))
 
         with self._lock:
-            self._atomic(update)
+            self.atomic(update)
 
     # ---- the sink's one write path ---------------------------------------------------------
     def write_batch(self, batch: Batch) -> None:
@@ -574,7 +584,7 @@ class Store(ImportedLogs, ABC):
         self.ready_for_writing()
         with self._lock:
             new_tags: dict[str, int] = {}
-            self._atomic(lambda: self._write(batch, new_tags))
+            self.atomic(lambda: self._write(batch, new_tags))
             self._tag_ids.update(new_tags)  # only ids whose insert was committed
 
     def _write(self, batch: Batch, new_tags: dict[str, int]) -> None:
@@ -585,7 +595,7 @@ class Store(ImportedLogs, ABC):
 
         for run_id, tag, rows in batch.scalars:
             # Ids are trusted ints, inlined so one prepared statement serves the whole series.
-            self._executemany(
+            self.executemany(
                 "INSERT INTO scalars (run_id, tag_id, rep, step, epoch, walltime_ms, value)"
                 f" VALUES ({int(run_id)}, {int(tag_id(tag))}, ?, ?, ?, {WALLTIME_MS_SQL}, ?)"
                 " ON CONFLICT (run_id, tag_id, rep, step) DO UPDATE SET epoch = excluded.epoch,"
@@ -595,13 +605,13 @@ class Store(ImportedLogs, ABC):
         if batch.scalars:
             self._rebuild_blocks([(run_id, tag_id(tag), rows) for run_id, tag, rows in batch.scalars])
         if batch.media:
-            self._executemany(
+            self.executemany(
                 "INSERT INTO media (run_id, tag_id, rep, step, epoch, walltime_ms, kind, width, height, png)"
                 f" VALUES (?, ?, ?, ?, ?, {WALLTIME_MS_SQL}, ?, ?, ?, ?)",
                 [(r[0], tag_id(r[1]), *r[2:]) for r in batch.media],
             )
         if batch.texts:
-            self._executemany(
+            self.executemany(
                 "INSERT INTO texts (run_id, tag_id, rep, step, epoch, walltime_ms, kind, content, markdown)"
                 f" VALUES (?, ?, ?, ?, ?, {WALLTIME_MS_SQL}, ?, ?, ?)",
                 [(r[0], tag_id(r[1]), *r[2:8], r[8] if len(r) > 8 else 0) for r in batch.texts],
@@ -612,7 +622,7 @@ class Store(ImportedLogs, ABC):
             if rows:
                 self._write_values(kind, rows)
         if batch.repetitions:
-            self._executemany(
+            self.executemany(
                 "INSERT INTO repetitions (run_id, rep, start_time) VALUES (?, ?, ?)"
                 " ON CONFLICT (run_id, rep) DO UPDATE SET start_time = excluded.start_time",
                 batch.repetitions,
@@ -623,13 +633,13 @@ class Store(ImportedLogs, ABC):
 
     def _write_console_and_environments(self, batch: Batch) -> None:
         if batch.console:
-            self._executemany(
+            self.executemany(
                 "INSERT INTO console (run_id, rep, walltime_ms, stream, line)"
                 f" VALUES (?, ?, {WALLTIME_MS_SQL}, ?, ?)",
                 batch.console,
             )
         if batch.environments:
-            self._executemany(
+            self.executemany(
                 "INSERT INTO environments (run_id, content) VALUES (?, ?)"
                 " ON CONFLICT (run_id) DO UPDATE SET content = excluded.content",
                 batch.environments,
@@ -642,16 +652,16 @@ class Store(ImportedLogs, ABC):
         if kind not in ("hparams", "results"):
             raise ValueError(f"kind must be 'hparams' or 'results', not {kind!r}")
         with self._lock:
-            self._atomic(lambda: self._write_values(kind, rows))
+            self.atomic(lambda: self._write_values(kind, rows))
 
     def _write_values(self, kind: str, rows: list[tuple[int, str, str]]) -> None:
         """Hparams or results, each name also a column of the table, and the runs' `updated_at`."""
-        self._executemany(
+        self.executemany(
             f"INSERT INTO {kind} (run_id, name, value) VALUES (?, ?, ?)"
             " ON CONFLICT (run_id, name) DO UPDATE SET value = excluded.value",
             rows,
         )
-        self._executemany(
+        self.executemany(
             "INSERT INTO columns (name, kind, alias, position)"
             " SELECT ?, ?, ?, COALESCE(MAX(position), -1) + 1 FROM columns WHERE true"
             " ON CONFLICT (name) DO NOTHING",
@@ -659,15 +669,15 @@ class Store(ImportedLogs, ABC):
         )
         now = time.time()
         touched = {run_id for run_id, _, _ in rows}
-        self._executemany("UPDATE runs SET updated_at = ? WHERE run_id = ?", [(now, r) for r in touched])
+        self.executemany("UPDATE runs SET updated_at = ? WHERE run_id = ?", [(now, r) for r in touched])
 
     def _tag_id(self, name: str, new_tags: dict[str, int]) -> int:
         """The id of tag `name`, interned inside the current transaction when new (and then
         remembered in `new_tags`, which the caller keeps only once the transaction committed)."""
         known = self._tag_ids.get(name) or new_tags.get(name)
         if known is None:
-            self._execute("INSERT INTO tags (name) VALUES (?) ON CONFLICT (name) DO NOTHING", (name,))
-            known = self._execute("SELECT tag_id FROM tags WHERE name = ?", (name,))[0][0]
+            self.execute("INSERT INTO tags (name) VALUES (?) ON CONFLICT (name) DO NOTHING", (name,))
+            known = self.execute("SELECT tag_id FROM tags WHERE name = ?", (name,))[0][0]
             new_tags[name] = known
         return known
 
@@ -678,7 +688,7 @@ class Store(ImportedLogs, ABC):
         Recomputed rather than merged with the new values: a step logged again with another value
         must not leave its old value as a block's extreme, and MIN/MAX skip NaN (NULL) alike on
         both engines. It re-reads at most the rest of the first and last block a series touched."""
-        self._executemany(
+        self.executemany(
             REBUILD_BLOCK,
             [block for run_id, tag_id, rows in series for block in touched_blocks(run_id, tag_id, rows)],
         )
@@ -689,8 +699,8 @@ class Store(ImportedLogs, ABC):
         self.ready_for_writing()
         row = (record.run_id, record.kind, record.tag, record.error, record.record, record.quarantined_at)
         with self._lock:
-            self._atomic(
-                lambda: self._execute(
+            self.atomic(
+                lambda: self.execute(
                     "INSERT INTO quarantine (run_id, kind, tag, error, record, quarantined_at)"
                     " VALUES (?, ?, ?, ?, ?, ?)",
                     row,
@@ -704,7 +714,7 @@ class Store(ImportedLogs, ABC):
         if run_id is not None:
             sql, params = sql + " WHERE run_id = ?", (run_id,)
         with self._lock:
-            rows = self._execute(sql + " ORDER BY quarantine_id", params)
+            rows = self.execute(sql + " ORDER BY quarantine_id", params)
         return [Quarantined(*row) for row in rows]
 
     # ---- artefacts listed with their run (the bytes: tallyboard/artifacts.py) -------------------
@@ -712,8 +722,8 @@ class Store(ImportedLogs, ABC):
         """List an artefact with its run, in its own transaction; a name logged again is replaced."""
         self.ready_for_writing()
         with self._lock:
-            self._atomic(
-                lambda: self._execute(
+            self.atomic(
+                lambda: self.execute(
                     f"INSERT INTO artifacts ({ARTIFACT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)"
                     " ON CONFLICT (run_id, name) DO UPDATE SET kind = excluded.kind, size = excluded.size,"
                     " sha256 = excluded.sha256, step = excluded.step, logged_at = excluded.logged_at",
@@ -724,17 +734,17 @@ class Store(ImportedLogs, ABC):
     def artifacts(self, run_id: int, name: str | None = None) -> list[ArtifactRow]:
         """The artefacts of a run (or the one called `name`), by name."""
         with self._lock:
-            if not self._table_exists("artifacts"):  # a table older than schema v9, opened to read
+            if not self.table_exists("artifacts"):  # a table older than schema v9, opened to read
                 return []
-            return [ArtifactRow(*row) for row in self._execute(*artifacts_query(run_id, name))]
+            return [ArtifactRow(*row) for row in self.execute(*artifacts_query(run_id, name))]
 
     def artifact_hashes(self) -> list[str]:
         """The sha256 of every blob some artefact of the table names (what a copy must carry)."""
         with self._lock:
-            if not self._table_exists("artifacts"):
+            if not self.table_exists("artifacts"):
                 return []
             return [
-                sha256 for (sha256,) in self._execute("SELECT DISTINCT sha256 FROM artifacts ORDER BY sha256")
+                sha256 for (sha256,) in self.execute("SELECT DISTINCT sha256 FROM artifacts ORDER BY sha256")
             ]
 
     # ---- reads of logged records --------------------------------------------------------------
@@ -743,7 +753,7 @@ class Store(ImportedLogs, ABC):
         if table not in ("scalars", "media", "texts", "histograms"):
             raise ValueError(f"no logged records in table {table!r}")
         with self._lock:
-            rows = self._execute(  # one index seek per known tag, never a scan of the run's rows
+            rows = self.execute(  # one index seek per known tag, never a scan of the run's rows
                 "SELECT t.name FROM tags t WHERE EXISTS"
                 f" (SELECT 1 FROM {table} x WHERE x.run_id = ? AND x.tag_id = t.tag_id) ORDER BY t.name",
                 (run_id,),
@@ -772,17 +782,17 @@ class Store(ImportedLogs, ABC):
         if rep is not None:
             sql, params = sql + " AND rep = ?", (*params, rep)
         with self._lock:
-            return self._execute(sql + " ORDER BY rep, step", params)
+            return self.execute(sql + " ORDER BY rep, step", params)
 
     def repetitions(self, run_id: int) -> list[int]:
         with self._lock:
-            rows = self._execute("SELECT rep FROM repetitions WHERE run_id = ? ORDER BY rep", (run_id,))
+            rows = self.execute("SELECT rep FROM repetitions WHERE run_id = ? ORDER BY rep", (run_id,))
         return [row[0] for row in rows]
 
     def repetition_starts(self, run_id: int) -> dict[int, float]:
         """{rep: start_time} of a run (what a lossless export keeps; `repetitions` lists reps only)."""
         with self._lock:
-            rows = self._execute(
+            rows = self.execute(
                 "SELECT rep, start_time FROM repetitions WHERE run_id = ? ORDER BY rep", (run_id,)
             )
         return dict(rows)
@@ -806,7 +816,7 @@ class Store(ImportedLogs, ABC):
     def markdown_text_ids(self, run_id: int) -> set[int]:
         """The ids of the run's texts logged with `markdown=True` (schema v8)."""
         with self._lock:
-            rows = self._execute("SELECT text_id FROM texts WHERE run_id = ? AND markdown = 1", (run_id,))
+            rows = self.execute("SELECT text_id FROM texts WHERE run_id = ? AND markdown = 1", (run_id,))
         return {text_id for (text_id,) in rows}
 
     def console(
@@ -816,12 +826,12 @@ class Store(ImportedLogs, ABC):
         `search` keeps the lines containing it (case-insensitive, taken literally)."""
         sql, params = console_query(run_id, after, limit, search)
         with self._lock:
-            return [ConsoleLine(*row) for row in self._execute(sql, params)]
+            return [ConsoleLine(*row) for row in self.execute(sql, params)]
 
     def environment(self, run_id: int) -> str | None:
         """The run's environment as stored (JSON text), None when it recorded none."""
         with self._lock:
-            rows = self._execute("SELECT content FROM environments WHERE run_id = ?", (run_id,))
+            rows = self.execute("SELECT content FROM environments WHERE run_id = ?", (run_id,))
         return rows[0][0] if rows else None
 
     def _records(self, table, alias, id_column, columns, run_id, kind, filters) -> list[tuple]:
@@ -844,7 +854,7 @@ class Store(ImportedLogs, ABC):
         if where:
             sql += " WHERE " + " AND ".join(where)
         with self._lock:
-            return self._execute(f"{sql} ORDER BY {alias}.{id_column}", params)
+            return self.execute(f"{sql} ORDER BY {alias}.{id_column}", params)
 
 
 # Every store alive in this process, closed when the interpreter exits (see `_close_live_stores`).

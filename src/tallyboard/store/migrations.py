@@ -1,7 +1,7 @@
 """Creating a store's schema, and bringing an older one forward.
 
 Engine-neutral: the DDL in `schema` is formatted with the engine's type names, and every step runs
-inside the engine's `_atomic`, so two processes opening a new file at once create it once.
+inside the engine's `atomic`, so two processes opening a new file at once create it once.
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ def _statements(script: str, ddl_types: dict[str, str]) -> list[str]:
 
 def stored_version(store: Store) -> int | None:
     """The schema version of the store, or None for a store without our tables."""
-    if not store._table_exists("meta"):
+    if not store.table_exists("meta"):
         return None
-    rows = store._execute("SELECT value FROM meta WHERE key = 'schema_version'")
+    rows = store.execute("SELECT value FROM meta WHERE key = 'schema_version'")
     return int(rows[0][0]) if rows else None
 
 
@@ -41,13 +41,13 @@ def ensure_schema(store: Store, ddl_types: dict[str, str], unique_columns: tuple
         version = stored_version(store)
         if version is None:
             for sql in _statements(SCHEMA_V1, ddl_types):
-                store._execute(sql)
-            store._execute(
+                store.execute(sql)
+            store.execute(
                 "INSERT INTO meta (key, value) VALUES ('unique_columns', ?)", (json.dumps(unique_columns),)
             )
-            store._execute("INSERT INTO meta (key, value) VALUES ('schema_version', '1')")
+            store.execute("INSERT INTO meta (key, value) VALUES ('schema_version', '1')")
             for name, alias, position in RUN_COLUMNS:
-                store._execute(
+                store.execute(
                     "INSERT INTO columns (name, kind, alias, position) VALUES (?, 'run', ?, ?)",
                     (name, alias, position),
                 )
@@ -59,13 +59,13 @@ def ensure_schema(store: Store, ddl_types: dict[str, str], unique_columns: tuple
             )
         for step in range(version, SCHEMA_VERSION):
             for sql in _statements(MIGRATIONS.get(step, ""), ddl_types):
-                store._execute(sql)
+                store.execute(sql)
             if step in PYTHON_MIGRATIONS:  # after the step's SQL, if it has both
                 PYTHON_MIGRATIONS[step](store)
-            store._execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(step + 1),))
+            store.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(step + 1),))
 
     if stored_version(store) != SCHEMA_VERSION:
-        store._atomic(upgrade)
+        store.atomic(upgrade)
 
 
 # ---- v3 -> v4: an empty note or tag is NULL -----------------------------------------------------
@@ -83,24 +83,24 @@ def nullable_note_and_tag(store: Store) -> None:
     from tallyboard.store import is_postgres_url
 
     if is_postgres_url(store.url):
-        store._execute(
+        store.execute(
             "ALTER TABLE runs ALTER COLUMN note DROP NOT NULL, ALTER COLUMN note DROP DEFAULT,"
             " ALTER COLUMN tag DROP NOT NULL, ALTER COLUMN tag DROP DEFAULT"
         )
     else:
-        table_sql = store._execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'runs'")
-        indexes = store._execute(
+        table_sql = store.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'runs'")
+        indexes = store.execute(
             "SELECT sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 'runs' AND sql IS NOT NULL"
         )
         rebuilt = _NOT_NULL_EMPTY.sub(r"\1\2", table_sql[0][0])
         rebuilt = _RUNS_TABLE.sub("CREATE TABLE runs_v3", rebuilt, count=1)
-        store._execute(rebuilt)
-        store._execute("INSERT INTO runs_v3 SELECT * FROM runs")
-        store._execute("DROP TABLE runs")
-        store._execute("ALTER TABLE runs_v3 RENAME TO runs")
+        store.execute(rebuilt)
+        store.execute("INSERT INTO runs_v3 SELECT * FROM runs")
+        store.execute("DROP TABLE runs")
+        store.execute("ALTER TABLE runs_v3 RENAME TO runs")
         for (index_sql,) in indexes:
-            store._execute(index_sql)
-    store._execute(
+            store.execute(index_sql)
+    store.execute(
         "UPDATE runs SET note = NULLIF(note, ''), tag = NULLIF(tag, '') WHERE note = '' OR tag = ''"
     )
 
@@ -112,9 +112,9 @@ def markdown_flag_on_texts(store: Store) -> None:
     from tallyboard.store import is_postgres_url
 
     if is_postgres_url(store.url):
-        store._execute("ALTER TABLE texts ADD COLUMN IF NOT EXISTS markdown INTEGER NOT NULL DEFAULT 0")
-    elif not any(row[1] == "markdown" for row in store._execute("PRAGMA table_info(texts)")):
-        store._execute("ALTER TABLE texts ADD COLUMN markdown INTEGER NOT NULL DEFAULT 0")
+        store.execute("ALTER TABLE texts ADD COLUMN IF NOT EXISTS markdown INTEGER NOT NULL DEFAULT 0")
+    elif not any(row[1] == "markdown" for row in store.execute("PRAGMA table_info(texts)")):
+        store.execute("ALTER TABLE texts ADD COLUMN markdown INTEGER NOT NULL DEFAULT 0")
 
 
 # Steps (or parts of steps) that are not one SQL script for both engines, by the version they

@@ -190,7 +190,7 @@ class SqliteStore(Store):
             time.sleep(delay)
             delay = min(delay * 2, MAX_RETRY_SLEEP)
 
-    def _atomic(self, work: Callable[[], T]) -> T:
+    def atomic(self, work: Callable[[], T]) -> T:
         if self._in_transaction:  # nested: part of the enclosing transaction
             return work()
 
@@ -210,17 +210,18 @@ class SqliteStore(Store):
         with self._lock:
             return self._retry(attempt)
 
-    def _execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
-        return self._connection().execute(sql, params).fetchall()
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
+        with self._lock:
+            return self._connection().execute(sql, params).fetchall()
 
-    def _executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
         self._conn.executemany(sql, rows)
 
     def _lock_runs(self) -> None:
         """BEGIN IMMEDIATE already holds the database's write lock."""
 
-    def _table_exists(self, name: str) -> bool:
-        return bool(self._execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)))
+    def table_exists(self, name: str) -> bool:
+        return bool(self.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)))
 
     @contextlib.contextmanager
     def snapshot(self) -> Iterator[None]:
