@@ -25,7 +25,7 @@ from tallyboard.artifacts import location_for
 from tallyboard.media import open_png
 from tallyboard.sink import DEFAULT_COMMIT_INTERVAL, arm_signals, sink_for
 from tallyboard.store import Column, Quarantined, StoreError, open_store
-from tallyboard.store.base import DEBUG_RUN_ID, ConsoleLine
+from tallyboard.store.records import DEBUG_RUN_ID, ConsoleLine
 from tallyboard.store.run_row import DEFAULT_UNIQUE_COLUMNS, UNIQUE_CANDIDATES
 from tallyboard.values import check_text, to_int
 from tallyboard.writer import LogWriter, let_go

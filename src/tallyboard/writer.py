@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from tallyboard.media import open_png
 from tallyboard.sink import AT_EXIT, SeriesQueue, Sink, closed, end_run, opened
 from tallyboard.store import Store
-from tallyboard.store.base import ArtifactRow, ConsoleLine, ResumePoint
+from tallyboard.store.records import ArtifactRow, ConsoleLine, ResumePoint
 from tallyboard.store.run_row import RUN_FIELDS
 from tallyboard.values import (
     INT64_MAX,

@@ -6,8 +6,8 @@ from __future__ import annotations
 import tallyboard as tb
 from store.schema_versions import downgrade
 from tallyboard.store import open_store
-from tallyboard.store.base import Batch
 from tallyboard.store.imported import IMPORT_RUN_TABLES, ImportRecords
+from tallyboard.store.records import Batch
 from tallyboard.store.schema import SCHEMA_VERSION
 
 

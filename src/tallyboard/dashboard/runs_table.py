@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from tallyboard.run_filter import column_resolver, run_cell, run_filter
-from tallyboard.store.base import Column
 from tallyboard.store.queries import DashboardQueries
+from tallyboard.store.records import Column
 from tallyboard.store.run_row import RUN_ROW
 
 VIEWS_KEPT = 8  # filtered and sorted views kept for the current version of the table

@@ -13,7 +13,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from tallyboard.store.base import Batch, ScalarRow, Store
+from tallyboard.store.base import Store
+from tallyboard.store.records import Batch, ScalarRow
 
 ROWS_PER_BATCH = 50_000
 

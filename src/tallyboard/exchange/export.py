@@ -41,7 +41,7 @@ from tallyboard.artifacts import Blobs, LocalBlobs, location_for, open_blobs, re
 from tallyboard.exchange.formats import FORMATS, Layout, RowWriter
 from tallyboard.exchange.target import open_target
 from tallyboard.store import Store
-from tallyboard.store.base import ArtifactRow
+from tallyboard.store.records import ArtifactRow
 from tallyboard.store.run_row import typed
 
 EXPORT_VERSION = 1

@@ -40,9 +40,10 @@ from tallyboard.integrations.tb_summaries import (
     SummaryDecoder,
 )
 from tallyboard.progress import ProgressBar
-from tallyboard.store.base import Batch, Store
+from tallyboard.store.base import Store
 from tallyboard.store.histograms import queued_row
 from tallyboard.store.imported import FileProgress, ImportRecords
+from tallyboard.store.records import Batch
 
 ROWS_PER_BATCH = 50_000
 BYTES_PER_BATCH = 16 << 20  # images: a batch's PNGs stay below this

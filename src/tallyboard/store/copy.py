@@ -23,8 +23,8 @@ import json
 
 from tallyboard.progress import progress_bar
 from tallyboard.store import Access, Store, StoreError, is_postgres_url, open_store
-from tallyboard.store.base import DEBUG_RUN_ID
 from tallyboard.store.location import Kind, require_current
+from tallyboard.store.records import DEBUG_RUN_ID
 from tallyboard.store.run_row import RUN_FIELDS
 
 # (table, primary key, other columns, rows per chunk), parents before children.

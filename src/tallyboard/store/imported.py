@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     import threading
     from collections.abc import Callable, Iterable, Sequence
 
-    from tallyboard.store.base import Batch
+    from tallyboard.store.records import Batch
 
 T = TypeVar("T")
 
@@ -98,7 +98,7 @@ class ImportedLogs:
             self._tag_ids.update(new_tags)
 
     def _write_import_records(self, records: ImportRecords, new_tags: dict[str, int]) -> None:
-        from tallyboard.store.base import WALLTIME_MS_SQL
+        from tallyboard.store.writes import WALLTIME_MS_SQL
 
         for run_id, tag, rows in records.scalar_events:
             tag_id = int(self._tag_id(tag, new_tags))

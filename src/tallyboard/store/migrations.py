@@ -35,7 +35,7 @@ def ensure_schema(store: Store, ddl_types: dict[str, str], unique_columns: tuple
 
     Raises `StoreError` for a store written by a newer tallyboard, naming the versions.
     """
-    from tallyboard.store.base import StoreError
+    from tallyboard.store.records import StoreError
 
     def upgrade() -> None:
         version = stored_version(store)

@@ -45,9 +45,11 @@ from psycopg import errors
 from psycopg.conninfo import conninfo_to_dict
 
 from tallyboard.store import migrations
-from tallyboard.store.base import WALLTIME_MS_SQL, Batch, ScalarRow, Store, walltime_ms
+from tallyboard.store.base import Store
 from tallyboard.store.location import Access, Found, Kind, NotAResultTable
+from tallyboard.store.records import Batch, ScalarRow
 from tallyboard.store.schema import BLOCK_BITS
+from tallyboard.store.writes import WALLTIME_MS_SQL, walltime_ms
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)

@@ -24,8 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from tallyboard.store import histograms as histogram_rows
-from tallyboard.store.base import ArtifactRow, Column, ConsoleLine, Store, artifacts_query, console_query
+from tallyboard.store.base import Store
 from tallyboard.store.location import Access, require_current
+from tallyboard.store.logged import artifacts_query, console_query
+from tallyboard.store.records import ArtifactRow, Column, ConsoleLine
 from tallyboard.store.run_row import DETAIL_FIELDS, LISTED_FIELDS
 from tallyboard.store.schema import BLOCK_BITS
 
