@@ -25,7 +25,19 @@ from typing import TYPE_CHECKING, Any, Literal
 from tallyboard.media import open_png
 from tallyboard.sink import AT_EXIT, SeriesQueue, Sink, closed, end_run, opened
 from tallyboard.store import Store
-from tallyboard.store.records import ArtifactRow, ConsoleLine, ResumePoint
+from tallyboard.store.records import (
+    ArtifactRow,
+    ConsoleLine,
+    MediaRow,
+    QueuedEnvironment,
+    QueuedLine,
+    QueuedMedia,
+    QueuedRepetition,
+    QueuedText,
+    QueuedValue,
+    ResumePoint,
+    RunUpdate,
+)
 from tallyboard.store.run_row import RUN_FIELDS
 from tallyboard.values import (
     INT64_MAX,
@@ -259,7 +271,7 @@ class LogWriter:
     def _put_media(self, kind: str, png: bytes, width: int, height: int, step, tag, epoch, flush) -> None:
         tag = _record_tag(kind, tag)
         step, epoch, walltime = self._position(step, epoch)
-        row = (self._run_id, tag, self._rep, step, epoch, walltime, kind, width, height, png)
+        row = QueuedMedia(self._run_id, tag, self._rep, step, epoch, walltime, kind, width, height, png)
         self._sink.put("media", row)
         if flush:
             self.flush()
@@ -322,7 +334,7 @@ class LogWriter:
             raise TypeError(f"markdown must be True or False, got {markdown!r}")
         tag = _record_tag(kind, tag)
         step, epoch, walltime = self._position(step, epoch)
-        row = (self._run_id, tag, self._rep, step, epoch, walltime, kind, content, int(markdown))
+        row = QueuedText(self._run_id, tag, self._rep, step, epoch, walltime, kind, content, int(markdown))
         self._sink.put("texts", row)
         if flush:
             self.flush()
@@ -390,7 +402,9 @@ class LogWriter:
         check_text("console line", line)
         if stream not in CONSOLE_STREAMS:
             raise ValueError(f"stream must be one of {CONSOLE_STREAMS}, got {stream!r}")
-        self._sink.put("console", (self._run_id, self._rep, _clock() - self._rep_start, stream, line))
+        self._sink.put(
+            "console", QueuedLine(self._run_id, self._rep, _clock() - self._rep_start, stream, line)
+        )
         return None
 
     def record_environment(self, environment: dict[str, Any]) -> None:
@@ -398,7 +412,7 @@ class LogWriter:
         if self._read_only:
             return self._refuse()
         content = json.dumps(environment, sort_keys=True, default=str)
-        self._sink.put("environments", (self._run_id, check_text("environment", content)))
+        self._sink.put("environments", QueuedEnvironment(self._run_id, check_text("environment", content)))
         return None
 
     # ---- hparams, results, run fields -----------------------------------------------------------
@@ -411,7 +425,7 @@ class LogWriter:
             check_key(f"{kind} name", name)
             if name in RUN_FIELDS:
                 raise ValueError(f"{name!r} is a column of every run; choose another {kind} name")
-            rows.append((self._run_id, name, json_value(name, value)))
+            rows.append(QueuedValue(self._run_id, name, json_value(name, value)))
         if rows:
             self._change_row(lambda store: store.put_values(kind, rows), [(kind, row) for row in rows])
 
@@ -438,7 +452,7 @@ class LogWriter:
         self._rep_start = _clock()
         for series in self._series.values():
             series.calls = 0
-        self._sink.put("repetitions", (self._run_id, self._rep, time.time()))
+        self._sink.put("repetitions", QueuedRepetition(self._run_id, self._rep, time.time()))
         return None
 
     def _row_store(self) -> Store:
@@ -491,7 +505,7 @@ class LogWriter:
         if not self._disabled:  # editing a loaded (read-only) run's row is allowed
             self._change_row(
                 lambda store: store.update_run(self._run_id, **values),
-                [("run_updates", (self._run_id, values))],
+                [("run_updates", RunUpdate(self._run_id, values))],
             )
 
     def set_status(self, status: Status) -> None:
@@ -714,12 +728,13 @@ class LogWriter:
         records = []
         markdown = self._store.markdown_text_ids(self._run_id) if table == "texts" else set()
         for row in read(self._run_id, kind, **filters):
-            record = dict(zip(("id", "step", "epoch", "run_rep"), row[:4], strict=True))
-            record.update(tag=row[4] or None, walltime=row[5] / 1000)
-            if table == "media":
-                record.update(width=row[6], height=row[7], png=row[8], image=open_png(row[8]))
+            item_id = row.media_id if isinstance(row, MediaRow) else row.text_id
+            record = {"id": item_id, "step": row.step, "epoch": row.epoch, "run_rep": row.rep}
+            record.update(tag=row.tag or None, walltime=row.walltime_ms / 1000)
+            if isinstance(row, MediaRow):
+                record.update(width=row.width, height=row.height, png=row.png, image=open_png(row.png))
             else:
-                record.update(fragment=row[6], markdown=row[0] in markdown)
+                record.update(fragment=row.content, markdown=row.text_id in markdown)
             records.append(record)
         return records
 

@@ -18,6 +18,7 @@ from tallyboard.histogram import (
     unpack_floats,
     unpack_ints,
 )
+from tallyboard.store.records import QueuedHistogram
 
 if TYPE_CHECKING:
     from tallyboard.store.base import Store
@@ -27,10 +28,10 @@ STATS = "count, nonfinite, minimum, maximum, total, total_squares, edges, counts
 
 def queued_row(
     run_id: int, tag: str, rep: int, step: int, epoch: int | None, walltime: float, h: Histogram
-) -> tuple:
+) -> QueuedHistogram:
     """The `Batch.histograms` row of `h`: flat, its edges and counts already packed, so the sink's
     bounded queue counts their bytes (`sink.record_bytes`) as it does an image's PNG."""
-    return (run_id, tag, rep, step, epoch, walltime, *stored(h))
+    return QueuedHistogram(run_id, tag, rep, step, epoch, walltime, *stored(h))
 
 
 def insert(store: Store, rows: list[tuple], tag_id: Callable[[str], int], walltime_sql: str) -> None:

@@ -12,7 +12,14 @@ from typing import TYPE_CHECKING, Any
 
 from tallyboard.store import histograms as histogram_rows
 from tallyboard.store.engine import Engine
-from tallyboard.store.records import ARTIFACT_COLUMNS, ArtifactRow, ConsoleLine, Quarantined
+from tallyboard.store.records import (
+    ARTIFACT_COLUMNS,
+    ArtifactRow,
+    ConsoleLine,
+    MediaRow,
+    Quarantined,
+    TextRow,
+)
 
 if TYPE_CHECKING:
     from tallyboard.histogram import HistogramRecord
@@ -155,14 +162,18 @@ class LoggedReads(Engine):
             )
         return dict(rows)
 
-    def media(self, run_id: int | None, kind: str | None = None, **filters: Any) -> list[tuple]:
-        """Media rows (media_id, step, epoch, rep, tag, walltime_ms, width, height, png) by media_id.
-        `filters` may hold id, step, tag, epoch, repetition (None = any)."""
-        return self._records("media m", "m", "media_id", _MEDIA_COLUMNS, run_id, kind, filters)
+    def media(self, run_id: int | None, kind: str | None = None, **filters: Any) -> list[MediaRow]:
+        """Images and figures by media_id. `filters` may hold id, step, tag, epoch, repetition
+        (None = any)."""
+        rows = self._records("media m", "m", "media_id", _MEDIA_COLUMNS, run_id, kind, filters)
+        return [MediaRow(*row) for row in rows]
 
-    def texts(self, run_id: int, kind: str | None = None, **filters: Any) -> list[tuple]:
-        """Text rows (text_id, step, epoch, rep, tag, walltime_ms, content), same filters as `media`."""
-        return self._records("texts x", "x", "text_id", _TEXT_COLUMNS, run_id, kind, filters)
+    def texts(self, run_id: int, kind: str | None = None, **filters: Any) -> list[TextRow]:
+        """Texts and fragments by text_id, same filters as `media`."""
+        return [
+            TextRow(*row)
+            for row in self._records("texts x", "x", "text_id", _TEXT_COLUMNS, run_id, kind, filters)
+        ]
 
     def histograms(
         self, run_id: int, tag: str | None = None, repetition: int | None = None

@@ -21,7 +21,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from tallyboard.store import histograms as histogram_rows
 from tallyboard.store.base import Store
@@ -61,6 +61,16 @@ class SeriesKey:
     run_id: int
     tag_id: int
     rep: int
+
+
+class SeriesOfRun(NamedTuple):
+    """One scalar series of a run (`DashboardQueries.tags_of_runs`)."""
+
+    run_id: int
+    tag_id: int
+    tag: str
+    rep: int
+    start_time: float
 
 
 def _is_postgres(url_or_path: str) -> bool:
@@ -273,8 +283,8 @@ class DashboardQueries:
         return [row[0] for row in self._all("SELECT DISTINCT tag FROM runs WHERE tag <> '' ORDER BY tag")]
 
     # -- series -------------------------------------------------------------------------------
-    def tags_of_runs(self, run_ids: Sequence[int]) -> list[tuple[int, int, str, int, float]]:
-        """(run_id, tag_id, tag name, rep, rep start) of every scalar series of the given runs.
+    def tags_of_runs(self, run_ids: Sequence[int]) -> list[SeriesOfRun]:
+        """Every scalar series of the given runs, with its tag's name and its repetition's start.
 
         A series exists exactly when it has a `scalar_blocks` row, so the test reads those (one row
         per 256 points): SQLite seeks one per candidate, and PostgreSQL, which turns EXISTS into a
@@ -289,7 +299,7 @@ class DashboardQueries:
                 SELECT 1 FROM scalar_blocks b
                 WHERE b.run_id = r.run_id AND b.tag_id = t.tag_id AND b.rep = r.rep)
             ORDER BY r.run_id, t.name, r.rep"""
-        return self._all(sql, list(run_ids))
+        return [SeriesOfRun(*row) for row in self._all(sql, list(run_ids))]
 
     def metric_points(self, run_ids: Sequence[int], tag: str) -> list[tuple[int, int, float | None]]:
         """(run_id, rep, value) of one tag of some runs, ordered by run, rep and step: what the

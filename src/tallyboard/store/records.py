@@ -12,8 +12,136 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 # Rows a writer hands to the sink. `walltime` is in seconds; the store converts it to
-# schema's `walltime_ms`. A scalar row is (rep, step, epoch, walltime, value) with value None for NaN.
+# schema's `walltime_ms`. A scalar row is (rep, step, epoch, walltime, value) with value None for NaN:
+# a plain tuple, not a NamedTuple, because `add_scalar` builds one per call on the hot path
+# (a NamedTuple costs three times as much to build; bench/table.py measures that path).
 ScalarRow = tuple[int, int, "int | None", float, "float | None"]
+
+
+class QueuedMedia(NamedTuple):
+    """An image or figure waiting in a `Batch` (`kind` 'image' or 'figure')."""
+
+    run_id: int
+    tag: str
+    rep: int
+    step: int
+    epoch: int | None
+    walltime: float
+    kind: str
+    width: int
+    height: int
+    png: bytes
+
+
+class QueuedText(NamedTuple):
+    """A text or HTML fragment waiting in a `Batch` (`kind` 'text' or 'fragment'; markdown 0 or 1)."""
+
+    run_id: int
+    tag: str
+    rep: int
+    step: int
+    epoch: int | None
+    walltime: float
+    kind: str
+    content: str
+    markdown: int = 0
+
+
+class QueuedLine(NamedTuple):
+    """A captured console line waiting in a `Batch` (console.py); `stream` 'stdout', 'stderr' or 'log'."""
+
+    run_id: int
+    rep: int
+    walltime: float
+    stream: str
+    line: str
+
+
+class QueuedEnvironment(NamedTuple):
+    """A run's environment (environment.py) as JSON text; a later one replaces it."""
+
+    run_id: int
+    content: str
+
+
+class QueuedValue(NamedTuple):
+    """An hparam or result: `value` is JSON text; a later value of a name overwrites."""
+
+    run_id: int
+    name: str
+    value: str
+
+
+class QueuedHistogram(NamedTuple):
+    """A histogram waiting in a `Batch`, flat (`store/histograms.queued_row`): its edges and counts
+    already packed, so the sink's bounded queue counts their bytes as it does an image's PNG."""
+
+    run_id: int
+    tag: str
+    rep: int
+    step: int
+    epoch: int | None
+    walltime: float
+    count: int
+    nonfinite: int
+    minimum: float | None
+    maximum: float | None
+    total: float
+    total_squares: float
+    edges: bytes
+    counts: bytes
+
+
+class QueuedRepetition(NamedTuple):
+    run_id: int
+    rep: int
+    start_time: float
+
+
+class RunUpdate(NamedTuple):
+    """Editable columns of a run (`run_row.EDITABLE_RUN_FIELDS`) set to new values."""
+
+    run_id: int
+    values: dict[str, Any]
+
+
+# Any record `Sink.put` takes, for the `Batch` list of its kind.
+QueuedRecord = (
+    QueuedMedia
+    | QueuedText
+    | QueuedHistogram
+    | QueuedLine
+    | QueuedEnvironment
+    | QueuedValue
+    | QueuedRepetition
+    | RunUpdate
+)
+
+
+class MediaRow(NamedTuple):
+    """An image or figure as `Store.media` reads it back."""
+
+    media_id: int
+    step: int
+    epoch: int | None
+    rep: int
+    tag: str
+    walltime_ms: int
+    width: int
+    height: int
+    png: bytes
+
+
+class TextRow(NamedTuple):
+    """A text or fragment as `Store.texts` reads it back."""
+
+    text_id: int
+    step: int
+    epoch: int | None
+    rep: int
+    tag: str
+    walltime_ms: int
+    content: str
 
 
 DEBUG_RUN_ID = -1  # the debug run's id: replaced by the next debug run, never a real run's
@@ -40,28 +168,20 @@ class Batch:
 
     scalars: (run_id, tag, rows) with rows of `ScalarRow`; one entry per series so that the
       engine can insert a series with one prepared statement.
-    media: (run_id, tag, rep, step, epoch, walltime, kind, width, height, png).
-    texts: (run_id, tag, rep, step, epoch, walltime, kind, content).
-    histograms: (run_id, tag, rep, step, epoch, walltime, count, nonfinite, minimum, maximum,
-      total, total_squares, edges, counts) with edges/counts packed (`store/histograms.queued_row`).
-    texts: (run_id, tag, rep, step, epoch, walltime, kind, content[, markdown]), markdown 0 (default) or 1.
-    console: (run_id, rep, walltime, stream, line): captured console lines (console.py).
-    environments: (run_id, json_text): a run's environment (environment.py); a later one replaces.
-    hparams / results: (run_id, name, json_value); later values of a name overwrite.
-    repetitions: (run_id, rep, start_time).
-    run_updates: (run_id, {column: value}) applied last (e.g. status and end_time on close).
+    histograms: `QueuedHistogram`s, edges and counts packed (`store/histograms.queued_row`).
+    run_updates are applied last (e.g. status and end_time on close).
     """
 
     scalars: list[tuple[int, str, list[ScalarRow]]] = field(default_factory=list)
-    media: list[tuple] = field(default_factory=list)
-    texts: list[tuple] = field(default_factory=list)
-    histograms: list[tuple] = field(default_factory=list)
-    hparams: list[tuple[int, str, str]] = field(default_factory=list)
-    results: list[tuple[int, str, str]] = field(default_factory=list)
-    repetitions: list[tuple[int, int, float]] = field(default_factory=list)
-    console: list[tuple[int, int, float, str, str]] = field(default_factory=list)
-    environments: list[tuple[int, str]] = field(default_factory=list)
-    run_updates: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
+    media: list[QueuedMedia] = field(default_factory=list)
+    texts: list[QueuedText] = field(default_factory=list)
+    histograms: list[QueuedHistogram] = field(default_factory=list)
+    hparams: list[QueuedValue] = field(default_factory=list)
+    results: list[QueuedValue] = field(default_factory=list)
+    repetitions: list[QueuedRepetition] = field(default_factory=list)
+    console: list[QueuedLine] = field(default_factory=list)
+    environments: list[QueuedEnvironment] = field(default_factory=list)
+    run_updates: list[RunUpdate] = field(default_factory=list)
 
     def __len__(self) -> int:
         return (

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 
 from tallyboard.store import histograms as histogram_rows
 from tallyboard.store.engine import Engine
-from tallyboard.store.records import Batch, ScalarRow
+from tallyboard.store.records import Batch, QueuedValue, ScalarRow
 from tallyboard.store.schema import BLOCK_BITS, BLOCK_STEPS
 
 # Seconds -> whole milliseconds, to the nearest (halves away from zero): SQLite's ROUND adds 0.5 to
@@ -117,7 +117,7 @@ class BatchWrites(Engine):
                 batch.environments,
             )
 
-    def put_values(self, kind: str, rows: list[tuple[int, str, str]]) -> None:
+    def put_values(self, kind: str, rows: list[QueuedValue]) -> None:
         """Write hparams (`kind='hparams'`) or results (`'results'`) now, in their own transaction:
         rows of (run_id, name, json_value); a name already set is overwritten."""
         self.ready_for_writing()
@@ -126,7 +126,7 @@ class BatchWrites(Engine):
         with self._lock:
             self.atomic(lambda: self._write_values(kind, rows))
 
-    def _write_values(self, kind: str, rows: list[tuple[int, str, str]]) -> None:
+    def _write_values(self, kind: str, rows: list[QueuedValue]) -> None:
         """Hparams or results, each name also a column of the table, and the runs' `updated_at`."""
         self.executemany(
             f"INSERT INTO {kind} (run_id, name, value) VALUES (?, ?, ?)"
