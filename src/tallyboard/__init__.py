@@ -16,6 +16,7 @@ _LAZY = {
     "NoCommitAction": "tallyboard.table",
     "DuplicateRunError": "tallyboard.store",
     "LogWriter": "tallyboard.writer",
+    "RunView": "tallyboard.run_view",
     "ResultTableEventHandler": "tallyboard.handlers",
     "Histogram": "tallyboard.histogram",
     "HistogramRecord": "tallyboard.histogram",
@@ -30,6 +31,7 @@ if TYPE_CHECKING:  # pragma: no cover; `X as X` marks a re-export for type check
     from tallyboard.store import DuplicateRunError as DuplicateRunError
     from tallyboard.table import NoCommitAction as NoCommitAction
     from tallyboard.table import ResultTable as ResultTable
+    from tallyboard.run_view import RunView as RunView
     from tallyboard.writer import LogWriter as LogWriter
 
 

@@ -474,6 +474,29 @@ def _file_identity(url: str) -> tuple[int, int] | None:
     return None
 
 
+class NullSink:
+    """The sink of a disabled run (`new_run(disable=True)`): it takes every record and keeps none,
+    so a disabled `LogWriter` is an ordinary one that holds a sink, not one that checks for None."""
+
+    key = None
+
+    def track(self, queue: SeriesQueue) -> SeriesQueue:
+        return queue
+
+    def put(self, kind: str, row: QueuedRecord, wait: bool = True) -> None:
+        """Drop the record."""
+
+    def wait_for_room(self, queue: SeriesQueue | None = None) -> None:
+        if queue is not None:
+            queue.rows.clear()
+
+    def flush(self, wait: float = 0.0) -> None:
+        """Nothing was kept: nothing to wait for."""
+
+    def unreachable(self) -> bool:
+        return False
+
+
 def sink_for(url: str, commit_interval: float = DEFAULT_COMMIT_INTERVAL) -> Sink:
     """The process's sink for the database at `url`, with one more user (a run, which must call
     `release` when it ends). Started on first use; it stops once idle without users."""
