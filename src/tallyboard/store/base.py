@@ -9,12 +9,33 @@ run_rows.py (runs, tags, hparams, results, columns), writes.py (the sink's batch
 from __future__ import annotations
 
 from abc import ABC
+from typing import TYPE_CHECKING
 
 from tallyboard.store.imported import ImportedLogs
 from tallyboard.store.logged import LoggedReads
 from tallyboard.store.run_rows import RunRows
 from tallyboard.store.writes import BatchWrites
 
+if TYPE_CHECKING:
+    from tallyboard.store.queries import DashboardQueries
+
 
 class Store(RunRows, BatchWrites, LoggedReads, ImportedLogs, ABC):
-    """A result table in one database. Subclasses provide the connection and the primitives."""
+    """A result table in one database. Subclasses provide the connection and the primitives.
+
+    One object per table owns its reads and writes, as Datasette's `Database` does: the writes and
+    the reads of the logging path on its own connection, the dashboard's reads (`reads`) on a pool
+    of connections that its engine lends."""
+
+    _reads: DashboardQueries | None = None
+
+    @property
+    def reads(self) -> DashboardQueries:
+        """The dashboard's queries of this table, on a pool of reader connections (made on first use;
+        read-only ones when the store was opened to read)."""
+        if self._reads is None:
+            from tallyboard.store.location import Access
+            from tallyboard.store.queries import DashboardQueries
+
+            self._reads = DashboardQueries(self, read_only=self.access is Access.READ)
+        return self._reads

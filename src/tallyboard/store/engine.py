@@ -34,6 +34,7 @@ class Engine(ABC):
     """A connection to one database and its primitives; `Store` adds the queries."""
 
     url: str
+    access: Access  # what opening allowed (store/location.py)
     schema_version: int | None  # of the table as opened (None: none yet)
     # How long one call waits for a database it lost (a server restarting) before it raises;
     # meaningful for engines that can lose one (PostgreSQL). The sink shortens it for its store.
@@ -116,6 +117,22 @@ class Engine(ABC):
     @abstractmethod
     def table_exists(self, name: str) -> bool:
         """Whether a table of that name exists (used to tell a new database from an old one)."""
+
+    # ---- readers on other threads (the dashboard's pool: `Store.reads`) -------------------------
+    dialect: str  # "sqlite" or "postgresql": the few queries written per engine choose by it
+
+    @abstractmethod
+    def reader_connection(self, read_only: bool) -> Any:
+        """A new autocommit connection for a pool of reading threads (no read transaction outlives
+        its statement); a `read_only` one cannot write. Never creates a database."""
+
+    @abstractmethod
+    def reader_sql(self, sql: str) -> str:
+        """`sql`, written with `?` placeholders, in the engine's own paramstyle."""
+
+    @abstractmethod
+    def first_rows(self, conn: Any, sql: str, param_rows: Sequence[Sequence[Any]]) -> list[tuple]:
+        """The first row of `sql` for each parameter row, on the reader connection `conn`."""
 
     @abstractmethod
     def close(self) -> None:

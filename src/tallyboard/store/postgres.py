@@ -148,6 +148,8 @@ class PostgresStore(Store):
     connection's search_path if missing). `retry_for`: how long a lost server is waited for before a
     write raises (the sink keeps the rows and tries again later)."""
 
+    dialect = "postgresql"
+
     def __init__(
         self,
         url: str,
@@ -346,6 +348,24 @@ class PostgresStore(Store):
 
     def _lock_runs(self) -> None:
         self._advisory_lock(RUNS_LOCK)
+
+    def reader_connection(self, read_only: bool) -> psycopg.Connection:
+        conn = psycopg.connect(self.url, autocommit=True)
+        if read_only:
+            conn.execute("SET default_transaction_read_only = on")
+        return conn
+
+    def reader_sql(self, sql: str) -> str:
+        return _psycopg_sql(sql)
+
+    def first_rows(self, conn: Any, sql: str, param_rows: Sequence[Sequence[Any]]) -> list[tuple]:
+        """All in one pipeline: one round trip, not one per parameter row."""
+        cursor = conn.cursor()
+        cursor.executemany(_psycopg_sql(sql), param_rows, returning=True)
+        rows = [cursor.fetchone()]
+        while cursor.nextset():
+            rows.append(cursor.fetchone())
+        return rows
 
     def table_exists(self, name: str) -> bool:
         return bool(self.execute("SELECT to_regclass(?) IS NOT NULL", (name,))[0][0])

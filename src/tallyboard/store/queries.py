@@ -1,26 +1,25 @@
-"""The dashboard's read queries (its few edits go through `Store.update_run` / `set_columns`).
+"""The dashboard's read queries (`Store.reads`; its few edits go through `Store.update_run` /
+`set_columns`).
 
 Why a module of its own: the dashboard reads in ways the logging path never does (a page of the
-runs table, one bucketed range of a series, a PNG by id) and it must never block training. It
-opens its own connections, one per serving thread, and every query is a short statement that an
-index answers (a series is one range scan of the `scalars` primary key). SQL is plain standard SQL
-written with `?` placeholders; for PostgreSQL they are rewritten to psycopg's `%s`. Nothing here
-writes; the connections of a read-only dashboard cannot (SQLite `mode=ro`, PostgreSQL read-only
-transactions), so it works on a read-only file system or a file its user may not write.
+runs table, one bucketed range of a series, a PNG by id) and it must never block training. Its
+store lends it a small pool of connections for the serving threads (`Engine.reader_connection`),
+and every query is a short statement that an index answers (a series is one range scan of the
+`scalars` primary key). SQL is plain standard SQL written with `?` placeholders; the engine
+rewrites them to its own (`Engine.reader_sql`). Nothing here writes; the connections of a
+read-only dashboard cannot (SQLite `mode=ro`, PostgreSQL read-only transactions), so it works on a
+read-only file system or a file its user may not write.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import queue
 import re
-import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, NamedTuple
 
 from tallyboard.store import histograms as histogram_rows
@@ -73,10 +72,6 @@ class SeriesOfRun(NamedTuple):
     start_time: float
 
 
-def _is_postgres(url_or_path: str) -> bool:
-    return url_or_path.startswith(("postgresql://", "postgres://"))
-
-
 def open_for_dashboard(url_or_path: str, read_only: bool) -> tuple[DashboardQueries, Store | None]:
     """The dashboard's queries and, unless `read_only`, the store its edits go through.
 
@@ -87,14 +82,11 @@ def open_for_dashboard(url_or_path: str, read_only: bool) -> tuple[DashboardQuer
     store = open_store(url_or_path, access=Access.READ if read_only else Access.EDIT)
     try:
         require_current(store.url, store.schema_version, "the dashboard")
-        queries = DashboardQueries(url_or_path, read_only=read_only)
+        queries = store.reads
     except BaseException:
         store.close()
         raise
-    if read_only:
-        store.close()
-        return queries, None
-    return queries, store
+    return queries, None if read_only else store
 
 
 class DashboardQueries:
@@ -104,37 +96,27 @@ class DashboardQueries:
     and each connection holds its own page cache, so per-thread connections would let memory grow
     with the number of threads that ever served a request."""
 
-    def __init__(self, url_or_path: str, connections: int = 4, read_only: bool = False) -> None:
-        self.url = url_or_path
+    def __init__(self, store: Store | str, connections: int = 4, read_only: bool = False) -> None:
+        """Queries through connections lent by `store` (its engine makes them); given a location
+        instead, the store there is opened to read, and closed with these queries."""
+        from tallyboard.store import open_store
+
+        self._owned = None if isinstance(store, Store) else open_store(store, access=Access.READ)
+        self.store = store if isinstance(store, Store) else self._owned
+        self.url = self.store.url
         self.read_only = read_only
-        self.postgres = _is_postgres(url_or_path)
-        if not self.postgres and not os.path.isfile(url_or_path):
-            raise FileNotFoundError(f"no result table at {url_or_path!r}: the file does not exist")
+        self.postgres = self.store.dialect == "postgresql"
         self._idle: queue.LifoQueue = queue.LifoQueue()
         self._slots = threading.BoundedSemaphore(connections)
         try:
             self._one("SELECT value FROM meta WHERE key = 'schema_version'")
         except Exception as error:
             self.close()
-            raise ValueError(f"{url_or_path!r} is not a tallyboard result table ({error})") from None
+            raise ValueError(f"{self.url!r} is not a tallyboard result table ({error})") from None
 
     # -- plumbing -----------------------------------------------------------------------------
     def _connect(self) -> Any:
-        if self.postgres:
-            import psycopg
-
-            conn = psycopg.connect(self.url, autocommit=True)
-            if self.read_only:
-                conn.execute("SET default_transaction_read_only = on")
-            return conn
-        if self.read_only:
-            from tallyboard.store.sqlite import connect_read_only
-
-            return connect_read_only(self.url, timeout=10)
-        uri = Path(self.url).resolve().as_uri() + "?mode=rw"  # never creates a file
-        conn = sqlite3.connect(uri, uri=True, timeout=10, check_same_thread=False)
-        conn.isolation_level = None  # autocommit: no read transaction outlives its statement
-        return conn
+        return self.store.reader_connection(self.read_only)
 
     @contextmanager
     def _connection(self) -> Iterator[Any]:
@@ -150,7 +132,7 @@ class DashboardQueries:
                 self._idle.put(conn)
 
     def _sql(self, sql: str) -> str:
-        return sql.replace("?", "%s") if self.postgres else sql
+        return self.store.reader_sql(sql)
 
     def _run(self, sql: str, params: Sequence[Any], fetch: str) -> Any:
         with self._connection() as conn:
@@ -163,14 +145,7 @@ class DashboardQueries:
         if not param_rows:
             return []
         with self._connection() as conn:
-            if not self.postgres:
-                return [conn.execute(sql, tuple(params)).fetchone() for params in param_rows]
-            cursor = conn.cursor()
-            cursor.executemany(self._sql(sql), param_rows, returning=True)
-            rows = [cursor.fetchone()]
-            while cursor.nextset():
-                rows.append(cursor.fetchone())
-            return rows
+            return self.store.first_rows(conn, sql, param_rows)
 
     def _all(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
         return self._run(sql, params, "all")
@@ -179,12 +154,14 @@ class DashboardQueries:
         return self._run(sql, params, "one")
 
     def close(self) -> None:
-        """Close the idle connections."""
+        """Close the idle connections (and the store, when these queries opened it)."""
         while True:
             try:
                 self._idle.get_nowait().close()
             except queue.Empty:
-                return
+                break
+        if self._owned is not None:
+            self._owned.close()
 
     # -- the runs table -----------------------------------------------------------------------
     def runs_version(self) -> tuple[int, float]:

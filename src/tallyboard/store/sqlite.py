@@ -139,6 +139,8 @@ def _tables_and_version(path: str, immutable: bool) -> tuple[list[str], str | No
 class SqliteStore(Store):
     """A result table in one SQLite file, opened as `access` says (see store/location.py)."""
 
+    dialect = "sqlite"
+
     def __init__(
         self,
         path: str | os.PathLike[str],
@@ -270,6 +272,21 @@ class SqliteStore(Store):
 
     def is_record_error(self, error: BaseException) -> bool:
         return is_record_error(error)
+
+    def reader_connection(self, read_only: bool) -> sqlite3.Connection:
+        if read_only:
+            return connect_read_only(self.path, timeout=10)
+        uri = Path(self.path).resolve().as_uri() + "?mode=rw"  # never creates a file
+        conn = sqlite3.connect(uri, uri=True, timeout=10, check_same_thread=False)
+        conn.isolation_level = None  # autocommit: no read transaction outlives its statement
+        return conn
+
+    def reader_sql(self, sql: str) -> str:
+        return sql
+
+    def first_rows(self, conn: Any, sql: str, param_rows: Sequence[Sequence[Any]]) -> list[tuple]:
+        """SQLite reruns its cached statement."""
+        return [conn.execute(sql, tuple(params)).fetchone() for params in param_rows]
 
 
 def open_for_writing(path: str, timeout: float) -> sqlite3.Connection:
