@@ -39,3 +39,8 @@ class Store(RunRows, BatchWrites, LoggedReads, ImportedLogs, ABC):
 
             self._reads = DashboardQueries(self, read_only=self.access is Access.READ)
         return self._reads
+
+    def close_reads(self) -> None:
+        """Close the reader connections lent so far (engines do it first thing in `close`)."""
+        if self._reads is not None:
+            self._reads.close()

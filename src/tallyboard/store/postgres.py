@@ -384,6 +384,7 @@ class PostgresStore(Store):
                 self._rollback()
 
     def close(self) -> None:
+        self.close_reads()
         with self._lock:
             self._disconnect()
 

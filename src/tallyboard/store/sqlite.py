@@ -265,6 +265,7 @@ class SqliteStore(Store):
 
     def close(self) -> None:
         """Close the connection; the last writer of the file in this process checkpoints first."""
+        self.close_reads()
         with self._lock:
             if _writers.remove(self):
                 self.checkpoint()
