@@ -21,7 +21,7 @@ from tallyboard.histogram import (
 from tallyboard.store.records import QueuedHistogram
 
 if TYPE_CHECKING:
-    from tallyboard.store.base import Store
+    from tallyboard.store.engine import Engine
 
 STATS = "count, nonfinite, minimum, maximum, total, total_squares, edges, counts"
 
@@ -34,7 +34,9 @@ def queued_row(
     return QueuedHistogram(run_id, tag, rep, step, epoch, walltime, *stored(h))
 
 
-def insert(store: Store, rows: list[tuple], tag_id: Callable[[str], int], walltime_sql: str) -> None:
+def insert(
+    store: Engine, rows: list[QueuedHistogram], tag_id: Callable[[str], int], walltime_sql: str
+) -> None:
     """Insert `Batch.histograms` rows (`queued_row`) inside the caller's transaction."""
     store.executemany(
         f"INSERT INTO histograms (run_id, tag_id, rep, step, epoch, walltime_ms, {STATS})"
@@ -58,7 +60,7 @@ def from_columns(row: tuple | list) -> Histogram:
 
 
 def read(
-    store: Store, run_id: int, tag: str | None = None, repetition: int | None = None
+    store: Engine, run_id: int, tag: str | None = None, repetition: int | None = None
 ) -> list[HistogramRecord]:
     """The histograms of a run (one tag, one repetition, or all), by tag, repetition, step; none
     from a table older than v5, which reading commands (export) read as it is, unmigrated."""

@@ -15,14 +15,14 @@ from tallyboard.store.run_row import RUN_COLUMNS
 from tallyboard.store.schema import MIGRATIONS, SCHEMA_V1, SCHEMA_VERSION
 
 if TYPE_CHECKING:
-    from tallyboard.store.base import Store
+    from tallyboard.store.engine import Engine
 
 
 def _statements(script: str, ddl_types: dict[str, str]) -> list[str]:
     return [s.strip() for s in script.format(**ddl_types).split(";") if s.strip()]
 
 
-def stored_version(store: Store) -> int | None:
+def stored_version(store: Engine) -> int | None:
     """The schema version of the store, or None for a store without our tables."""
     if not store.table_exists("meta"):
         return None
@@ -30,7 +30,7 @@ def stored_version(store: Store) -> int | None:
     return int(rows[0][0]) if rows else None
 
 
-def ensure_schema(store: Store, ddl_types: dict[str, str], unique_columns: tuple[str, ...]) -> None:
+def ensure_schema(store: Engine, ddl_types: dict[str, str], unique_columns: tuple[str, ...]) -> None:
     """Create the schema (recording `unique_columns`) or migrate it to `SCHEMA_VERSION`.
 
     Raises `StoreError` for a store written by a newer tallyboard, naming the versions.
@@ -79,7 +79,7 @@ _RUNS_TABLE = re.compile(r'CREATE TABLE\s+"?runs"?', re.IGNORECASE)  # after a r
 _NOT_NULL_EMPTY = re.compile(r"\b(note|tag)(\s+TEXT)\s+NOT\s+NULL\s+DEFAULT\s+''", re.IGNORECASE)
 
 
-def nullable_note_and_tag(store: Store) -> None:
+def nullable_note_and_tag(store: Engine) -> None:
     from tallyboard.store import is_postgres_url
 
     if is_postgres_url(store.url):
@@ -108,7 +108,7 @@ def nullable_note_and_tag(store: Store) -> None:
 # ---- v7 -> v8: texts.markdown (the tables of the step are SQL: schema.CONSOLE_AND_ENVIRONMENT) --
 # Why in Python: neither engine's ALTER TABLE ADD COLUMN can say "unless it exists" the same way
 # (SQLite has no IF NOT EXISTS there), and the step must be safe to run on a table that has it.
-def markdown_flag_on_texts(store: Store) -> None:
+def markdown_flag_on_texts(store: Engine) -> None:
     from tallyboard.store import is_postgres_url
 
     if is_postgres_url(store.url):
@@ -119,4 +119,4 @@ def markdown_flag_on_texts(store: Store) -> None:
 
 # Steps (or parts of steps) that are not one SQL script for both engines, by the version they
 # upgrade from; they run after that step's SQL in `MIGRATIONS`, if any.
-PYTHON_MIGRATIONS: dict[int, Callable[[Store], None]] = {3: nullable_note_and_tag, 7: markdown_flag_on_texts}
+PYTHON_MIGRATIONS: dict[int, Callable[[Engine], None]] = {3: nullable_note_and_tag, 7: markdown_flag_on_texts}

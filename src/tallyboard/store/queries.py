@@ -101,8 +101,10 @@ class DashboardQueries:
         instead, the store there is opened to read, and closed with these queries."""
         from tallyboard.store import open_store
 
-        self._owned = None if isinstance(store, Store) else open_store(store, access=Access.READ)
-        self.store = store if isinstance(store, Store) else self._owned
+        self._owned: Store | None = None
+        if not isinstance(store, Store):
+            store = self._owned = open_store(store, access=Access.READ)
+        self.store = store
         self.url = self.store.url
         self.read_only = read_only
         self.postgres = self.store.dialect == "postgresql"

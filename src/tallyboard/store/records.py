@@ -82,7 +82,7 @@ class QueuedHistogram(NamedTuple):
     step: int
     epoch: int | None
     walltime: float
-    count: int
+    finite: int  # the `count` column (a field named `count` would hide tuple.count)
     nonfinite: int
     minimum: float | None
     maximum: float | None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 from tallyboard.store import histograms as histogram_rows
 from tallyboard.store.engine import Engine
@@ -50,6 +51,10 @@ def walltime_ms(seconds: float) -> int:
 class BatchWrites(Engine):
     """The `Store` methods that write logged records (mixed into `Store`)."""
 
+    if TYPE_CHECKING:  # what `RunRows` provides
+
+        def _update_run(self, run_id: int, values: dict[str, Any]) -> None: ...
+
     # ---- the sink's one write path ---------------------------------------------------------
     def write_batch(self, batch: Batch) -> None:
         """Commit everything in `batch` in one transaction (retried as a whole when busy)."""
@@ -90,9 +95,9 @@ class BatchWrites(Engine):
             )
         if batch.histograms:
             histogram_rows.insert(self, batch.histograms, tag_id, WALLTIME_MS_SQL)
-        for kind, rows in (("hparams", batch.hparams), ("results", batch.results)):
-            if rows:
-                self._write_values(kind, rows)
+        for kind, queued in (("hparams", batch.hparams), ("results", batch.results)):
+            if queued:
+                self._write_values(kind, queued)
         if batch.repetitions:
             self.executemany(
                 "INSERT INTO repetitions (run_id, rep, start_time) VALUES (?, ?, ?)"
