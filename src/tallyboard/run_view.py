@@ -101,11 +101,6 @@ class RunView:
     def run_id(self) -> int:
         return self._run_id
 
-    def __getattr__(self, name: str) -> Any:
-        if name in LOGGING_METHODS:
-            return lambda *args, **kwargs: self._refuse()
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-
     def _refuse(self) -> None:
         if not self._disabled:
             raise RuntimeError(
@@ -350,3 +345,18 @@ class RunView:
 
     def __getitem__(self, tag: str) -> list[Scalar]:
         return self.get_scalar(tag)
+
+
+def _refusing(name: str) -> Callable[..., None]:
+    def refuse(self: RunView, *args: Any, **kwargs: Any) -> None:
+        self._refuse()
+
+    refuse.__name__, refuse.__qualname__ = name, f"RunView.{name}"
+    refuse.__doc__ = f"Refused: this run is read-only (`LogWriter.{name}` logs)."
+    return refuse
+
+
+# Real methods rather than a `__getattr__`: a class with one loses CPython's fast attribute lookups
+# for every instance attribute, and `LogWriter.add_scalar` reads several per call.
+for _name in LOGGING_METHODS:
+    setattr(RunView, _name, _refusing(_name))
