@@ -14,13 +14,12 @@ from typing import TYPE_CHECKING
 from tallyboard.store.imported import ImportedLogs
 from tallyboard.store.logged import LoggedReads
 from tallyboard.store.run_rows import RunRows
-from tallyboard.store.writes import BatchWrites
 
 if TYPE_CHECKING:
     from tallyboard.store.queries import DashboardQueries
 
 
-class Store(RunRows, BatchWrites, LoggedReads, ImportedLogs, ABC):
+class Store(RunRows, ImportedLogs, LoggedReads, ABC):
     """A result table in one database. Subclasses provide the connection and the primitives.
 
     One object per table owns its reads and writes, as Datasette's `Database` does: the writes and

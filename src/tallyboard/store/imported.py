@@ -13,15 +13,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, NamedTuple
+
+from tallyboard.store.writes import BatchWrites
 
 if TYPE_CHECKING:
-    import threading
-    from collections.abc import Callable, Iterable, Sequence
-
     from tallyboard.store.records import Batch
 
-T = TypeVar("T")
 
 IMPORT_RUN_TABLES = ("scalar_events", "raw_summaries", "import_files")
 
@@ -71,18 +69,9 @@ class RawSummary(NamedTuple):
     data: bytes
 
 
-class ImportedLogs:
-    """The `Store` methods imports use; mixed into `Store` (they use its engine primitives)."""
-
-    if TYPE_CHECKING:  # what `Store` provides
-        _lock: threading.RLock
-        _tag_ids: dict[str, int]
-
-        def atomic(self, work: Callable[[], T]) -> T: ...
-        def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]: ...
-        def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None: ...
-        def _write(self, batch: Batch, new_tags: dict[str, int]) -> None: ...
-        def _tag_id(self, name: str, new_tags: dict[str, int]) -> int: ...
+class ImportedLogs(BatchWrites):
+    """The `Store` methods imports use (mixed into `Store`): the sink's batch write, plus what
+    only imports keep, in the same transaction."""
 
     def write_import(self, batch: Batch, records: ImportRecords) -> None:
         """Commit `batch` and `records` in one transaction: a crash leaves the files' read
