@@ -9,7 +9,7 @@ runs (20 hparams and 5 results each). Per size:
 - chart: the first /api/series of that 1,000,000-point series from a fresh app (COLD: wall and
   CPU time, bench/dashboard.py's `cold_chart_ms`), then a zoomed range of 1,000 steps (warm);
 - runs: one page of /api/runs sorted by a result and filtered by an hparam, from a fresh app
-  (cold: it loads the table) and again (warm);
+  (cold: nothing read yet) and again (warm);
 - query API (`ResultTable.query` runs DataFrame, `ResultTable.series` one series) when the tree
   has it; a note says so when it does not;
 - export of the appended run (`export_table`, what `tallyboard export --runs ID` runs) and copy of
@@ -21,16 +21,18 @@ Then the ratios largest / smallest size against the issue's targets. Each size i
 so that load from other users of a shared machine does not decide a ratio.
 
 How the tables are built: everything but the measured million is bulk content written inside the
-database by plain SQL into the real schema: runs, repetitions, tags, hparams, results and the
-column list by INSERTs, each series by one INSERT ... SELECT over a recursive CTE of its steps
-(100 runs x 100 tags, every 10th run with 3 repetitions), and `scalar_blocks` by the schema's own
-v1 -> v2 backfill statement. No ANALYZE is run: the tables are measured as the store left them.
+database by plain SQL into the real schema: runs, repetitions, tags, hparams and results (with
+their typed copies: store/typed_values.py) and the column list by INSERTs, each series by one
+INSERT ... SELECT over a recursive CTE of its steps (100 runs x 100 tags, every 10th run with 3
+repetitions), and `scalar_blocks` by the schema's own v1 -> v2 backfill statement. No ANALYZE is
+run: the tables are measured as the store left them.
 SQLite tables are cached under --cache (default bench/.scale-cache/, gitignored) and reused;
 the appended run is deleted again afterwards, so the cached file stays the bulk content.
 
     python bench/scale.py [--sizes 6,7,8] [--repeats 5] [--copy-max 10000000]
-                          [--postgres postgresql://postgres@127.0.0.1:5432/test [--no-sqlite]]
-                          [--rounds 2] [--append 1000000] [--cache DIR] [--only-write] [--smoke]
+                          [--postgres postgresql://postgres@127.0.0.1:5432/test [--no-sqlite] [--vacuum]]
+                          [--rounds 2] [--append 1000000] [--cache DIR] [--only-write | --only-runs]
+                          [--smoke]
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ from tallyboard.exchange.export import export_table
 from tallyboard.store.copy import copy_table
 from tallyboard.store.run_rows import RUN_TABLES
 from tallyboard.store.schema import BACKFILL_BLOCKS
+from tallyboard.store.typed_values import UPSERT_VALUE, with_types
 
 BULK_RUNS = 100  # runs that hold the bulk scalars
 BULK_TAGS = 100
@@ -165,17 +168,17 @@ def build(url: str, size: Size, appended: int) -> int:
         ],
     )  # fmt: skip
     bulk.many(
-        "INSERT INTO hparams (run_id, name, value) VALUES (?, ?, ?)",
-        [
+        UPSERT_VALUE.format(table="hparams"),
+        with_types([
             (i, f"h{k:02d}", json.dumps(_hparam(i, k)))
             for i in range(1, size.runs + 1)
             for k in range(HPARAMS)
-        ],
-    )
+        ]),
+    )  # fmt: skip
     bulk.many(
-        "INSERT INTO results (run_id, name, value) VALUES (?, ?, ?)",
-        [(i, f"r{k}", json.dumps((i * 7919 + k) % 1000 / 1000)) for i in range(1, size.runs + 1) if i % 10
-         for k in range(RESULTS)],
+        UPSERT_VALUE.format(table="results"),
+        with_types([(i, f"r{k}", json.dumps((i * 7919 + k) % 1000 / 1000)) for i in range(1, size.runs + 1)
+                    if i % 10 for k in range(RESULTS)]),
     )  # fmt: skip
     names = [(f"h{k:02d}", "hparam") for k in range(HPARAMS)] + [(f"r{k}", "result") for k in range(RESULTS)]
     bulk.many(
@@ -243,13 +246,19 @@ def cached_table(cache: Path, size: Size, appended: int) -> Iterator[tuple[str, 
 
 
 @contextlib.contextmanager
-def postgres_table(server: str, size: Size, appended: int) -> Iterator[tuple[str, int]]:
+def postgres_table(server: str, size: Size, appended: int, vacuum: bool) -> Iterator[tuple[str, int]]:
+    """A PostgreSQL table of `size`'s bulk content in a scratch database; with `vacuum`, then
+    VACUUM ANALYZE'd, as autovacuum leaves it on a server with default settings (the planner's
+    statistics and the visibility map that index-only scans need; the test server runs without)."""
     from postgres import fresh_schema, scratch_database  # bench/postgres.py
 
     with scratch_database(server) as database:
         url = fresh_schema(database)
         start = time.perf_counter()
         written = build(url, size, appended)
+        if vacuum:
+            with psycopg.connect(url, autocommit=True) as conn:
+                conn.execute("VACUUM ANALYZE")
         seconds = time.perf_counter() - start
         print(f"  built PostgreSQL {size.label}: {written:,} bulk scalars in {seconds:.0f} s")
         yield url, written
@@ -310,8 +319,8 @@ def chart_figures(url: str, run_id: int, points: int, repeats: int, figures: Fig
 
 
 def runs_figures(url: str, repeats: int, figures: Figures) -> None:
-    """Cold: the first page of a fresh app (it loads the table). Warm: later pages of that view, then
-    new views (another filter threshold each time: every run is filtered and sorted again)."""
+    """Cold: the first page of a fresh app (nothing read yet). Warm: later pages of that view, then
+    new views (another filter threshold each time: the view's runs are found anew)."""
     cold = []
     for attempt in range(3):
         with TestClient(create_app(url), base_url=BASE) as client:
@@ -384,6 +393,9 @@ def server_rss_mb(url: str, run_id: int, points: int) -> float:
 
 def measure(url: str, size: Size, bulk_scalars: int, args: argparse.Namespace) -> Figures:
     figures = Figures(size)
+    if args.only_runs:
+        runs_figures(url, args.repeats, figures)
+        return figures
     run_id, seconds = append_series(url, args.append)
     figures.scalars = bulk_scalars + args.append
     figures.write_per_s = args.append / seconds
@@ -490,8 +502,17 @@ def main() -> None:
     parser.add_argument("--postgres", metavar="URL", help="also build and measure on this PostgreSQL server")
     parser.add_argument("--no-sqlite", action="store_true", help="only PostgreSQL (with --postgres)")
     parser.add_argument(
+        "--vacuum",
+        action="store_true",
+        help="VACUUM ANALYZE PostgreSQL tables once built (as autovacuum would)",
+    )
+    parser.add_argument(
         "--only-write", action="store_true", help="only the write figures (use more --rounds)"
     )
+    parser.add_argument(
+        "--only-runs", action="store_true",
+        help="only the runs-table figures, on tables of each size's runs without its scalars",
+    )  # fmt: skip
     parser.add_argument("--rounds", type=int, default=2, help="ladders measured, alternating order")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, for CI: it works, no figures")
     args = parser.parse_args()
@@ -503,11 +524,14 @@ def main() -> None:
     args.cache = args.cache.resolve()
     os.chdir(tempfile.mkdtemp())  # no git checkout here: runs start without capturing a diff
     print(f"load average at start: {os.getloadavg()}")
+    built = (lambda s: Size(0, s.runs)) if args.only_runs else (lambda s: s)  # the runs page reads no scalars
     engines: list[tuple[str, Callable]] = []
     if not args.no_sqlite:
-        engines.append(("SQLite", lambda s: cached_table(args.cache, s, args.append)))
+        engines.append(("SQLite", lambda s: cached_table(args.cache, built(s), args.append)))
     if args.postgres:
-        engines.append(("PostgreSQL", lambda s: postgres_table(args.postgres, s, args.append)))
+        engines.append(
+            ("PostgreSQL", lambda s: postgres_table(args.postgres, built(s), args.append, args.vacuum))
+        )
     for engine, table_of in engines:
         measured: dict[Size, list[Figures]] = {size: [] for size in sizes}
         for round_ in range(args.rounds):  # smallest first, then largest first: load hits all alike

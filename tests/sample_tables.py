@@ -3,7 +3,8 @@
 `log_sample_table` writes every kind of record and every edge the export must carry: NaN and
 infinite scalars, a missing epoch, several repetitions, a hidden run, a failed run, the debug run,
 notes, tags, colours, a config file, unicode/commas/quotes/newlines in text, an HTML fragment,
-a figure, a renamed column and a hidden one.
+a Markdown text, a figure, console lines of every stream (an empty one among them), the runs'
+environments, a renamed column and a hidden one.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 import tallyboard as tb
 
 TEXT_WITH_EVERYTHING = 'ünïcode, "quotes", commas\nnew lines\tand tabs; <b>not html</b>'
+MARKDOWN_TEXT = "# Result\n\n**0.97**, see [the plot](#curve) <script>alert(1)</script>"
 
 
 def log_sample_table(url: str, config_dir: Path) -> None:
@@ -43,8 +45,12 @@ def log_sample_table(url: str, config_dir: Path) -> None:
                     np.full((6, 4, 3), 40 * rep, dtype=np.uint8), tag="samples", step=rep, epoch=rep
                 )
                 run.add_text(TEXT_WITH_EVERYTHING, tag="notes", step=rep)
+                run.add_console_line(f'rep {rep}: ünïcode, "quotes", commas\tand tabs')
             run.add_image(np.linspace(0, 1, 64).reshape(8, 8), step=7)
             run.add_fragment("<table><tr><td>1 &amp; 2</td></tr></table>", tag="report", step=3)
+            run.add_text(MARKDOWN_TEXT, tag="readme", step=3, markdown=True)
+            run.add_console_line("", stream="stderr")
+            run.add_console_line("WARNING train: loss is NaN", stream="log")
             _, axes = plt.subplots()
             axes.plot([1, 3, 2])
             run.detect_and_log_figures(tag="curve", step=4, close_figs=True)

@@ -275,20 +275,37 @@ def test_export_writes_the_list_and_the_files_alongside(logged, tmp_path):
 
 
 # ---- a 2 GB checkpoint streams ------------------------------------------------------------------
+# Peak memory is this process's VmHWM, reset just before what is measured: not ru_maxrss, which
+# Linux carries from parent to child, so that a child of a large pytest process would read its
+# parent's peak and a growth of 0. The control (128 MiB read at once) shows the probe sees memory.
 STREAM_SCRIPT = """
-import resource, sys
+import sys
 import tallyboard as tb
+
+def restart_peak():
+    with open("/proc/self/clear_refs", "w") as clear:
+        clear.write("5")  # reset the peak resident set to the current one
+    return peak()
+
+def peak():
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))  # KiB
+
 path, db = sys.argv[1], sys.argv[2]
 with open(path, "wb") as f:
     f.truncate(2 * 1024**3)  # sparse: 2 GiB of zeros that take no disk until copied
 table = tb.ResultTable(db, nocommit_action=tb.NoCommitAction.NOP)
 run = table.new_run("big")
-before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+before = restart_peak()
 run.log_artifact(path, kind="model")
 run.close()
-after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+after = peak()
+control_before = restart_peak()
+with open(path, "rb") as f:
+    whole = f.read(128 * 1024**2)
+control_after = peak()
 (row,) = table.load_run(run.run_id).get_artifacts()
-print(before, after, row.size, row.sha256, "fsspec" in sys.modules)
+print(before, after, control_before, control_after, row.size, row.sha256, "fsspec" in sys.modules)
 """
 
 
@@ -298,11 +315,12 @@ def test_a_2gb_artifact_is_hashed_and_copied_in_chunks(tmp_path):
         [sys.executable, "-c", script, str(tmp_path / "big.ckpt"), str(tmp_path / "results.db")],
         capture_output=True, text=True, timeout=600, check=True,
     )  # fmt: skip
-    before_kib, after_kib, size, digest, fsspec_imported = result.stdout.split()
-    assert fsspec_imported == "False"  # a local folder needs the standard library alone
+    before_kib, after_kib, control_before, control_after, size, digest, fsspec = result.stdout.split()
+    assert fsspec == "False"  # a local folder needs the standard library alone
     assert int(size) == 2 * 1024**3
     growth_mib = (int(after_kib) - int(before_kib)) / 1024
     assert growth_mib < 64, f"peak memory grew by {growth_mib:.0f} MiB while storing 2 GiB"
+    assert (int(control_after) - int(control_before)) / 1024 >= 127  # the probe sees a 128 MiB read
     stored = tmp_path / "results.artifacts" / blob_key(digest)
     assert stored.stat().st_size == 2 * 1024**3
     assert list((tmp_path / "results.artifacts" / "tmp").iterdir()) == []

@@ -11,15 +11,17 @@ from __future__ import annotations
 import filecmp
 import json
 import math
+import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from cli_runner import assert_one_line_error, run_cli
-from sample_tables import TEXT_WITH_EVERYTHING, sample_table_in
+from sample_tables import MARKDOWN_TEXT, TEXT_WITH_EVERYTHING, sample_table_in
+from store.schema_versions import downgrade
 from tallyboard.exchange.formats import FORMATS
-from tallyboard.store import open_store
+from tallyboard.store import is_postgres_url, open_store
 
 
 @pytest.fixture(scope="module")
@@ -45,8 +47,12 @@ def table_contents(url: str) -> dict[str, Any]:
                 contents[f"scalars {run_id} {tag}"] = _nan_safe(store.scalars(run_id, tag))
             for kind in ("image", "figure"):
                 contents[f"{kind} {run_id}"] = [row[1:] for row in store.media(run_id, kind)]
+            markdown = store.markdown_text_ids(run_id)
             for kind in ("text", "fragment"):
-                contents[f"{kind} {run_id}"] = [row[1:] for row in store.texts(run_id, kind)]
+                texts = store.texts(run_id, kind)
+                contents[f"{kind} {run_id}"] = [(*row[1:], row[0] in markdown) for row in texts]
+            contents[f"console {run_id}"] = [line[1:] for line in store.console(run_id)]
+            contents[f"environment {run_id}"] = store.environment(run_id)
         return contents
     finally:
         store.close()
@@ -103,6 +109,21 @@ def test_export_files_hold_every_point_in_plain_columns(sample_db: str, tmp_path
     assert odd == ["", "inf", "-inf"] * 2
     texts = list(csv.DictReader((out / "texts.csv").open(newline="", encoding="utf-8")))
     assert [row["content"] for row in texts if row["tag"] == "notes"] == [TEXT_WITH_EVERYTHING] * 2
+    assert {row["content"]: row["markdown"] for row in texts if row["run_id"] == "1"} == {
+        TEXT_WITH_EVERYTHING: "0",
+        MARKDOWN_TEXT: "1",
+        "<table><tr><td>1 &amp; 2</td></tr></table>": "0",
+    }
+    console = list(csv.DictReader((out / "console.csv").open(newline="", encoding="utf-8")))
+    assert [(row["rep"], row["stream"], row["line"]) for row in console] == [
+        ("0", "stdout", 'rep 0: ünïcode, "quotes", commas\tand tabs'),
+        ("1", "stdout", 'rep 1: ünïcode, "quotes", commas\tand tabs'),
+        ("1", "stderr", ""),
+        ("1", "log", "WARNING train: loss is NaN"),
+    ]
+    environments = list(csv.DictReader((out / "environments.csv").open(newline="", encoding="utf-8")))
+    assert sorted(int(row["run_id"]) for row in environments) == [-1, 1, 2, 3]
+    assert all("python" in json.loads(row["content"]) for row in environments)
     media = list(csv.DictReader((out / "media.csv").open(newline="")))
     assert {row["kind"] for row in media} == {"image", "figure"}
     for row in media:
@@ -161,6 +182,77 @@ def test_import_into_a_table_with_other_runs_renumbers_and_keeps_layout(
     assert {c.name: c.alias for c in contents["columns"]}["accuracy"] == "mine"
 
 
+def test_an_export_of_version_1_still_imports(sample_db: str, db_url: str, tmp_path: Path) -> None:
+    """Version 1 (before console, environments and the markdown flag) imports with what it has:
+    every text plain, no console, no environment."""
+    import csv
+
+    csv.field_size_limit(2**31 - 1)
+    out = tmp_path / "v1"
+    run_cli("export", sample_db, "--out", out, "--quiet")
+    for name in ("console.csv", "environments.csv"):
+        (out / name).unlink()
+    texts = list(csv.reader((out / "texts.csv").open(newline="", encoding="utf-8")))
+    with (out / "texts.csv").open("w", newline="", encoding="utf-8") as file:
+        csv.writer(file).writerows(row[:-1] for row in texts)
+    manifest = json.loads((out / "manifest.json").read_text())
+    (out / "manifest.json").write_text(json.dumps({**manifest, "tallyboard_export": 1}))
+
+    run_cli("import", "tallyboard", out, "--into", db_url, "--quiet")
+    restored, source = table_contents(db_url), table_contents(sample_db)
+    assert restored["text 1"] == [(*row[:-1], False) for row in source["text 1"]]
+    assert restored["console 1"] == [] and restored["environment 1"] is None
+    assert restored["scalars 1 train/loss"] == source["scalars 1 train/loss"]
+
+
+@pytest.mark.parametrize("file_format", FORMATS)
+def test_artifacts_come_back_with_their_runs_each_file_stored_once(
+    db_url: str, tmp_path: Path, file_format: str
+) -> None:
+    import tallyboard as tb
+
+    source = tmp_path / "source"
+    source.mkdir()
+    checkpoint = source / "model.ckpt"
+    checkpoint.write_bytes(os.urandom(3 * 1024 * 1024 + 17))  # several chunks
+    (source / "notes.txt").write_text("epoch 3 was best")
+    table = tb.ResultTable(source / "results.db", nocommit_action=tb.NoCommitAction.NOP)
+    with table.new_run("first") as first:
+        first.log_artifact(checkpoint, step=3, kind="model")
+        first.log_artifact(source / "notes.txt")
+    with table.new_run("second") as second:
+        second.log_artifact(checkpoint, name="../same bytes.ckpt", kind="model")
+    table.close()
+    backup, again = tmp_path / "backup", tmp_path / "again"
+    run_cli("export", source / "results.db", "--format", file_format, "--out", backup, "--quiet")
+
+    postgres = is_postgres_url(db_url)
+    folder = tmp_path / ("shared" if postgres else "results.artifacts")  # SQLite: next to results.db
+    configured = ["--artifacts", str(folder)] if postgres else []
+    if postgres:  # no folder next to a server: refused before anything is written
+        refused = run_cli("import", "tallyboard", backup, "--into", db_url, check=False)
+        assert_one_line_error(refused, "carries artefacts", "--artifacts")
+    imported = run_cli("import", "tallyboard", backup, "--into", db_url, *configured, "--quiet")
+    assert "imported 2 runs" in imported.stdout
+
+    assert _artifact_lists(db_url) == _artifact_lists(str(source / "results.db"))
+    assert len([p for p in (folder / "sha256").rglob("*") if p.is_file()]) == 2  # the shared bytes once
+    got = tmp_path / "got.ckpt"
+    run_cli("artifacts", "get", str(second.run_id), "../same bytes.ckpt", "-o", got, "--table", db_url,
+            *configured)  # fmt: skip
+    assert got.read_bytes() == checkpoint.read_bytes()
+    run_cli("export", db_url, "--format", file_format, "--out", again, *configured, "--quiet")
+    assert same_tree(backup, again)
+
+
+def _artifact_lists(url: str) -> dict[int, list[Any]]:
+    store = open_store(url)
+    try:
+        return {run["run_id"]: store.artifacts(run["run_id"]) for run in store.runs()}
+    finally:
+        store.close()
+
+
 def test_export_errors_are_one_line(sample_db: str, tmp_path: Path) -> None:
     busy = tmp_path / "busy"
     busy.mkdir()
@@ -175,6 +267,11 @@ def test_export_errors_are_one_line(sample_db: str, tmp_path: Path) -> None:
     assert not (tmp_path / "nope.db").exists()
     not_export = run_cli("import", "tallyboard", busy, "--into", tmp_path / "z.db", check=False)
     assert_one_line_error(not_export, "not a tallyboard export")
+    elsewhere = run_cli(
+        "import", "tensorboard", busy, "--artifacts", busy, "--into", tmp_path / "w.db", check=False
+    )
+    assert_one_line_error(elsewhere, "--artifacts applies to `import tallyboard` only")
+    assert not (tmp_path / "w.db").exists()
 
 
 def test_a_damaged_export_imports_nothing(sample_db: str, tmp_path: Path) -> None:
@@ -184,3 +281,39 @@ def test_a_damaged_export_imports_nothing(sample_db: str, tmp_path: Path) -> Non
     result = run_cli("import", "tallyboard", out, "--into", target, check=False)
     assert_one_line_error(result, "the export lacks media/")
     assert not target.exists()  # checked before anything is written: no half-imported run for a retry to skip
+
+
+def test_an_export_missing_an_artifact_file_imports_nothing(tmp_path: Path) -> None:
+    import tallyboard as tb
+
+    (tmp_path / "weights.bin").write_bytes(b"weights")
+    table = tb.ResultTable(tmp_path / "results.db", nocommit_action=tb.NoCommitAction.NOP)
+    with table.new_run("one") as run:
+        run.log_artifact(tmp_path / "weights.bin")
+    table.close()
+    out, target = tmp_path / "out", tmp_path / "target.db"
+    run_cli("export", tmp_path / "results.db", "--out", out, "--quiet")
+    blob = next(p for p in (out / "artifacts" / "sha256").rglob("*") if p.is_file())
+    blob.unlink()
+    result = run_cli("import", "tallyboard", out, "--into", target, check=False)
+    assert_one_line_error(result, f"the export lacks artifacts/sha256/{blob.name[:2]}/{blob.name}")
+    assert not target.exists()
+
+
+def test_a_table_older_than_the_console_is_exported_as_it_is(tmp_path: Path) -> None:
+    import tallyboard as tb
+
+    path = str(tmp_path / "old.db")
+    table = tb.ResultTable(path, nocommit_action=tb.NoCommitAction.NOP)
+    with table.new_run("old") as run:
+        run.add_text("plain", tag="notes")
+    table.close()
+    downgrade(path, 7)  # what a version-7 tallyboard left: no console, no environments
+    out = tmp_path / "out"
+    result = run_cli("export", path, "--format", "jsonl", "--out", out, "--quiet")
+    assert "0 console, 0 environments" in result.stdout
+    (text,) = [json.loads(line) for line in (out / "texts.jsonl").read_text().splitlines()]
+    assert (text["content"], text["markdown"]) == ("plain", 0)
+    store = open_store(path)
+    assert store.meta("schema_version") == "7"  # exporting changed nothing
+    store.close()

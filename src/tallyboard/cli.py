@@ -124,6 +124,8 @@ def cmd_export(args: argparse.Namespace) -> None:
 
 def cmd_import(args: argparse.Namespace) -> None:
     into = args.into or default_target()
+    if args.artifacts is not None and args.source_kind != "tallyboard":
+        raise ValueError("--artifacts applies to `import tallyboard` only (only exports carry artefacts)")
     if args.source_kind == "tensorboard":
         from tallyboard.integrations.tensorboard_import import cli_import
 
@@ -132,10 +134,13 @@ def cmd_import(args: argparse.Namespace) -> None:
     if args.json or args.watch or args.finished_after is not None:
         raise ValueError("--json, --watch and --finished-after apply to `import tensorboard` only")
     if args.source_kind == "deepboard":
-        from tallyboard.integrations.deepboard_import import import_deepboard as importer
+        from tallyboard.integrations.deepboard_import import import_deepboard
+
+        report = import_deepboard(args.source, into, progress=not args.quiet)
     else:
-        from tallyboard.exchange.reimport import import_export as importer
-    report = importer(args.source, into, progress=not args.quiet)
+        from tallyboard.exchange.reimport import import_export
+
+        report = import_export(args.source, into, progress=not args.quiet, artifacts=args.artifacts)
     print(f"{report} into {into}")
 
 
@@ -335,6 +340,12 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         metavar="SECONDS",
         help="tensorboard: a run whose files have not changed for this long is finished (default: 600)",
+    )
+    importer.add_argument(
+        "--artifacts",
+        metavar="FOLDER_OR_URL",
+        help="tallyboard: the target's artefact store, where the export's artefact files go (default:"
+        " $TALLYBOARD_ARTIFACTS, else results.artifacts/ next to results.db; PostgreSQL needs one)",
     )
 
     copy = _parser(

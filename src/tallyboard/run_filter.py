@@ -117,6 +117,13 @@ def _equal(left: Any, right: Any) -> bool:
     return left == right
 
 
+# The parsed expression, shared by the Python predicate below and the SQL of the dashboard
+# (dashboard/runs_sql.py): ("lit", value), ("name", column), ("neg", node), ("not", node),
+# ("and", [nodes]), ("or", [nodes]), ("cmp", op, left, right), ("in_list", left, [literals]),
+# ("in_name", item, container) for `x in tags`.
+Node = tuple
+
+
 class _Parser:
     def __init__(self, text: str, resolve: Callable[[str], str]) -> None:
         self.tokens = _tokens(text)
@@ -143,47 +150,43 @@ class _Parser:
         if not self.take(kind, value):
             raise FilterError(f"expected {value!r} at token {self.pos + 1}")
 
-    def parse(self) -> Predicate:
+    def parse(self) -> Node:
         if not self.tokens:
-            return lambda row: True
+            return ("lit", True)
         expr = self.or_()
         if self.peek() is not None:
             raise FilterError(f"unexpected {self.peek()[1]!r} at token {self.pos + 1}")
         return expr
 
-    def or_(self) -> Predicate:
+    def or_(self) -> Node:
         parts = [self.and_()]
         while self.take("kw", "or"):
             parts.append(self.and_())
-        return parts[0] if len(parts) == 1 else (lambda row: any(p(row) for p in parts))
+        return parts[0] if len(parts) == 1 else ("or", parts)
 
-    def and_(self) -> Predicate:
+    def and_(self) -> Node:
         parts = [self.not_()]
         while self.take("kw", "and"):
             parts.append(self.not_())
-        return parts[0] if len(parts) == 1 else (lambda row: all(p(row) for p in parts))
+        return parts[0] if len(parts) == 1 else ("and", parts)
 
-    def not_(self) -> Predicate:
+    def not_(self) -> Node:
         if self.take("kw", "not"):
             self.nest()
-            inner = self.not_()
-            return lambda row: not _truthy(inner(row))
+            return ("not", self.not_())
         return self.comparison()
 
-    def comparison(self) -> Predicate:
+    def comparison(self) -> Node:
         left = self.value()
         token = self.peek()
         if token and token[0] == "op" and token[1] in ("==", "=", "!=", "<", "<=", ">", ">=", "~"):
             self.pos += 1
-            op, right = token[1], self.value()
-            return lambda row: _compare(op, left(row), right(row))
+            return ("cmp", token[1], left, self.value())
         if self.take("kw", "in"):
             token = self.peek()
             if token is not None and token[0] == "name":  # a column of several values: `x in tags`
-                container = self.value()
-                return lambda row: _contains(container(row), left(row))
-            options = self.list_()
-            return lambda row: any(_equal(left(row), option) for option in options)
+                return ("in_name", left, self.value())
+            return ("in_list", left, self.list_())
         return left
 
     def list_(self) -> list[Any]:
@@ -201,17 +204,16 @@ class _Parser:
             items.append(-token[1] if negative else token[1])
         return items
 
-    def value(self) -> Predicate:
+    def value(self) -> Node:
         token = self.peek()
         if token is None:
             raise FilterError("the expression ends too early")
         self.pos += 1
         kind, raw = token
         if kind == "lit":
-            return lambda row: raw
+            return ("lit", raw)
         if kind == "name":
-            column = self.resolve(raw)
-            return lambda row: row(column)
+            return ("name", self.resolve(raw))
         if (kind, raw) == ("op", "("):
             self.nest()
             inner = self.or_()
@@ -219,9 +221,37 @@ class _Parser:
             return inner
         if (kind, raw) == ("op", "-"):
             self.nest()
-            inner = self.value()
-            return lambda row: -n if (n := _number(inner(row))) is not None else None
+            return ("neg", self.value())
         raise FilterError(f"unexpected {raw!r} at token {self.pos}")
+
+
+def _evaluator(node: Node) -> Predicate:
+    """The Python function of a parsed expression: row -> the expression's value."""
+    kind = node[0]
+    if kind == "lit":
+        raw = node[1]
+        return lambda row: raw
+    if kind == "name":
+        column = node[1]
+        return lambda row: row(column)
+    if kind == "neg":
+        inner = _evaluator(node[1])
+        return lambda row: -n if (n := _number(inner(row))) is not None else None
+    if kind == "not":
+        inner = _evaluator(node[1])
+        return lambda row: not truthy(inner(row))
+    if kind in ("and", "or"):
+        parts = [_evaluator(part) for part in node[1]]
+        combine = all if kind == "and" else any
+        return lambda row: combine(p(row) for p in parts)
+    if kind == "cmp":
+        op, left, right = node[1], _evaluator(node[2]), _evaluator(node[3])
+        return lambda row: _compare(op, left(row), right(row))
+    if kind == "in_name":
+        item, container = _evaluator(node[1]), _evaluator(node[2])
+        return lambda row: _contains(container(row), item(row))
+    left, options = _evaluator(node[1]), node[2]  # in_list
+    return lambda row: any(_equal(left(row), option) for option in options)
 
 
 def _contains(container: Any, item: Any) -> bool:
@@ -230,17 +260,28 @@ def _contains(container: Any, item: Any) -> bool:
     return any(_equal(value, item) for value in values)
 
 
-def _truthy(value: Any) -> bool:
+def truthy(value: Any) -> bool:
+    """Whether a filter's value selects a run: empty text and NaN do not."""
     return bool(value) and value != "" and not (isinstance(value, float) and math.isnan(value))
 
 
 def parse_filter(text: str, resolve: Callable[[str], str]) -> Predicate:
     """Compile filter text to a predicate over rows; `resolve` maps a typed name to a column key
     (and raises FilterError for an unknown one)."""
+    predicate = _evaluator(parse_tree(text, resolve))
+    return lambda row: truthy(predicate(row))
+
+
+def constant(node: Node) -> Any:
+    """The value of an expression that names no column."""
+    return _evaluator(node)(lambda name: None)
+
+
+def parse_tree(text: str, resolve: Callable[[str], str]) -> Node:
+    """Parse filter text into its expression (see `Node`); raises FilterError on bad text."""
     if len(text) > MAX_LENGTH:
         raise FilterError(f"filters are limited to {MAX_LENGTH} characters")
-    predicate = _Parser(text, resolve).parse()
-    return lambda row: _truthy(predicate(row))
+    return _Parser(text, resolve).parse()
 
 
 class NamedColumn(Protocol):

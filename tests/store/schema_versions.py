@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from tallyboard.store import open_store
 from tallyboard.store.imported import IMPORT_RUN_TABLES
+from tallyboard.store.schema import TYPED_VALUES_STEP
+from tallyboard.store.typed_values import TYPED_COLUMNS
 
 # The tables each schema version added (v4 changed columns only: its step runs again harmlessly).
 TABLES_ADDED: dict[int, tuple[str, ...]] = {
@@ -15,16 +17,36 @@ TABLES_ADDED: dict[int, tuple[str, ...]] = {
     8: ("console", "environments"),  # and texts.markdown, a column its step adds only when missing
     9: ("artifacts",),
 }
+# Versions that added columns ({table: columns}) and indexes to tables older versions had.
+COLUMNS_ADDED: dict[int, dict[str, tuple[str, ...]]] = {
+    TYPED_VALUES_STEP + 1: {"hparams": TYPED_COLUMNS, "results": TYPED_COLUMNS},
+}
+INDEXES_ADDED: dict[int, tuple[str, ...]] = {
+    TYPED_VALUES_STEP + 1: ("hparams_by_value", "results_by_value", "runs_hidden"),
+}
 
 
 def downgrade(url: str, version: int) -> None:
-    """Drop the tables that versions after `version` added and record `version` as the table's schema."""
+    """Drop the tables, indexes and columns that versions after `version` added and record `version`
+    as the table's schema."""
     store = open_store(url)
     drop = [table for added, tables in TABLES_ADDED.items() if added > version for table in tables]
+    indexes = [index for added, names in INDEXES_ADDED.items() if added > version for index in names]
+    columns = [
+        (table, column)
+        for added, tables in COLUMNS_ADDED.items()
+        if added > version
+        for table, names in tables.items()
+        for column in names
+    ]
 
     def work() -> None:
         for table in drop:
             store.execute(f"DROP TABLE {table}")
+        for index in indexes:
+            store.execute(f"DROP INDEX {index}")
+        for table, column in columns:
+            store.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
         store.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(version),))
 
     try:

@@ -87,7 +87,6 @@ def runs(request: Request) -> Response:
             "columns": [dataclasses.asdict(c) for c in page.columns],
             "version": _version_json(page.version),
             "read_only": dash.read_only,
-            "partial": page.partial,
         }
     )
 
@@ -105,9 +104,7 @@ def run_tags(request: Request) -> Response:
 
 
 def columns(request: Request) -> Response:
-    dash = _dash(request)
-    dash.table.refresh()
-    return Json({"columns": [dataclasses.asdict(c) for c in dash.table.columns()]})
+    return Json({"columns": [dataclasses.asdict(c) for c in _dash(request).table.columns()]})
 
 
 async def save_columns(request: Request) -> Response:

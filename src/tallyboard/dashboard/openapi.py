@@ -310,11 +310,6 @@ def openapi_schema() -> dict[str, Any]:
                         "rows": {"type": "array", "items": {"type": "object"}},
                         "columns": {"type": "array", "items": {"type": "object"}},
                         "version": {"type": "object"},
-                        "partial": {
-                            "type": "boolean",
-                            "description": "served before every run was loaded: the columns are"
-                            " those of these rows only; ask again for the whole set",
-                        },
                     },
                 },
                 "Comparison": {

@@ -1,18 +1,14 @@
 """The runs table as the dashboard serves it: columns, sorting, filtering and paging on the server.
 
 Why on the server: 10,000 runs with their hparams and results are megabytes of JSON; a browser
-asked to hold and re-sort that stutters. The server keeps the rows in memory (refreshed only
-for runs whose `updated_at` moved) and answers one page at a time.
+asked to hold and re-sort that stutters. The server answers one page at a time.
 
-The first screen does not wait for that: until every row is loaded (in a background thread that
-the first request starts), the default view (by run id, no filter or search) is read straight
-from the primary key, one page at a time; 100,000 runs cost the same first screen as 100. Such a
-page is `partial`: its hparam and result columns are those of its own rows (finding every name in
-use means reading every run), and the page asks again once the table is loaded.
-
-Once loaded, a view (one filter, search and sort) is kept in order until the table changes: paging
-through it, and the polls of a page that shows it, cost one page, not a filter and sort of every
-run (at 100,000 runs those take seconds; docs/performance.md).
+A view (one filter, sort and page) is answered by SQL over the typed copies of hparams and results
+(schema v10, store/runs_sql.py): the database filters from its indexes and reads one page,
+so a fresh server's first screen and a new view cost about the same at 100,000 runs as at 1,000
+(docs/performance.md). A view that SQL cannot answer exactly (a search, a `~` or `tags` filter,
+a sort by a run field) is answered from every run held in memory (refreshed only for runs whose
+`updated_at` moved), and kept in order until the table changes, so its later pages cost one page.
 
 Sorting and filtering work on any column with mixed types and empty cells: values sort as
 numbers, then strings, then booleans, and empty cells always come last in either direction.
@@ -22,19 +18,32 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from tallyboard.run_filter import column_resolver, run_cell, run_filter
+from tallyboard.run_filter import column_resolver, parse_tree, run_cell, run_filter
+from tallyboard.store import runs_sql
 from tallyboard.store.queries import DashboardQueries
 from tallyboard.store.records import Column
 from tallyboard.store.run_row import RUN_ROW
+from tallyboard.store.runs_sql import TRUE, Condition, Dialect, NotInSql, Sort, Translator
 
 VIEWS_KEPT = 8  # filtered and sorted views kept for the current version of the table
+READ_AHEAD = 500  # run ids of a SQL view read at once: this page and the next few
 
 # Run fields that can be table columns; git_diff is far too long for a cell (the run page shows it).
 TABLE_RUN_FIELDS = (*(field.name for field in RUN_ROW if field.cell), "tags")
+
+
+@dataclass(frozen=True)
+class ValueNames:
+    """The names of hparams and of results in the store, and the value columns (name, kind) that
+    the store's column list lacks, in `value_columns` order."""
+
+    hparams: frozenset[str]
+    results: frozenset[str]
+    unlisted: list[tuple[str, str]]
 
 
 @dataclass
@@ -43,23 +52,26 @@ class Page:
     rows: list[dict[str, Any]]
     columns: list[Column]
     version: tuple[int, float]
-    partial: bool = False  # read before every row was loaded: columns are those of these rows only
 
 
 class RunsTable:
-    """In-memory rows of the runs table, kept in step with the store by `updated_at`."""
+    """One page of a view, from SQL when it can say it exactly, else from rows held in memory
+    (kept in step with the store by `updated_at`)."""
 
     def __init__(self, queries: DashboardQueries) -> None:
         self.queries = queries
+        self.dialect = Dialect.of(queries.postgres)
         self._rows: dict[int, dict[str, Any]] = {}
-        self._names: list[tuple[str, str]] = []  # hparam and result columns found in the rows
         self._version: tuple[int, float] | None = None
         self._lock = threading.Lock()
-        self._loader: threading.Thread | None = None
         self._views: dict[tuple, list[dict[str, Any]]] = {}  # view -> its rows in order (one version)
+        self._totals: dict[tuple, int] = {}  # SQL view -> its number of runs (one version)
+        self._ahead: dict[tuple, tuple[int, list[int]]] = {}  # SQL view -> (offset, ids read ahead)
+        self._names: tuple[tuple[int, float], ValueNames] | None = None  # for one version
 
     def refresh(self) -> tuple[int, float]:
-        """Reload what changed since the last call; returns the store's runs version."""
+        """Reload the rows held in memory that changed since the last call; returns the store's
+        runs version."""
         version = self.queries.runs_version()
         with self._lock:
             if version == self._version:
@@ -71,29 +83,32 @@ class RunsTable:
                     self._rows[run["run_id"]] = _flatten(run)
                 if len(self._rows) != version[0]:  # runs were deleted as others were added
                     self._rows = {run["run_id"]: _flatten(run) for run in self.queries.runs()}
-            self._names = value_columns(_sightings(self._rows.values()))
             self._version = version
         return version
 
-    def loaded(self) -> bool:
-        return self._version is not None
+    def value_names(self, version: tuple[int, float] | None = None) -> ValueNames:
+        """The store's hparam and result names (kept per version of the table): a few index seeks."""
+        version = version or self.queries.runs_version()
+        kept = self._names
+        if kept is not None and kept[0] == version:
+            return kept[1]
+        hparams, results = (
+            frozenset(row[0] for row in self.queries.read(runs_sql.value_names_sql(table)))
+            for table in ("hparams", "results")
+        )
+        listed = {c.name for c in self.queries.columns()}
+        sightings = [  # a name is an hparam column if it is an hparam anywhere
+            (name, kind, self.queries.read(runs_sql.FIRST_RUN.format(table=f"{kind}s"), [name])[0][0])
+            for kind, names in (("hparam", hparams), ("result", results - hparams))
+            for name in sorted(names - listed)
+        ]
+        names = ValueNames(hparams, results, value_columns(sightings))
+        self._names = (version, names)
+        return names
 
-    def wait_until_loaded(self, timeout: float) -> bool:
-        """Wait for a background load, if one started; True once every row is loaded."""
-        if self._loader is not None:
-            self._loader.join(timeout)
-        return self.loaded()
-
-    def _load_in_background(self) -> None:
-        """Start loading every row (once), so sorting and filtering are ready soon after."""
-        with self._lock:
-            if self._loader is None:
-                self._loader = threading.Thread(target=self.refresh, name="runs-table-load", daemon=True)
-                self._loader.start()
-
-    def columns(self, names: list[tuple[str, str]] | None = None) -> list[Column]:
-        """Every column: the store's preferences first, then hparams/results found in rows (or
-        `names`, as `value_columns` orders them)."""
+    def columns(self, version: tuple[int, float] | None = None) -> list[Column]:
+        """Every column: the store's preferences first, then hparams/results it does not list, as
+        `value_columns` orders them."""
         columns = [
             Column(c.name, c.kind, c.alias or c.name, c.position)
             for c in self.queries.columns()
@@ -104,10 +119,7 @@ class RunsTable:
             if field not in known:
                 columns.append(Column(field, "run", field, None))
                 known.add(field)
-        if names is None:
-            with self._lock:
-                names = self._names
-        extra = [(name, kind) for name, kind in names if name not in known]
+        extra = [(name, kind) for name, kind in self.value_names(version).unlisted if name not in known]
         last = max((c.position for c in columns if c.position is not None), default=-1)
         for offset, (name, kind) in enumerate(extra):
             columns.append(Column(name, kind, name, last + 1 + offset))
@@ -126,32 +138,87 @@ class RunsTable:
         run_ids: list[int] | None = None,
     ) -> Page:
         """One page of rows after filtering and sorting. Raises FilterError on a bad filter."""
-        plain = (
-            run_ids is None and not filter_text.strip() and not search.strip() and sort in (None, "run_id")
-        )
-        if plain and not self.loaded():
-            return self._window(offset, limit, descending, show_hidden)
-        version = self.refresh()
-        columns = self.columns()
+        version = self.queries.runs_version()
+        columns = self.columns(version)
         view = (version, tuple(columns), sort, descending, filter_text.strip(), search.strip(), show_hidden,
                 None if run_ids is None else tuple(run_ids))  # fmt: skip
+        key = column_resolver(columns)(sort) if sort else "run_id"
+        try:
+            if search.strip():
+                raise NotInSql("a search")
+            return self._sql_page(view, columns, key, offset, limit)
+        except NotInSql:
+            pass
+        version = self.refresh()
         with self._lock:
             rows = self._views.get(view)
         if rows is None:
-            rows = self._select(columns, sort, descending, filter_text, search, show_hidden, run_ids)
+            rows = self._select(columns, key, descending, filter_text, search, show_hidden, run_ids)
             with self._lock:
-                if any(kept[0] != version for kept in self._views):
-                    self._views.clear()  # made for an older table
-                while len(self._views) >= VIEWS_KEPT:
-                    del self._views[next(iter(self._views))]  # the oldest
-                self._views[view] = rows
+                _keep(self._views, view, rows)
         page_rows = [_public(row) for row in rows[offset : offset + limit]]
         return Page(total=len(rows), rows=page_rows, columns=columns, version=version)
+
+    def _sql_page(self, view: tuple, columns: list[Column], key: str, offset: int, limit: int) -> Page:
+        """A page of a view answered in SQL; raises NotInSql when SQL cannot say it exactly."""
+        version, _, _, descending, filter_text, _, show_hidden, run_ids = view
+        names = self.value_names(version)
+        condition: Condition = TRUE
+        if filter_text:
+            translator = Translator(set(names.hparams), set(names.results), self.dialect)
+            condition = translator.condition(parse_tree(filter_text, column_resolver(columns)))
+        if run_ids is not None:  # those runs, hidden or not
+            condition, show_hidden = runs_sql.of_runs(list(run_ids), condition), True
+        order = _sort_of(key, descending, names)
+        with self._lock:
+            total = self._totals.get(view)
+        if total is None:
+            total = self.queries.read(*runs_sql.count_sql(condition, show_hidden))[0][0]
+            with self._lock:
+                _keep(self._totals, view, total)
+        ids = self._window(view, condition, order, offset, limit)
+        runs = {run["run_id"]: run for run in self.queries.runs_of(ids)}
+        rows = [_public(_flatten(runs[run_id])) for run_id in ids if run_id in runs]
+        return Page(total=int(total), rows=rows, columns=columns, version=version)
+
+    def _window(self, view: tuple, condition: Condition, order: Sort, offset: int, limit: int) -> list[int]:
+        """The run ids of a page, from the ids read ahead for the view when they cover it: the next
+        pages of a view cost no statement of their own (reading ahead walks a little further in an
+        index; what costs is finding the view's runs at all)."""
+        with self._lock:
+            start, ids = self._ahead.get(view, (0, []))
+        if start <= offset and offset + limit <= start + len(ids):
+            return ids[offset - start : offset - start + limit]
+        show_hidden = view[6] or view[7] is not None
+        ids = self._page_ids(condition, show_hidden, order, offset, max(limit, READ_AHEAD))
+        with self._lock:
+            _keep(self._ahead, view, (offset, ids))
+        return ids[:limit]
+
+    def _page_ids(
+        self, condition: Condition, show_hidden: bool, order: Sort, offset: int, limit: int
+    ) -> list[int]:
+        """Run ids of one page: those with a value to sort by in order, then the empty ones by id."""
+        if order.table is None:  # by run id, or by a column nobody has a value in (all empty)
+            descending = order.descending and order.name is None
+            sql, params = runs_sql.by_run_id_sql(condition, show_hidden, descending)
+            return [row[0] for row in self.queries.read(sql, [*params, limit, offset])]
+        sql, params = runs_sql.by_value_sql(condition, show_hidden, order, self.dialect)
+        ids = [row[0] for row in self.queries.read(sql, [*params, limit, offset])]
+        if len(ids) == limit:
+            return ids
+        if ids or offset == 0:
+            filled = offset + len(ids)
+        else:  # past the last value: where do the empty cells start?
+            filled = self.queries.read(*runs_sql.filled_count_sql(condition, show_hidden, order))[0][0]
+        sql, params = runs_sql.by_run_id_sql(condition, show_hidden, False, filled=order)
+        rest = self.queries.read(sql, [*params, limit - len(ids), max(0, offset - filled)])
+        return ids + [row[0] for row in rest]
 
     def _select(
         self,
         columns: list[Column],
-        sort: str | None,
+        key: str,
         descending: bool,
         filter_text: str,
         search: str,
@@ -173,17 +240,26 @@ class RunsTable:
             needle = search.strip().lower()
             names = [c.name for c in columns if c.position is not None]
             rows = [row for row in rows if any(needle in _text(run_cell(row, n)) for n in names)]
-        key = column_resolver(columns)(sort) if sort else "run_id"
         return _sorted(rows, key, descending)
 
-    def _window(self, offset: int, limit: int, descending: bool, show_hidden: bool) -> Page:
-        """A page of the default view read from the store while the rows are still loading."""
-        version = self.queries.runs_version()
-        total, runs = self.queries.runs_window(offset, limit, descending, show_hidden)
-        rows = [_flatten(run) for run in runs]
-        columns = self.columns(value_columns(_sightings(rows)))
-        self._load_in_background()
-        return Page(total, [_public(row) for row in rows], columns, version, partial=True)
+
+def _sort_of(key: str, descending: bool, names: ValueNames) -> Sort:
+    """Where the order of a view sorted by column `key` comes from (NotInSql: not from SQL)."""
+    if key == "run_id":
+        return Sort(descending=descending)
+    if key in TABLE_RUN_FIELDS or (key in names.hparams and key in names.results):
+        raise NotInSql(f"sorting by {key!r}")
+    table = "hparams" if key in names.hparams else "results" if key in names.results else None
+    return Sort(table, key, descending)
+
+
+def _keep(kept: dict[tuple, Any], view: tuple, value: Any) -> None:
+    """Remember a view's answer, forgetting those of older versions of the table and the oldest."""
+    if any(other[0] != view[0] for other in kept):
+        kept.clear()  # made for an older table
+    while len(kept) >= VIEWS_KEPT:
+        del kept[next(iter(kept))]
+    kept[view] = value
 
 
 def value_columns(found: Iterable[tuple[str, str, int]]) -> list[tuple[str, str]]:
@@ -197,13 +273,6 @@ def value_columns(found: Iterable[tuple[str, str, int]]) -> list[tuple[str, str]
             first[name] = seen
     ordered = sorted(first.items(), key=lambda item: (item[1], item[0]))
     return [(name, "result" if is_result else "hparam") for name, (is_result, _) in ordered]
-
-
-def _sightings(rows: Iterable[dict[str, Any]]) -> Iterator[tuple[str, str, int]]:
-    for row in rows:
-        for kind, values in (("hparam", row["hparams"]), ("result", row["results"])):
-            for name in values:
-                yield name, kind, row["run_id"]
 
 
 def _flatten(run: dict[str, Any]) -> dict[str, Any]:

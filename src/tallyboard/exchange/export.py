@@ -13,17 +13,23 @@ An export here is the whole table, in files any tool reads, and it imports back 
     run_tags.<ext>          run_id, tag: the runs' tags, several per run (exports before
                             schema v4 lack this file; they import with no tags)
     scalars.<ext>           run_id, tag, rep, step, epoch, walltime (s since the rep started), value
-    texts.<ext>             run_id, tag, rep, step, epoch, walltime, kind (text|fragment), content
+    texts.<ext>             run_id, tag, rep, step, epoch, walltime, kind (text|fragment), content,
+                            markdown (1 when logged with `markdown=True`, else 0; since export
+                            version 2, before which every text imports as 0)
     media.<ext>             run_id, tag, rep, step, epoch, walltime, kind (image|figure), width,
                             height, file (relative path of the PNG)
     media/<run_id>/<n>.png  the images and figures, numbered per run in logging order
     histograms.<ext>        run_id, tag, rep, step, epoch, walltime, count, nonfinite, minimum,
                             maximum, total, total_squares, edges and counts (JSON arrays of numbers)
                             -- written since schema v7; an older export has no such file
+    console.<ext>           run_id, rep, walltime, stream (stdout|stderr|log), line: the captured
+                            console in capture order (since export version 2)
+    environments.<ext>      run_id, content (the run's environment, JSON text; since version 2)
     artifacts.<ext>         (only when the runs have artefacts) run_id, name, kind, size, sha256,
                             step, logged_at
     artifacts/sha256/ab/... the artefacts' files, laid out as an artefact store (content-addressed:
-                            shared bytes once; never named by a logged name, which could say "../")
+                            shared bytes once; never named by a logged name, which could say "../");
+                            an import copies them into the target's store (exchange/artifact_files.py)
 
 Rows come in a fixed order (runs by id, then tag, repetition and step), so exporting the same table
 twice gives identical files. Wall times are the table's milliseconds written as seconds.
@@ -33,18 +39,21 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from tallyboard.artifacts import Blobs, LocalBlobs, location_for, open_blobs, require_location
+from tallyboard.artifacts import location_for, open_blobs, require_location
+from tallyboard.exchange.artifact_files import ARTIFACTS, export_artifacts
 from tallyboard.exchange.formats import FORMATS, Layout, RowWriter
 from tallyboard.exchange.target import open_target
 from tallyboard.store import Store
-from tallyboard.store.records import ArtifactRow
 from tallyboard.store.run_row import typed
 
-EXPORT_VERSION = 1
+EXPORT_VERSION = 2  # 2: console, environments and the texts' markdown flag
+READABLE_VERSIONS = (1, 2)
+CONSOLE_SINCE = 8  # the schema version that added the console, environments and texts.markdown
+CONSOLE_PAGE = 10_000  # console lines read at a time (a chatty run may have millions)
 MANIFEST = "manifest.json"
 MEDIA_DIR = "media"
 
@@ -71,7 +80,8 @@ _RECORD = (
     ("epoch", int, True), ("walltime", float, False),
 )  # fmt: skip
 SCALARS = Layout("scalars", (*_RECORD, ("value", float, True)))
-TEXTS = Layout("texts", (*_RECORD, ("kind", str, False), ("content", str, False)))
+TEXTS_V1 = Layout("texts", (*_RECORD, ("kind", str, False), ("content", str, False)))
+TEXTS = Layout("texts", (*TEXTS_V1.columns, ("markdown", int, False)))
 MEDIA = Layout(
     "media",
     (*_RECORD, ("kind", str, False), ("width", int, False), ("height", int, False), ("file", str, False)),
@@ -82,17 +92,19 @@ HISTOGRAMS = Layout(
      ("maximum", float, True), ("total", float, False), ("total_squares", float, False),
      ("edges", str, False), ("counts", str, False)),
 )  # fmt: skip
-LAYOUTS = (RUNS, HPARAMS, RESULTS, COLUMNS, REPETITIONS, RUN_TAGS, SCALARS, TEXTS, MEDIA, HISTOGRAMS)
-OPTIONAL_LAYOUTS = (RUN_TAGS, HISTOGRAMS)  # files that exports of older versions lack
-# Written alongside, not in LAYOUTS: `tallyboard import tallyboard` does not bring artefacts back.
-ARTIFACTS = Layout(
-    "artifacts",
-    (
-        ("run_id", int, False), ("name", str, False), ("kind", str, False), ("size", int, False),
-        ("sha256", str, False), ("step", int, True), ("logged_at", float, False),
-    ),
+CONSOLE = Layout(
+    "console",
+    (("run_id", int, False), ("rep", int, False), ("walltime", float, False), ("stream", str, False),
+     ("line", str, False)),
 )  # fmt: skip
-ARTIFACTS_DIR = "artifacts"
+ENVIRONMENTS = Layout("environments", (("run_id", int, False), ("content", str, False)))
+LAYOUTS = (
+    RUNS, HPARAMS, RESULTS, COLUMNS, REPETITIONS, RUN_TAGS, SCALARS, TEXTS, MEDIA, HISTOGRAMS, CONSOLE,
+    ENVIRONMENTS,
+)  # fmt: skip
+# Files that exports of older versions lack. `artifacts` is not in LAYOUTS: it is written only when
+# the runs have artefacts, with their files (exchange/artifact_files.py).
+OPTIONAL_LAYOUTS = (RUN_TAGS, HISTOGRAMS, CONSOLE, ENVIRONMENTS, ARTIFACTS)
 
 
 def seconds(walltime_ms: int) -> float:
@@ -142,9 +154,10 @@ def export_run(store: Store, run: dict[str, Any], out: Path, writers: dict[str, 
             for rep, step, epoch, walltime_ms, value in store.scalars(run_id, tag)
         )
     texts = _by_id({kind: store.texts(run_id, kind) for kind in ("text", "fragment")})
+    markdown = store.markdown_text_ids(run_id) if _has_console(store) else set()
     writers["texts"].write(
-        (run_id, tag, rep, step, epoch, seconds(walltime_ms), kind, content)
-        for kind, (_, step, epoch, rep, tag, walltime_ms, content) in texts
+        (run_id, tag, rep, step, epoch, seconds(walltime_ms), kind, content, int(text_id in markdown))
+        for kind, (text_id, step, epoch, rep, tag, walltime_ms, content) in texts
     )
     media = _by_id({kind: store.media(run_id, kind) for kind in ("image", "figure")})
     if media:
@@ -160,18 +173,24 @@ def export_run(store: Store, run: dict[str, Any], out: Path, writers: dict[str, 
          h.total, h.total_squares, json.dumps(h.edges), json.dumps(h.counts))
         for r in store.histograms(run_id) for h in (r.histogram,)
     )  # fmt: skip
+    if _has_console(store):
+        writers["console"].write(_console_rows(store, run_id))
+        environment = store.environment(run_id)
+        writers["environments"].write([(run_id, environment)] if environment is not None else [])
 
 
-def _export_artifacts(listed: list[ArtifactRow], blobs: Blobs, out: Path, file_format: str) -> int:
-    """The artefacts' list, and their files copied (streamed, hash-checked) into `out/artifacts/`."""
-    with RowWriter(ARTIFACTS.path(out, file_format), ARTIFACTS, file_format) as writer:
-        writer.write(tuple(row) for row in listed)
-    exported = LocalBlobs(out / ARTIFACTS_DIR)
-    for sha256 in sorted({row.sha256 for row in listed}):
-        with blobs.open(sha256) as stream:
-            exported.put_stream(stream, sha256)
-    (out / ARTIFACTS_DIR / "tmp").rmdir()  # empty: every file went in whole (there was at least one)
-    return len(listed)
+def _has_console(store: Store) -> bool:
+    """Whether the table has console, environments and texts.markdown (an older table, opened only
+    to read, is exported as it is)."""
+    return (store.schema_version or CONSOLE_SINCE) >= CONSOLE_SINCE
+
+
+def _console_rows(store: Store, run_id: int) -> Iterator[tuple]:
+    """The run's console lines in capture order, read a page at a time."""
+    after = 0
+    while lines := store.console(run_id, after=after, limit=CONSOLE_PAGE):
+        yield from ((run_id, line.rep, seconds(line.walltime_ms), line.stream, line.line) for line in lines)
+        after = lines[-1].console_id
 
 
 def export_table(
@@ -208,7 +227,7 @@ def export_table(
                 writer.close()
     counts = {name: writer.count for name, writer in writers.items()}
     if blobs is not None:
-        counts[ARTIFACTS.name] = _export_artifacts(listed, blobs, out, file_format)
+        counts[ARTIFACTS.name] = export_artifacts(listed, blobs, out, file_format)
     manifest = {"tallyboard_export": EXPORT_VERSION, "format": file_format, "counts": counts}
     (out / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
     return counts

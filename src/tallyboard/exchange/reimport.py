@@ -1,8 +1,10 @@
 """`tallyboard import tallyboard DIR`: an export (see export.py) back into a result table.
 
 The inverse of `export_table`, row for row: runs keep their ids, start and end times, status, git
-state and unique key; records keep their repetition, step, epoch and wall time; PNGs are read back
-from the export's media files. Importing into an empty table and exporting again gives the same
+state and unique key; records keep their repetition, step, epoch and wall time; console lines keep
+their order, texts their markdown flag; PNGs are read back from the export's media files, and the
+artefacts' files are copied into the target table's artefact store (exchange/artifact_files.py).
+Importing into an empty table and exporting again gives the same
 files. Into a table that already has runs, runs already present (same experiment and start time)
 are skipped, a run whose id is taken gets a new one, and the column layout is left as it was.
 Rows are streamed in batches: an export larger than memory imports fine.
@@ -16,29 +18,38 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from tallyboard.exchange.artifact_files import (
+    ARTIFACTS,
+    check_exported_files,
+    import_artifacts,
+    target_blobs,
+)
 from tallyboard.exchange.bundle import apply_column_layout, create_run, run_identity, select_new_runs
 from tallyboard.exchange.export import (
     COLUMNS,
-    EXPORT_VERSION,
+    CONSOLE,
+    ENVIRONMENTS,
     HISTOGRAMS,
     HPARAMS,
     LAYOUTS,
     MANIFEST,
     MEDIA,
     OPTIONAL_LAYOUTS,
+    READABLE_VERSIONS,
     REPETITIONS,
     RESULTS,
     RUN_TAGS,
     RUNS,
     SCALARS,
     TEXTS,
+    TEXTS_V1,
     Layout,
 )
 from tallyboard.exchange.formats import FORMATS, read_rows
 from tallyboard.histogram import Histogram
 from tallyboard.store import Batch
 from tallyboard.store.histograms import queued_row
-from tallyboard.store.records import QueuedMedia, QueuedRepetition, QueuedText, QueuedValue
+from tallyboard.store.records import ArtifactRow, QueuedMedia, QueuedRepetition, QueuedText, QueuedValue
 
 MEDIA_PER_BATCH = 200
 
@@ -48,7 +59,7 @@ def read_manifest(directory: Path) -> dict[str, Any]:
     if not path.is_file():
         raise FileNotFoundError(f"{str(directory)!r} is not a tallyboard export (no {MANIFEST})")
     manifest = json.loads(path.read_text(encoding="utf-8"))
-    if manifest.get("tallyboard_export") != EXPORT_VERSION or manifest.get("format") not in FORMATS:
+    if manifest.get("tallyboard_export") not in READABLE_VERSIONS or manifest.get("format") not in FORMATS:
         raise ValueError(f"{path} is not a manifest this version of tallyboard can read")
     return manifest
 
@@ -58,18 +69,26 @@ class ExportReader:
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
-        self.format = read_manifest(directory)["format"]
+        manifest = read_manifest(directory)
+        self.format = manifest["format"]
+        self.version = manifest["tallyboard_export"]
         self.run_ids: dict[int, int] = {}
 
     def has(self, layout: Layout) -> bool:
         """Whether the export has the layout's file (an older export lacks `OPTIONAL_LAYOUTS`)."""
         return layout not in OPTIONAL_LAYOUTS or layout.path(self.directory, self.format).is_file()
 
+    def _read(self, layout: Layout) -> Iterator[list[tuple]]:
+        """All rows of one file, in the columns its export version wrote (version 1 texts have no
+        markdown flag; their rows are one column shorter, which `Batch.texts` reads as 0)."""
+        written = TEXTS_V1 if layout is TEXTS and self.version < 2 else layout
+        return read_rows(layout.path(self.directory, self.format), written, self.format)
+
     def rows(self, layout: Layout) -> Iterator[list[tuple]]:
         """Batches of rows of the runs being imported, run id already mapped."""
         if not self.has(layout):
             return
-        for chunk in read_rows(layout.path(self.directory, self.format), layout, self.format):
+        for chunk in self._read(layout):
             mapped = [(self.run_ids[run_id], *rest) for run_id, *rest in chunk if run_id in self.run_ids]
             if mapped:
                 yield mapped
@@ -80,18 +99,20 @@ class ExportReader:
         Returns the number of rows."""
         total = 0
         for layout in filter(self.has, LAYOUTS):
-            for chunk in read_rows(layout.path(self.directory, self.format), layout, self.format):
+            for chunk in self._read(layout):
                 total += len(chunk)
                 missing = [
                     row[-1] for row in chunk if layout is MEDIA and not (self.directory / row[-1]).is_file()
                 ]
                 if missing:
                     raise FileNotFoundError(f"the export lacks {missing[0]}")
+        if self.has(ARTIFACTS):
+            for chunk in self._read(ARTIFACTS):
+                check_exported_files(self.directory, chunk)
         return total
 
     def all_rows(self, layout: Layout) -> list[tuple]:
-        path = layout.path(self.directory, self.format)
-        return [row for chunk in read_rows(path, layout, self.format) for row in chunk]
+        return [row for chunk in self._read(layout) for row in chunk]
 
 
 def _scalar_batches(reader: ExportReader) -> Iterator[Batch]:
@@ -153,16 +174,25 @@ def _record_batches(reader: ExportReader) -> Iterator[Batch]:
         yield Batch(texts=[QueuedText(*row) for row in chunk])
     yield from _media_batches(reader)
     yield from _histogram_batches(reader)
+    for chunk in reader.rows(CONSOLE):
+        yield Batch(console=chunk)
+    for chunk in reader.rows(ENVIRONMENTS):
+        yield Batch(environments=chunk)
 
 
-def import_export(directory: str | os.PathLike[str], into: str, progress: bool = False) -> str:
-    """Import the export in `directory` into the table at `into`; returns a one-line summary."""
+def import_export(
+    directory: str | os.PathLike[str], into: str, progress: bool = False, artifacts: str | None = None
+) -> str:
+    """Import the export in `directory` into the table at `into`; returns a one-line summary.
+    Artefacts' files go to `artifacts` (default: the table's store, as for `ResultTable`)."""
     from tallyboard.exchange.target import open_target
     from tallyboard.progress import progress_bar
 
     reader = ExportReader(Path(directory))
     total = reader.check()
     runs = [dict(zip(RUNS.names, row, strict=True)) for row in reader.all_rows(RUNS)]
+    # Before anything is written: a target without an artefact store must not get half an import.
+    blobs = target_blobs(os.fspath(into), artifacts) if reader.has(ARTIFACTS) else None
     with open_target(into) as store:
         was_empty = not store.runs(show_hidden=True)
         new = select_new_runs(store, runs)
@@ -176,6 +206,9 @@ def import_export(directory: str | os.PathLike[str], into: str, progress: bool =
         for chunk in reader.rows(RUN_TAGS):  # a handful per run: written directly, not batched
             for run_id, tag in chunk:
                 store.change_run_tags(run_id, add=[tag])
+        if blobs is not None:
+            listed = [ArtifactRow(*row) for chunk in reader.rows(ARTIFACTS) for row in chunk]
+            import_artifacts(store, reader.directory, listed, blobs, progress)
         if was_empty:
             apply_column_layout(store, _layout(reader))
     return f"imported {len(new)} runs ({len(runs) - len(new)} already present)"

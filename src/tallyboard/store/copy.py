@@ -26,6 +26,7 @@ from tallyboard.store import Access, Store, StoreError, is_postgres_url, open_st
 from tallyboard.store.location import Kind, require_current
 from tallyboard.store.records import DEBUG_RUN_ID
 from tallyboard.store.run_row import RUN_FIELDS
+from tallyboard.store.typed_values import TYPED_COLUMNS
 
 # (table, primary key, other columns, rows per chunk), parents before children.
 HISTOGRAM_STATS = ("count", "nonfinite", "minimum", "maximum", "total", "total_squares", "edges", "counts")
@@ -34,8 +35,8 @@ TABLES: tuple[tuple[str, tuple[str, ...], tuple[str, ...], int], ...] = (
     ("runs", ("run_id",), tuple(name for name in RUN_FIELDS if name != "run_id"), 2_000),
     ("tags", ("tag_id",), ("name",), 10_000),
     ("repetitions", ("run_id", "rep"), ("start_time",), 10_000),
-    ("hparams", ("run_id", "name"), ("value",), 10_000),
-    ("results", ("run_id", "name"), ("value",), 10_000),
+    ("hparams", ("run_id", "name"), ("value", *TYPED_COLUMNS), 10_000),
+    ("results", ("run_id", "name"), ("value", *TYPED_COLUMNS), 10_000),
     ("columns", ("name",), ("kind", "alias", "position"), 10_000),
     ("scalars", ("run_id", "tag_id", "rep", "step"), ("epoch", "walltime_ms", "value"), 50_000),
     # Block summaries are copied like any row: the source's are consistent with its scalars, and

@@ -12,7 +12,14 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from tallyboard.store.run_row import RUN_COLUMNS
-from tallyboard.store.schema import MIGRATIONS, SCHEMA_V1, SCHEMA_VERSION
+from tallyboard.store.schema import (
+    MIGRATIONS,
+    SCHEMA_V1,
+    SCHEMA_VERSION,
+    TYPED_VALUE_INDEXES,
+    TYPED_VALUES_STEP,
+)
+from tallyboard.store.typed_values import TYPED_COLUMNS, with_types
 
 if TYPE_CHECKING:
     from tallyboard.store.engine import Engine
@@ -117,6 +124,46 @@ def markdown_flag_on_texts(store: Engine) -> None:
         store.execute("ALTER TABLE texts ADD COLUMN markdown INTEGER NOT NULL DEFAULT 0")
 
 
+# ---- v9 -> v10: typed copies of hparam and result values (store/typed_values.py) ---------------
+# Why in Python: the backfill parses each value's JSON as Python does (the SQL engines' JSON
+# readers differ from it and from each other on NaN, Infinity and case folding).
+TYPED_VALUE_TYPES = {"value_rank": "INTEGER", "value_number": "DOUBLE PRECISION", "value_text": "TEXT"}
+BACKFILL_CHUNK = 50_000
+
+
+def typed_values(store: Engine) -> None:
+    from tallyboard.store import is_postgres_url
+
+    postgres = is_postgres_url(store.url)
+    for table in ("hparams", "results"):
+        for column in TYPED_COLUMNS:
+            kind = TYPED_VALUE_TYPES[column] + (' COLLATE "C"' if postgres and column == "value_text" else "")
+            store.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
+        backfill_typed_values(store, table)
+    for sql in _statements(TYPED_VALUE_INDEXES, {}):
+        store.execute(sql)
+
+
+def backfill_typed_values(store: Engine, table: str) -> None:
+    """Fill the typed columns of every row of `table` from its JSON text, in key order by chunks."""
+    select = f"SELECT run_id, name, value FROM {table}"
+    order = f" ORDER BY run_id, name LIMIT {BACKFILL_CHUNK}"
+    rows = store.execute(select + order)
+    while rows:
+        store.executemany(
+            f"UPDATE {table} SET value_rank = ?, value_number = ?, value_text = ?"
+            " WHERE run_id = ? AND name = ?",
+            [(*typed, run_id, name) for run_id, name, _, *typed in with_types(rows)],
+        )
+        if len(rows) < BACKFILL_CHUNK:
+            return
+        rows = store.execute(select + " WHERE (run_id, name) > (?, ?)" + order, rows[-1][:2])
+
+
 # Steps (or parts of steps) that are not one SQL script for both engines, by the version they
 # upgrade from; they run after that step's SQL in `MIGRATIONS`, if any.
-PYTHON_MIGRATIONS: dict[int, Callable[[Engine], None]] = {3: nullable_note_and_tag, 7: markdown_flag_on_texts}
+PYTHON_MIGRATIONS: dict[int, Callable[[Engine], None]] = {
+    3: nullable_note_and_tag,
+    7: markdown_flag_on_texts,
+    TYPED_VALUES_STEP: typed_values,
+}

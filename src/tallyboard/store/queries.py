@@ -152,6 +152,10 @@ class DashboardQueries:
     def _all(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
         return self._run(sql, params, "all")
 
+    def read(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
+        """The rows of a query built elsewhere (the runs table's views: dashboard/runs_sql.py)."""
+        return self._all(sql, params)
+
     def _one(self, sql: str, params: Sequence[Any] = ()) -> tuple | None:
         return self._run(sql, params, "one")
 
@@ -176,22 +180,6 @@ class DashboardQueries:
         where, params = ("WHERE updated_at >= ?", [updated_after]) if updated_after is not None else ("", [])
         rows = self._all(f"SELECT {', '.join(LISTED_FIELDS)} FROM runs {where}", params)
         return self._with_values(rows, f"(SELECT run_id FROM runs {where})", params)
-
-    def runs_window(
-        self, offset: int, limit: int, descending: bool, hidden: bool
-    ) -> tuple[int, list[dict[str, Any]]]:
-        """(number of runs, one page of them by run id): the runs table's first screen, read
-        straight from the primary key, so it does not wait for every run to be loaded."""
-        where = "" if hidden else "WHERE hidden = 0"
-        counted = self._one(f"SELECT COUNT(*) FROM runs {where}")
-        total = counted[0] if counted else 0
-        order = "DESC" if descending else "ASC"
-        rows = self._all(
-            f"SELECT {', '.join(LISTED_FIELDS)} FROM runs {where} ORDER BY run_id {order} LIMIT ? OFFSET ?",
-            [limit, offset],
-        )
-        ids = [row[0] for row in rows]
-        return int(total), self._with_values(rows, f"({', '.join('?' * len(ids))})", ids) if ids else []
 
     def runs_of(self, run_ids: Sequence[int]) -> list[dict[str, Any]]:
         """Some runs by id (hidden ones too) with their hparams and results."""

@@ -82,9 +82,13 @@ Conventions every reader relies on:
   the table's artefact store, `size` is in bytes, `step` NULL when not given, `logged_at` float
   seconds since the Unix epoch (when `log_artifact` was called). The blobs live outside the
   database; a run's entries go with the run, its blobs stay (other runs may share them).
+- `hparams` and `results` (v10) keep a typed copy of each value next to its JSON text:
+  `value_rank`, `value_number`, `value_text` (`store/typed_values.py` says what each holds), indexed
+  by (name, rank, number, text, run_id) so the dashboard filters and sorts 100,000 runs in SQL;
+  `runs_hidden` indexes the (few) hidden runs. Every writer of a value row fills them.
 """
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 RUN_TAGS_SINCE = 6  # the version that added `run_tags`
 UNIQUE_KEY_PREFIX = 256
 BLOCK_BITS = 8
@@ -317,6 +321,15 @@ CREATE TABLE artifacts (
     PRIMARY KEY (run_id, name)
 )"""
 
+# v10: typed copies of hparam and result values, and their indexes (store/typed_values.py). The
+# columns are added and backfilled in Python (migrations.typed_values): the text's type is
+# PostgreSQL's "C" collation there, so ordering by it is by code point as on SQLite and in Python.
+TYPED_VALUES_STEP = 9  # the version it upgrades from (renumber here only)
+TYPED_VALUE_INDEXES = """
+CREATE INDEX hparams_by_value ON hparams (name, value_rank, value_number, value_text, run_id);
+CREATE INDEX results_by_value ON results (name, value_rank, value_number, value_text, run_id);
+CREATE INDEX runs_hidden ON runs (run_id) WHERE hidden <> 0"""
+
 # MIGRATIONS[n] upgrades a store at version n to n + 1. Version 1 is the first released schema.
 MIGRATIONS: dict[int, str] = {
     1: SCALAR_BLOCKS + ";" + BACKFILL_BLOCKS,  # v2: block summaries, backfilled
@@ -327,4 +340,5 @@ MIGRATIONS: dict[int, str] = {
     6: HISTOGRAMS,  # v7: histograms
     7: CONSOLE_AND_ENVIRONMENT,  # v8: console lines, environments; texts.markdown in Python
     8: ARTIFACTS,  # v9: artefacts listed with their run
+    # 9 -> 10: typed hparam/result values; in Python: migrations.typed_values
 }

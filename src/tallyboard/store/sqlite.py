@@ -276,11 +276,11 @@ class SqliteStore(Store):
 
     def reader_connection(self, read_only: bool) -> sqlite3.Connection:
         if read_only:
-            return connect_read_only(self.path, timeout=10)
+            return with_python_lower(connect_read_only(self.path, timeout=10))
         uri = Path(self.path).resolve().as_uri() + "?mode=rw"  # never creates a file
         conn = sqlite3.connect(uri, uri=True, timeout=10, check_same_thread=False)
         conn.isolation_level = None  # autocommit: no read transaction outlives its statement
-        return conn
+        return with_python_lower(conn)
 
     def reader_sql(self, sql: str) -> str:
         return sql
@@ -288,6 +288,14 @@ class SqliteStore(Store):
     def first_rows(self, conn: Any, sql: str, param_rows: Sequence[Sequence[Any]]) -> list[tuple]:
         """SQLite reruns its cached statement."""
         return [conn.execute(sql, tuple(params)).fetchone() for params in param_rows]
+
+
+def with_python_lower(conn: sqlite3.Connection) -> sqlite3.Connection:
+    """`py_lower(text)`: Python's `str.lower` in SQL (SQLite's `lower` folds ASCII only), so the
+    runs table's filters ignore case in SQL exactly as they do in Python."""
+    conn.create_function("py_lower", 1, lambda text: text.lower() if isinstance(text, str) else text,
+                         deterministic=True)  # fmt: skip
+    return conn
 
 
 def open_for_writing(path: str, timeout: float) -> sqlite3.Connection:

@@ -15,6 +15,7 @@ from tallyboard.store import histograms as histogram_rows
 from tallyboard.store.engine import Engine
 from tallyboard.store.records import Batch, QueuedValue, ScalarRow
 from tallyboard.store.schema import BLOCK_BITS, BLOCK_STEPS
+from tallyboard.store.typed_values import UPSERT_VALUE, with_types
 
 # Seconds -> whole milliseconds, to the nearest (halves away from zero): SQLite's ROUND adds 0.5 to
 # the magnitude and truncates; `walltime_ms` does that same float arithmetic, for engines that COPY.
@@ -133,11 +134,7 @@ class BatchWrites(Engine):
 
     def _write_values(self, kind: str, rows: list[QueuedValue]) -> None:
         """Hparams or results, each name also a column of the table, and the runs' `updated_at`."""
-        self.executemany(
-            f"INSERT INTO {kind} (run_id, name, value) VALUES (?, ?, ?)"
-            " ON CONFLICT (run_id, name) DO UPDATE SET value = excluded.value",
-            rows,
-        )
+        self.executemany(UPSERT_VALUE.format(table=kind), with_types(rows))
         self.executemany(
             "INSERT INTO columns (name, kind, alias, position)"
             " SELECT ?, ?, ?, COALESCE(MAX(position), -1) + 1 FROM columns WHERE true"

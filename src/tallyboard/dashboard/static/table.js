@@ -57,20 +57,6 @@
     version = page.version;
     live.className = "live"; live.textContent = "live";
     render();
-    if (page.partial) setTimeout(completeColumns, 1000);
-  }
-
-  // A first screen served before the server had loaded every run has only its own rows' columns:
-  // ask again for the whole set, and redraw only if it differs and no cell is being edited.
-  async function completeColumns() {
-    if (!page.partial) return; // another load replaced it meanwhile
-    let full;
-    try { full = await TB.getJSON(`/api/runs?${query()}`); } catch (e) { full = page; }
-    if (!page.partial) return;
-    if (full.partial || table.querySelector("td.editable input, td.editable select")) { setTimeout(completeColumns, 1000); return; }
-    const same = JSON.stringify(full.columns) === JSON.stringify(page.columns);
-    page = full;
-    if (!same) render();
   }
 
   const visibleColumns = () => page.columns.filter((c) => c.position !== null);
