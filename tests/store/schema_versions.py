@@ -42,14 +42,14 @@ def downgrade(url: str, version: int) -> None:
 
     def work() -> None:
         for table in drop:
-            store._execute(f"DROP TABLE {table}")
+            store.execute(f"DROP TABLE {table}")
         for index in indexes:
-            store._execute(f"DROP INDEX {index}")
+            store.execute(f"DROP INDEX {index}")
         for table, column in columns:
-            store._execute(f"ALTER TABLE {table} DROP COLUMN {column}")
-        store._execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(version),))
+            store.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
+        store.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(version),))
 
     try:
-        store._atomic(work)
+        store.atomic(work)
     finally:
         store.close()

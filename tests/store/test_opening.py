@@ -231,7 +231,7 @@ def test_an_older_table_is_migrated_by_the_first_write(tmp_path: Path) -> None:
     table.close()
     store = open_store(path)
     assert store.meta("schema_version") == str(schema.SCHEMA_VERSION)
-    assert store._execute("SELECT run_id, lowest, highest FROM scalar_blocks ORDER BY run_id") == [
+    assert store.execute("SELECT run_id, lowest, highest FROM scalar_blocks ORDER BY run_id") == [
         (1, 1.0, 2.0),
         (run.run_id, 3.0, 3.0),
     ]

@@ -181,7 +181,7 @@ def test_reading_postgresql_runs_read_only_transactions(pg_url: str) -> None:
     run_id = writer.create_run({"experiment": "e", "start_time": 0.0})
     writer.close()
     store = open_store(pg_url, access=Access.READ)
-    assert store._execute("SHOW default_transaction_read_only") == [("on",)]
+    assert store.execute("SHOW default_transaction_read_only") == [("on",)]
     with pytest.raises(psycopg.errors.ReadOnlySqlTransaction):
         store.update_run(run_id, note="changed")
     store.close()
