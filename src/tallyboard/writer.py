@@ -136,19 +136,22 @@ class LogWriter(RecordLogging):
         `walltime` None is seconds since the repetition started. NaN and +-inf are kept."""
         if self._read_only:
             return self._refuse()
-        series = self._series.get(tag)
-        if series is None:
+        try:  # a subscript costs less than .get(); a new tag is rare
+            series = self._series[tag]
+        except KeyError:
+            series = None
+        if series is None:  # outside the except: a refused tag's error is not chained to a KeyError
             series = self._new_series(tag)
         if type(scalar_value) is not float:
             scalar_value = to_float(tag, scalar_value)
+        calls = series.calls
         if step is None:
-            step = series.calls
+            step = calls
         elif type(step) is not int or not INT64_MIN <= step <= INT64_MAX:
             step = to_int(f"add_scalar({tag!r}) step", step)
         if epoch is not None and (type(epoch) is not int or not INT64_MIN <= epoch <= INT64_MAX):
             epoch = to_int(f"add_scalar({tag!r}) epoch", epoch)
         walltime = _clock() - self._rep_start if walltime is None else to_walltime(tag, walltime)
-        calls = series.calls
         series.calls = calls + 1
         if self._keep_each != 1 and calls % self._keep_each:
             return None
