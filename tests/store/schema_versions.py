@@ -14,11 +14,12 @@ TABLES_ADDED: dict[int, tuple[str, ...]] = {
     5: IMPORT_RUN_TABLES,
     6: ("run_tags",),
     7: ("histograms",),
-    8: ("console", "environments"),  # and texts.markdown, a column its step adds only when missing
+    8: ("console", "environments"),  # and texts.markdown (COLUMNS_ADDED)
     9: ("artifacts",),
 }
 # Versions that added columns ({table: columns}) and indexes to tables older versions had.
 COLUMNS_ADDED: dict[int, dict[str, tuple[str, ...]]] = {
+    8: {"texts": ("markdown",)},
     TYPED_VALUES_STEP + 1: {"hparams": TYPED_COLUMNS, "results": TYPED_COLUMNS},
 }
 INDEXES_ADDED: dict[int, tuple[str, ...]] = {
