@@ -106,7 +106,7 @@ def test_export_files_hold_every_point_in_plain_columns(sample_db: str, tmp_path
     assert len(loss) == 100  # 50 steps x 2 repetitions: full resolution, nothing sampled
     assert [float(row["value"]) for row in loss[:3]] == [1.0, 0.5, 1 / 3]
     odd = [row["value"] for row in scalars if row["run_id"] == "1" and row["tag"] == "train/odd"]
-    assert odd == ["", "inf", "-inf"] * 2
+    assert odd == ["nan", "inf", "-inf"] * 2  # a scalar is never missing: NaN is written as NaN
     texts = list(csv.DictReader((out / "texts.csv").open(newline="", encoding="utf-8")))
     assert [row["content"] for row in texts if row["tag"] == "notes"] == [TEXT_WITH_EVERYTHING] * 2
     assert {row["content"]: row["markdown"] for row in texts if row["run_id"] == "1"} == {
