@@ -68,7 +68,7 @@ def test_runs_json_and_filter(sample_db: str) -> None:
     by_id = {run["run_id"]: run for run in runs}
     assert sorted(by_id) == [-1, 1, 2, 3]
     assert by_id[1]["hparams"] == {"lr": 0.1, "optimizer": "sgd", "nesterov": True, "layers": 2}
-    assert by_id[1]["results"]["loss"] is None  # NaN: valid JSON, not a bare NaN token
+    assert by_id[1]["results"]["loss"] == "NaN"  # valid JSON, not a bare NaN token (json_numbers.py)
     assert by_id[2]["hidden"] is True
     filtered = run_cli("runs", sample_db, "--json", "--all", "--filter", 'lr < 0.5 and status == "finished"')
     assert [run["run_id"] for run in json.loads(filtered.stdout)] == [1]

@@ -118,10 +118,12 @@ def test_cli_compare_unknown_metric_is_one_line(sweep, db_url):
     assert_one_line_error(run_cli("compare", db_url, "--metric", "nope", check=False), "nope")
 
 
-def test_cli_compare_json_has_null_for_a_missing_spread(sweep, db_url):
+def test_cli_compare_json_has_nan_for_a_missing_spread(sweep, db_url):
     out = run_cli("compare", db_url, "--metric", "accuracy", "--by", "lr", "batch_size", "--json").stdout
-    groups = json.loads(out)["groups"]  # one run per group: no std, no CI
-    assert len(groups) == 8 and groups[0]["std"] is None and groups[0]["ci_low"] is None
+    groups = json.loads(out)[
+        "groups"
+    ]  # one run per group: no std, no CI (docs/dashboard.md "Numbers in JSON")
+    assert len(groups) == 8 and groups[0]["std"] == "NaN" and groups[0]["ci_low"] == "NaN"
 
 
 def test_cli_compare_of_a_missing_table_creates_nothing(tmp_path):

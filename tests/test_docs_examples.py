@@ -102,4 +102,4 @@ def test_every_documented_api_call_answers_on_the_demo_table(demo_table: str) ->
                 assert values == sorted(values, reverse="desc" in query), (path, values)
     finally:
         server.terminate()
-        server.wait(timeout=30)
+        server.communicate(timeout=30)  # waits, and closes the stderr pipe

@@ -8,6 +8,7 @@ be identical files.
 
 from __future__ import annotations
 
+import csv
 import filecmp
 import json
 import math
@@ -22,6 +23,12 @@ from sample_tables import MARKDOWN_TEXT, TEXT_WITH_EVERYTHING, sample_table_in
 from store.schema_versions import downgrade
 from tallyboard.exchange.formats import FORMATS
 from tallyboard.store import is_postgres_url, open_store
+
+
+def csv_rows(path: Path, reader: Any = csv.DictReader) -> list[Any]:
+    """The rows of an exported CSV file (closed again: an open file left to the GC warns)."""
+    with path.open(newline="", encoding="utf-8") as file:
+        return list(reader(file))
 
 
 @pytest.fixture(scope="module")
@@ -101,36 +108,34 @@ def test_export_files_hold_every_point_in_plain_columns(sample_db: str, tmp_path
     assert manifest["counts"]["runs"] == 4
     assert f"{manifest['counts']['scalars']} scalars" in result.stdout
 
-    scalars = list(csv.DictReader((out / "scalars.csv").open(newline="")))
+    scalars = csv_rows(out / "scalars.csv")
     loss = [row for row in scalars if row["run_id"] == "1" and row["tag"] == "train/loss"]
     assert len(loss) == 100  # 50 steps x 2 repetitions: full resolution, nothing sampled
     assert [float(row["value"]) for row in loss[:3]] == [1.0, 0.5, 1 / 3]
     odd = [row["value"] for row in scalars if row["run_id"] == "1" and row["tag"] == "train/odd"]
-    assert odd == ["", "inf", "-inf"] * 2
-    texts = list(csv.DictReader((out / "texts.csv").open(newline="", encoding="utf-8")))
+    assert odd == ["nan", "inf", "-inf"] * 2  # a scalar is never missing: NaN is written as NaN
+    texts = csv_rows(out / "texts.csv")
     assert [row["content"] for row in texts if row["tag"] == "notes"] == [TEXT_WITH_EVERYTHING] * 2
     assert {row["content"]: row["markdown"] for row in texts if row["run_id"] == "1"} == {
         TEXT_WITH_EVERYTHING: "0",
         MARKDOWN_TEXT: "1",
         "<table><tr><td>1 &amp; 2</td></tr></table>": "0",
     }
-    console = list(csv.DictReader((out / "console.csv").open(newline="", encoding="utf-8")))
+    console = csv_rows(out / "console.csv")
     assert [(row["rep"], row["stream"], row["line"]) for row in console] == [
         ("0", "stdout", 'rep 0: ünïcode, "quotes", commas\tand tabs'),
         ("1", "stdout", 'rep 1: ünïcode, "quotes", commas\tand tabs'),
         ("1", "stderr", ""),
         ("1", "log", "WARNING train: loss is NaN"),
     ]
-    environments = list(csv.DictReader((out / "environments.csv").open(newline="", encoding="utf-8")))
+    environments = csv_rows(out / "environments.csv")
     assert sorted(int(row["run_id"]) for row in environments) == [-1, 1, 2, 3]
     assert all("python" in json.loads(row["content"]) for row in environments)
-    media = list(csv.DictReader((out / "media.csv").open(newline="")))
+    media = csv_rows(out / "media.csv")
     assert {row["kind"] for row in media} == {"image", "figure"}
     for row in media:
         assert (out / row["file"]).read_bytes().startswith(b"\x89PNG")
-    runs = {
-        row["run_id"]: row for row in csv.DictReader((out / "runs.csv").open(newline="", encoding="utf-8"))
-    }
+    runs = {row["run_id"]: row for row in csv_rows(out / "runs.csv")}
     assert runs["1"]["config_content"] == "lr: 0.1\nlayers: [64, 64]\n"
     assert (runs["1"]["status"], runs["2"]["hidden"], runs["3"]["status"]) == ("finished", "1", "failed")
 
@@ -192,7 +197,7 @@ def test_an_export_of_version_1_still_imports(sample_db: str, db_url: str, tmp_p
     run_cli("export", sample_db, "--out", out, "--quiet")
     for name in ("console.csv", "environments.csv"):
         (out / name).unlink()
-    texts = list(csv.reader((out / "texts.csv").open(newline="", encoding="utf-8")))
+    texts = csv_rows(out / "texts.csv", csv.reader)
     with (out / "texts.csv").open("w", newline="", encoding="utf-8") as file:
         csv.writer(file).writerows(row[:-1] for row in texts)
     manifest = json.loads((out / "manifest.json").read_text())

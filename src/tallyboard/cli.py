@@ -34,7 +34,7 @@ def default_target() -> str:
 
 
 def _parser(
-    subparsers: argparse._SubParsersAction,
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
     name: str,
     summary: str,
     examples: str,
@@ -87,10 +87,11 @@ def cmd_demo(args: argparse.Namespace) -> None:
 
 
 def cmd_runs(args: argparse.Namespace) -> None:
-    from tallyboard.runs_view import as_json, format_runs, load_runs
+    from tallyboard.json_numbers import dumps
+    from tallyboard.runs_view import format_runs, load_runs
 
     view = load_runs(args.target or default_target(), args.filter, args.all)
-    print(json.dumps(as_json(view), indent=2, allow_nan=False) if args.json else format_runs(view))
+    print(dumps(view.rows, indent=2) if args.json else format_runs(view))
 
 
 def cmd_compare(args: argparse.Namespace) -> None:

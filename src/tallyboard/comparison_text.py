@@ -1,28 +1,17 @@
 """A `Comparison` as text for the terminal (`tallyboard compare`): the groups table, then one line
-per pair with its verdict; or as strict JSON, where a number that does not exist (the std of one
-sample, the df of two noiseless groups) is null."""
+per pair with its verdict; or as standard JSON, where a number that does not exist (the std of one
+sample, the df of two noiseless groups) is the NaN it was computed as: "NaN" (json_numbers.py)."""
 
 from __future__ import annotations
 
-import json
 import math
-from typing import Any
 
 from tallyboard.comparison import Comparison
+from tallyboard.json_numbers import dumps
 
 
 def json_text(found: Comparison) -> str:
-    return json.dumps(_finite(found.to_json()), indent=2, allow_nan=False)
-
-
-def _finite(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {key: _finite(v) for key, v in value.items()}
-    if isinstance(value, list):
-        return [_finite(v) for v in value]
-    return value
+    return dumps(found.to_json(), indent=2)
 
 
 def _number(value: float) -> str:

@@ -8,7 +8,6 @@ the table's column order and under its aliases, filtered with the dashboard's ex
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -51,19 +50,6 @@ def load_runs(target: str, filter_text: str | None = None, show_hidden: bool = F
         rows = [row for row in rows if matches(row)]
     shown = [(c.name, c.alias) for c in columns if c.position is not None or c.name in ALWAYS_SHOWN]
     return RunsView(rows=rows, columns=shown)
-
-
-def as_json(view: RunsView) -> list[dict[str, Any]]:
-    """Rows for `json.dumps(allow_nan=False)`: NaN becomes null, infinities the strings JSON lacks."""
-    return [_json_safe(row) for row in view.rows]
-
-
-def _json_safe(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {key: _json_safe(item) for key, item in value.items()}
-    if isinstance(value, float) and not math.isfinite(value):
-        return None if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
-    return value
 
 
 def _text(name: str, value: Any) -> str:

@@ -101,7 +101,7 @@ def test_zoomed_range_is_full_resolution(long_series):
 
 def test_nan_and_infinity_travel_as_json_safe_values(long_series):
     series = Downsampler(long_series).series(key_of(long_series, "train/odd"), 0, 4, 100, 0, 4)
-    assert series.to_json()["value"] == [1.0, None, "Infinity", "-Infinity", 2.0]
+    assert series.to_json()["value"] == [1.0, "NaN", "Infinity", "-Infinity", 2.0]
 
 
 def test_raw_after_is_incremental_and_bounded(long_series):

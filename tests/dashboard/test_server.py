@@ -59,18 +59,19 @@ def test_an_explicit_busy_port_is_an_error():
 
 def test_a_non_loopback_bind_generates_and_prints_a_token(sample_db):
     code = f"from tallyboard.dashboard import serve; serve({str(sample_db)!r}, host='0.0.0.0', port=0)"
-    server = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
-    try:
-        line = server.stdout.readline()
-        match = re.search(r"http://0\.0\.0\.0:(\d+)/\?token=([\w-]{20,})", line)
-        assert match, line
-        base = f"http://127.0.0.1:{match.group(1)}/api/version"
-        with pytest.raises(urllib.error.HTTPError) as refused:
-            urllib.request.urlopen(base, timeout=10)
-        assert refused.value.code == 401
-        request = urllib.request.Request(base, headers={"Authorization": f"Bearer {match.group(2)}"})
-        with urllib.request.urlopen(request, timeout=10) as response:
-            assert response.status == 200
-    finally:
-        server.terminate()
-        server.wait(10)
+    with subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True) as server:
+        try:
+            line = server.stdout.readline()
+            match = re.search(r"http://0\.0\.0\.0:(\d+)/\?token=([\w-]{20,})", line)
+            assert match, line
+            base = f"http://127.0.0.1:{match.group(1)}/api/version"
+            with pytest.raises(urllib.error.HTTPError) as refused:
+                urllib.request.urlopen(base, timeout=10)
+            refused.value.close()  # the error holds the response and its connection
+            assert refused.value.code == 401
+            request = urllib.request.Request(base, headers={"Authorization": f"Bearer {match.group(2)}"})
+            with urllib.request.urlopen(request, timeout=10) as response:
+                assert response.status == 200
+        finally:
+            server.terminate()
+            server.wait(10)

@@ -156,16 +156,16 @@ def test_serve_stops_with_streams_open(tmp_path):
     run.add_scalar("train/loss", 1.0, step=0)
     run.flush()
     code = f"from tallyboard.dashboard import serve; serve({str(tmp_path / 't.db')!r}, port=0)"
-    server = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
-    try:
-        base = re.search(r"(http://[^/\s]+)/", server.stdout.readline()).group(1)
-        with httpx.stream("GET", f"{base}/api/stream?runs={run.run_id}", timeout=30) as response:
-            stream = events(response)
-            assert next(stream)[1] == "update"
-            server.send_signal(signal.SIGINT)  # Ctrl+C
-            assert list(stream) == []  # the server ended the stream cleanly (no error mid-chunk)
-        assert server.wait(20) in (0, -signal.SIGINT)  # uvicorn re-raises the Ctrl+C once it stopped
-    finally:
-        server.kill()
-        run.close()
-        table.close()
+    with subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True) as server:
+        try:
+            base = re.search(r"(http://[^/\s]+)/", server.stdout.readline()).group(1)
+            with httpx.stream("GET", f"{base}/api/stream?runs={run.run_id}", timeout=30) as response:
+                stream = events(response)
+                assert next(stream)[1] == "update"
+                server.send_signal(signal.SIGINT)  # Ctrl+C
+                assert list(stream) == []  # the server ended the stream cleanly (no error mid-chunk)
+            assert server.wait(20) in (0, -signal.SIGINT)  # uvicorn re-raises the Ctrl+C once it stopped
+        finally:
+            server.kill()  # the with block then closes its pipe
+            run.close()
+            table.close()

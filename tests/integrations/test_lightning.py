@@ -122,6 +122,8 @@ def test_a_failing_fit_marks_the_run_failed(table, tmp_path):
         logger.experiment.add_scalar("train/loss", 0.0)
 
 
+# Resuming writes into the run's own checkpoint folder again, as it should; Lightning says so.
+@pytest.mark.filterwarnings("ignore:Checkpoint directory .* exists and is not empty:UserWarning")
 def test_resume_from_a_checkpoint_continues_the_run_with_one_clean_series(table, tmp_path):
     logger = TallyboardLogger(table=table, experiment_name="resumed")
     with pytest.raises(RuntimeError, match="diverged"):  # epoch 0 checkpointed, steps 4 and 5 logged

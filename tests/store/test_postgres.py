@@ -266,7 +266,9 @@ def test_two_hosts_racing_to_start_the_same_run_create_one(pg_url):
         "except DuplicateRunError as error:\n"
         "    print('duplicate', error.run_id)\n"
     )
-    tb.ResultTable(pg_url).new_debug_run("create the schema first").close()
+    created = tb.ResultTable(pg_url, nocommit_action=tb.NoCommitAction.NOP)
+    created.new_debug_run("create the schema first").close()
+    created.close()
     with connect(pg_url) as holder:
         holder.execute("SELECT pg_advisory_xact_lock(%s, hashtext(current_schema()))", (RUNS_LOCK,))
         procs = [

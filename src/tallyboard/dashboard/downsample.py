@@ -21,6 +21,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from tallyboard.json_numbers import NAN, number
 from tallyboard.store.queries import DashboardQueries, SeriesKey
 from tallyboard.store.schema import BLOCK_BITS, BLOCK_STEPS
 
@@ -51,22 +52,17 @@ class Series:
         self.high.append(high)
 
     def to_json(self) -> dict[str, Any]:
+        """Every value is a logged point, so an empty one is a NaN (the store keeps NaN as NULL):
+        "NaN", as json_numbers says. An empty min or max is a bucket of NaN only: it has none."""
         return {
             "step": self.step,
             "epoch": self.epoch,
             "wall": self.wall,
-            "value": [_finite(v) for v in self.value],
-            "min": [_finite(v) for v in self.low],
-            "max": [_finite(v) for v in self.high],
+            "value": [NAN if v is None else number(v) for v in self.value],
+            "min": [None if v is None else number(v) for v in self.low],
+            "max": [None if v is None else number(v) for v in self.high],
             "bucket": self.bucket,
         }
-
-
-def _finite(value: float | None) -> float | str | None:
-    """JSON has no NaN or infinity: NaN (stored as NULL) is null, infinities are strings."""
-    if value is None or math.isfinite(value):
-        return value
-    return None if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
 
 
 def bucket_width(lo: int, hi: int, width: int) -> int:

@@ -7,11 +7,12 @@ and fuzzers alike; one place decides what is accepted, so no endpoint can turn j
 from __future__ import annotations
 
 import json
-import math
 from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse
+
+from tallyboard.json_numbers import dumps
 
 MAX_ID = 2**62
 
@@ -90,19 +91,8 @@ async def json_object(request: Request) -> dict[str, Any]:
     return body
 
 
-def clean(value: Any) -> Any:
-    """Make a value JSON-safe: NaN and infinities become strings (JSON has neither)."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
-    if isinstance(value, dict):
-        return {str(k): clean(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [clean(v) for v in value]
-    return value
-
-
 class Json(JSONResponse):
-    """JSONResponse that never emits NaN (invalid JSON) and is compact."""
+    """JSONResponse that is standard JSON (non-finite numbers as json_numbers says) and compact."""
 
     def render(self, content: Any) -> bytes:
-        return json.dumps(clean(content), allow_nan=False, separators=(",", ":")).encode()
+        return dumps(content, separators=(",", ":")).encode()

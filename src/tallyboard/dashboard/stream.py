@@ -15,7 +15,6 @@ the page reloads what it shows.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import secrets
 import threading
@@ -30,6 +29,7 @@ from starlette.responses import Response, StreamingResponse
 from tallyboard.dashboard import api, params
 from tallyboard.dashboard.downsample import raw_after
 from tallyboard.dashboard.params import BadRequest
+from tallyboard.json_numbers import dumps
 from tallyboard.store.queries import DashboardQueries, SeriesKey
 
 INTERVAL = 1.0  # seconds between polls of the store
@@ -276,7 +276,7 @@ def grown_series(
 
 def sse(event: str, data: Any, event_id: str | None = None) -> str:
     head = f"id: {event_id}\n" if event_id is not None else ""
-    return f"{head}event: {event}\ndata: {json.dumps(data, separators=(',', ':'), allow_nan=False)}\n\n"
+    return f"{head}event: {event}\ndata: {dumps(data, separators=(',', ':'))}\n\n"
 
 
 def _catch_up(

@@ -13,6 +13,7 @@ An export here is the whole table, in files any tool reads, and it imports back 
     run_tags.<ext>          run_id, tag: the runs' tags, several per run (exports before
                             schema v4 lack this file; they import with no tags)
     scalars.<ext>           run_id, tag, rep, step, epoch, walltime (s since the rep started), value
+                            (NaN, +-inf as each format writes them: formats.py)
     texts.<ext>             run_id, tag, rep, step, epoch, walltime, kind (text|fragment), content,
                             markdown (1 when logged with `markdown=True`, else 0; since export
                             version 2, before which every text imports as 0)
@@ -38,6 +39,7 @@ twice gives identical files. Wall times are the table's milliseconds written as 
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -129,7 +131,7 @@ def _select_runs(store: Store, run_ids: Sequence[int] | None) -> list[dict[str, 
     return [run for run in runs if run["run_id"] in wanted]
 
 
-def _by_id(rows_by_kind: dict[str, list[tuple]]) -> list[tuple[str, tuple]]:
+def _by_id(rows_by_kind: dict[str, list[tuple[Any, ...]]]) -> list[tuple[str, tuple[Any, ...]]]:
     """Records of several kinds merged back into logging order (their ids)."""
     merged = [(kind, row) for kind, rows in rows_by_kind.items() for row in rows]
     return sorted(merged, key=lambda item: item[1][0])
@@ -149,8 +151,8 @@ def export_run(store: Store, run: dict[str, Any], out: Path, writers: dict[str, 
     )
     writers["run_tags"].write((run_id, tag) for tag in store.run_tags(run_id).get(run_id, []))
     for tag in store.tag_names(run_id, "scalars"):
-        writers["scalars"].write(
-            (run_id, tag, rep, step, epoch, seconds(walltime_ms), value)
+        writers["scalars"].write(  # a scalar is never missing: NULL is how the table keeps a NaN
+            (run_id, tag, rep, step, epoch, seconds(walltime_ms), math.nan if value is None else value)
             for rep, step, epoch, walltime_ms, value in store.scalars(run_id, tag)
         )
     texts = _by_id({kind: store.texts(run_id, kind) for kind in ("text", "fragment")})

@@ -4,10 +4,11 @@ Every file is described by a `Layout` (column names and Python types), so readin
 same typed values that were written: integers stay integers, floats round-trip exactly (CSV holds
 `repr(float)`, the shortest text that reads back to the same double), and None stays None.
 Conventions, chosen so that pandas, DuckDB, spreadsheets and `jq` read the files without help:
-- a missing value (SQL NULL, including a NaN scalar, which the table stores as NULL) is an empty CSV
-  cell, a JSON `null`, a Parquet null;
-- +-infinity is `inf`/`-inf` in CSV, `Infinity`/`-Infinity` in JSON lines (as Python's `json`
-  writes them), native in Parquet;
+- a missing value (SQL NULL) is an empty CSV cell, a JSON `null`, a Parquet null. A scalar is never
+  missing: a NaN scalar (which the table keeps as NULL) is written as NaN;
+- NaN and +-infinity are `nan`/`inf`/`-inf` in CSV, the strings "NaN"/"Infinity"/"-Infinity" in
+  JSON lines (the rule of every JSON we emit, json_numbers.py; `float()` reads them back), native
+  in Parquet;
 - CSV cannot tell an empty text from a missing one: in a column that may be NULL, an empty cell
   reads back as NULL (Parquet and JSON lines keep the difference).
 """
@@ -16,11 +17,13 @@ from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
 from typing import IO, Any
+
+from tallyboard.json_numbers import dumps
 
 FORMATS = ("csv", "parquet", "jsonl")
 PARQUET_ROWS_PER_GROUP = 65_536
@@ -50,7 +53,7 @@ class RowWriter:
         if file_format not in FORMATS:
             raise ValueError(f"unknown format {file_format!r}; use one of {', '.join(FORMATS)}")
         self.layout, self.format, self.count = layout, file_format, 0
-        self._buffer: list[tuple] = []
+        self._buffer: list[tuple[Any, ...]] = []
         self._parquet: Any = None
         self._file: IO[str] | None = None
         if file_format == "parquet":
@@ -63,13 +66,13 @@ class RowWriter:
                 self._csv = csv.writer(self._file)
                 self._csv.writerow(layout.names)
 
-    def write(self, rows: Iterable[tuple]) -> None:
+    def write(self, rows: Iterable[tuple[Any, ...]]) -> None:
         """Append rows, consumed a bounded chunk at a time (a series may hold millions)."""
         iterator = iter(rows)
         while chunk := list(islice(iterator, ROWS_PER_WRITE)):
             self._write_chunk(chunk)
 
-    def _write_chunk(self, rows: list[tuple]) -> None:
+    def _write_chunk(self, rows: list[tuple[Any, ...]]) -> None:
         self.count += len(rows)
         if self.format == "csv":
             self._csv.writerows([[_csv_cell(value) for value in row] for row in rows])
@@ -77,7 +80,7 @@ class RowWriter:
             assert self._file is not None
             names = self.layout.names
             self._file.writelines(
-                json.dumps(dict(zip(names, row, strict=True)), ensure_ascii=False) + "\n" for row in rows
+                dumps(dict(zip(names, row, strict=True)), ensure_ascii=False) + "\n" for row in rows
             )
         else:
             self._buffer.extend(rows)
@@ -106,7 +109,9 @@ class RowWriter:
         self.close()
 
 
-def read_rows(path: Path, layout: Layout, file_format: str, batch: int = 50_000) -> Iterator[list[tuple]]:
+def read_rows(
+    path: Path, layout: Layout, file_format: str, batch: int = 50_000
+) -> Iterator[list[tuple[Any, ...]]]:
     """The rows of one file as typed tuples in the layout's column order, `batch` rows at a time."""
     if not path.is_file():
         raise FileNotFoundError(f"the export has no {path.name}")
@@ -124,12 +129,12 @@ def read_rows(path: Path, layout: Layout, file_format: str, batch: int = 50_000)
             header = next(rows, None)
             if header != layout.names:
                 raise ValueError(f"{path.name} has columns {header}, expected {layout.names}")
-            parse = _csv_value
+            parse: Callable[[Any, type, bool], Any] = _csv_value
         else:
             rows = ([record.get(name) for name in layout.names] for record in map(json.loads, file))
             parse = _json_value
         types = layout.columns
-        chunk: list[tuple] = []
+        chunk: list[tuple[Any, ...]] = []
         for row in rows:
             chunk.append(
                 tuple(

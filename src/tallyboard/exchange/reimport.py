@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,13 @@ from tallyboard.exchange.artifact_files import (
     import_artifacts,
     target_blobs,
 )
-from tallyboard.exchange.bundle import apply_column_layout, create_run, run_identity, select_new_runs
+from tallyboard.exchange.bundle import (
+    apply_column_layout,
+    create_run,
+    nan_to_none,
+    run_identity,
+    select_new_runs,
+)
 from tallyboard.exchange.export import (
     COLUMNS,
     CONSOLE,
@@ -118,13 +124,13 @@ class ExportReader:
 def _scalar_batches(reader: ExportReader) -> Iterator[Batch]:
     for chunk in reader.rows(SCALARS):
         batch = Batch()
-        series: list | None = None
+        series: list[Any] = []
         key = None
         for run_id, tag, rep, step, epoch, walltime, value in chunk:
             if (run_id, tag) != key:
                 key, series = (run_id, tag), []
                 batch.scalars.append((run_id, tag, series))
-            series.append((rep, step, epoch, walltime, value))
+            series.append((rep, step, epoch, walltime, nan_to_none(value)))  # as the table keeps NaN
         yield batch
 
 
@@ -144,10 +150,15 @@ def _media_batches(reader: ExportReader) -> Iterator[Batch]:
 
 def _histogram_batches(reader: ExportReader) -> Iterator[Batch]:
     for chunk in reader.rows(HISTOGRAMS):
-        yield Batch(histograms=[queued_row(*row[:6], exported_histogram(row[6:])) for row in chunk])
+        yield Batch(
+            histograms=[
+                queued_row(run_id, tag, rep, step, epoch, walltime, exported_histogram(rest))
+                for run_id, tag, rep, step, epoch, walltime, *rest in chunk
+            ]
+        )
 
 
-def exported_histogram(columns: tuple) -> Histogram:
+def exported_histogram(columns: Sequence[Any]) -> Histogram:
     """The `Histogram` of an export row's columns after `walltime` (edges and counts as JSON)."""
     count, nonfinite, minimum, maximum, total, squares, edges, counts = columns
     return Histogram(

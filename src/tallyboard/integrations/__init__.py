@@ -100,6 +100,7 @@ class FrameworkRun:
     ) -> None:
         self._writer = writer
         self._table = table
+        self._own_table = False  # opened here from a path (closed when the run ends), not the user's
         self.experiment_name = experiment_name
         self.run_kwargs = run_kwargs
         self.unique = unique
@@ -133,7 +134,14 @@ class FrameworkRun:
 
         if not isinstance(self._table, ResultTable):
             self._table = ResultTable(self._table)
+            self._own_table = True
         return self._table
+
+    def _close_own_table(self) -> None:
+        """A table this run opened from a path is its own to close once the run ended, instead of
+        leaving its connection to the garbage collector; a later read reconnects."""
+        if self._own_table and self._table is not None and not isinstance(self._table, (str, os.PathLike)):
+            self._table.close()
 
     @property
     def writer(self) -> LogWriter:
@@ -194,6 +202,7 @@ class FrameworkRun:
             writer.close("failed")
         else:
             writer.write_result(**_clear_of_run_fields({**last_values(writer), **results}, "results"))
+        self._close_own_table()
 
     def release(self) -> None:
         """A phase ended well: make what it logged durable; a worker lets go of the run."""
@@ -210,6 +219,7 @@ class FrameworkRun:
         atexit.unregister(self._at_exit)
         if self.writable:
             self.writer.close(status="failed")
+        self._close_own_table()
 
     def _at_exit(self) -> None:
         """The process is ending: so is the run, unless the user or a crash ended it already."""
