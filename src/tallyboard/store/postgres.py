@@ -23,8 +23,9 @@ Why it is built this way:
 - A forked child (a DataLoader worker) that uses its parent's table connects on its own and never
   talks through, nor closes, the parent's connection: that would end the parent's session.
 - Opening follows store/location.py: a URL must name its database (libpq would otherwise pick the
-  login user's), a reading open runs every transaction read-only (`default_transaction_read_only`)
-  and creates nothing, and an older schema is migrated by the first write, not by opening it.
+  login user's), a reading open runs every statement in a read-only transaction (no session
+  state: store/pg_session.py, which makes the engine work behind PgBouncer) and creates nothing,
+  and an older schema is migrated by the first write, not by opening it.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ import psycopg
 from psycopg import errors
 from psycopg.conninfo import conninfo_to_dict
 
-from tallyboard.store import migrations
+from tallyboard.store import migrations, pg_session
 from tallyboard.store.base import WALLTIME_MS_SQL, Batch, ScalarRow, Store, walltime_ms
 from tallyboard.store.location import Access, Found, Kind, NotAResultTable
 from tallyboard.store.schema import BLOCK_BITS
@@ -72,8 +73,12 @@ SCALAR_TYPES = ("int8", "int4", "int4", "int8", "int8", "int8", "float8")  # bin
 FIRST_RETRY_DELAY, MAX_RETRY_DELAY = 0.05, 2.0
 # A connection lost this way is worth reconnecting to; anything else is the caller's error.
 _LOST = (errors.AdminShutdown, errors.CrashShutdown, errors.CannotConnectNow)
-# A connection attempt refused for one of these reasons will be refused again: not worth waiting for.
-_PERMANENT = ("does not exist", "authentication failed", "pg_hba.conf", "permission denied")
+# A connection attempt refused for one of these reasons (by the server or by PgBouncer) will be refused
+# again: not worth waiting for.
+_PERMANENT = (
+    "does not exist", "no such database", "authentication failed", "pg_hba.conf", "permission denied",
+    "startup parameter",
+)  # fmt: skip
 # The server rolled the transaction back to resolve a conflict; running it again is the cure.
 _ROLLED_BACK = (errors.DeadlockDetected, errors.SerializationFailure, errors.TransactionRollback)
 
@@ -211,12 +216,10 @@ class PostgresStore(Store):
         if self._pid != os.getpid():
             self._parents_conn, self._conn, self._pid = self._conn, None, os.getpid()
         if self._conn is None:
-            self._conn = psycopg.connect(
-                self.url, autocommit=True, connect_timeout=10, application_name="tallyboard",
+            self._conn = pg_session.connect(
+                self.url, connect_timeout=10, application_name="tallyboard",
                 keepalives=1, keepalives_idle=30, keepalives_interval=10, keepalives_count=3,
             )  # fmt: skip
-            if self.access is Access.READ:  # every transaction of this session, reconnects included
-                self._conn.execute("SET default_transaction_read_only = on")
         return self._conn
 
     def _disconnect(self) -> None:
@@ -273,7 +276,7 @@ class PostgresStore(Store):
                 if row is not None:
                     return json.loads(row[0])
                 outcome_unknown = False
-            conn.execute("BEGIN")
+            conn.execute("BEGIN READ ONLY" if self.access is Access.READ else "BEGIN")
             self._in_transaction = True
             try:
                 result = work()
@@ -326,7 +329,12 @@ class PostgresStore(Store):
 
     def _execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
         def run() -> list[tuple]:
-            cursor = self._connection().execute(_psycopg_sql(sql), tuple(params))
+            conn = self._connection()
+            if self.access is Access.READ and not self._in_transaction:
+                with pg_session.read_only_transaction(conn):
+                    cursor = conn.execute(_psycopg_sql(sql), tuple(params))
+            else:
+                cursor = conn.execute(_psycopg_sql(sql), tuple(params))
             return cursor.fetchall() if cursor.description is not None else []
 
         if self._in_transaction:

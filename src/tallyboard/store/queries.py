@@ -18,7 +18,7 @@ import re
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -113,12 +113,9 @@ class DashboardQueries:
     # -- plumbing -----------------------------------------------------------------------------
     def _connect(self) -> Any:
         if self.postgres:
-            import psycopg
+            from tallyboard.store import pg_session
 
-            conn = psycopg.connect(self.url, autocommit=True)
-            if self.read_only:
-                conn.execute("SET default_transaction_read_only = on")
-            return conn
+            return pg_session.connect(self.url)
         if self.read_only:
             from tallyboard.store.sqlite import connect_read_only
 
@@ -146,8 +143,18 @@ class DashboardQueries:
 
     def _run(self, sql: str, params: Sequence[Any], fetch: str) -> Any:
         with self._connection() as conn:
-            cursor = conn.execute(self._sql(sql), tuple(params))
+            with self._read_only(conn):
+                cursor = conn.execute(self._sql(sql), tuple(params))
             return cursor.fetchall() if fetch == "all" else cursor.fetchone()
+
+    def _read_only(self, conn: Any) -> AbstractContextManager:
+        """PostgreSQL opened read-only: the block's statements in one read-only transaction (not a
+        session setting, which PgBouncer would pass on to other clients; store/pg_session.py)."""
+        if not (self.postgres and self.read_only):
+            return nullcontext()
+        from tallyboard.store import pg_session
+
+        return pg_session.read_only_transaction(conn)
 
     def _each(self, sql: str, param_rows: Sequence[Sequence[Any]]) -> list[tuple]:
         """The first row of `sql` for each parameter row, on one connection: SQLite reruns its
@@ -158,7 +165,8 @@ class DashboardQueries:
             if not self.postgres:
                 return [conn.execute(sql, tuple(params)).fetchone() for params in param_rows]
             cursor = conn.cursor()
-            cursor.executemany(self._sql(sql), param_rows, returning=True)
+            with self._read_only(conn):
+                cursor.executemany(self._sql(sql), param_rows, returning=True)
             rows = [cursor.fetchone()]
             while cursor.nextset():
                 rows.append(cursor.fetchone())
