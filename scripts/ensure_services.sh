@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Makes sure the real services the tests use are there: a PostgreSQL server the tests can log in to,
-# Debian's pgbouncer (the tests start it themselves) and Debian's headless Chromium. Where one is missing it installs it with apt and starts it (needs
-# root or sudo). It changes how PostgreSQL authenticates (a `trust` line for user postgres on
+# Debian's pgbouncer (the tests start their own) and Debian's headless Chromium. Where one is
+# missing it installs it with apt and starts it (needs root or sudo). It changes how PostgreSQL authenticates (a `trust` line for user postgres on
 # 127.0.0.1 in pg_hba.conf) only on a CI machine (CI=true) or when asked:
 #
 #   bash scripts/ensure_services.sh --configure-postgres

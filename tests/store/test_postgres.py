@@ -37,7 +37,9 @@ print(run.run_id)
 
 def writer(url: str, name: str, count: int) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-c", WRITER, url, name, str(count)], stdout=subprocess.PIPE, text=True,
+        [sys.executable, "-c", WRITER, url, name, str(count)],
+        stdout=subprocess.PIPE,
+        text=True,
         stderr=subprocess.PIPE,
     )
 

@@ -228,10 +228,14 @@ class PostgresStore(Store):
         if conn is not None and self._pid == os.getpid():
             conn.close()
 
-    def _is_lost(self, error: psycopg.OperationalError) -> bool:
+    def _is_lost(self, error: Exception) -> bool:
         """Whether `error` means the connection is gone for a reason that may pass (a restart, the
         network), as opposed to a bad statement or a URL that will never work."""
         conn = self._conn
+        if not isinstance(error, psycopg.OperationalError):
+            # psycopg itself tripped over a connection that died under it (reading the end of a COPY
+            # whose server connection PgBouncer lost: a ValueError), or the caller's error
+            return conn is not None and (conn.broken or conn.closed)
         if conn is None:  # reconnecting failed
             return not any(reason in str(error) for reason in _PERMANENT)
         # No SQLSTATE: the client gave up on the connection mid-protocol (e.g. "cannot exit pipeline
@@ -249,7 +253,7 @@ class PostgresStore(Store):
                 return attempt()
             except _ROLLED_BACK:
                 log.info("tallyboard: transaction on %s rolled back by the server; retrying", self.url)
-            except psycopg.OperationalError as error:
+            except Exception as error:
                 if not self._is_lost(error):
                     raise
                 self._disconnect()

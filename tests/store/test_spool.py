@@ -1,0 +1,135 @@
+"""The spool (store/spool.py, store/spool_shipper.py): logging goes to a node-local SQLite file and
+arrives in PostgreSQL once, in order, with the database's run ids and uniqueness check.
+
+Outages of a real server (stopped, killed writers) are in tests/crash/test_spool_outage.py.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+
+import pytest
+
+import tallyboard as tb
+from tallyboard.store import StoreError, open_store
+from tallyboard.store.spool import SpoolStore, batch_from_json, decode, encode
+from tallyboard.store.spool_shipper import Destination, ship_once
+
+
+def png() -> bytes:
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.new("RGB", (2, 2), (0, 128, 255)).save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def spooled_table(url: str, spool: str) -> tb.ResultTable:
+    return tb.ResultTable(url, spool=spool, nocommit_action=tb.NoCommitAction.NOP, commit_interval=0.05)
+
+
+def log_run(table: tb.ResultTable, name: str, steps: int) -> tb.LogWriter:
+    run = table.new_run(name, auto_log_plt=False)
+    run.add_hparams(lr=0.1, optimizer="adam")
+    for step in range(steps):
+        run.add_scalar("train/loss", step * 0.5, step=step)
+        if step % 100 == 0:
+            run.add_text(f"text {step}", tag="log", step=step)
+            run.add_image(png(), tag="sample", step=step)
+    run.add_scalar("train/loss", math.nan, step=steps)
+    run.write_result(acc=0.75)
+    return run
+
+
+def test_a_batch_survives_the_journal_unchanged():
+    from tallyboard.store import Batch
+
+    batch = Batch(
+        scalars=[(1, "loss", [(0, 3, None, 1.5, math.inf), (0, 4, 1, 1.75, -0.0)])],
+        media=[(1, "img", 0, 0, None, 0.0, "image", 2, 2, b"\x00\xff png")],
+        texts=[(1, "log", 0, 0, None, 0.0, "text", "ünïcode \U0001f600")],
+        run_updates=[(1, {"status": "finished", "end_time": 2.0})],
+    )
+    fields = {name: rows for name, rows in vars(batch).items() if rows}
+    assert batch_from_json(decode(encode(fields))) == batch
+    assert math.isnan(decode(encode([math.nan]))[0])
+
+
+def test_everything_logged_through_a_spool_arrives_once_with_the_databases_run_id(pg_url, tmp_path):
+    spool = str(tmp_path / "spool.db")
+    direct = tb.ResultTable(pg_url, nocommit_action=tb.NoCommitAction.NOP)
+    direct.new_run("taken first", auto_log_plt=False).close()
+    table = spooled_table(pg_url, spool)
+    run = log_run(table, "spooled", 1000)
+    assert table.ship(timeout=60)
+    assert run.run_id == 1 and table.database_run_id(run.run_id) == 2  # the spool's id, the database's
+    db = open_store(pg_url)
+    local = SpoolStore(spool)
+    steps = db.scalars(2, "train/loss")
+    assert [row[1] for row in steps] == list(range(1001)) and steps == local.scalars(1, "train/loss")
+    assert [row[-1] for row in db.texts(2)] == [f"text {step}" for step in range(0, 1000, 100)]
+    assert [row[-1] for row in db.media(2)] == [png()] * 10
+    assert db.values("hparams", 2) == {2: {"lr": 0.1, "optimizer": "adam"}}
+    assert db.values("results", 2) == {2: {"acc": 0.75}}
+    assert db.run(2)["status"] == "finished"
+    db.close()
+    assert local.backlog() == (0, None)  # shipped entries leave the journal; the rows stay local
+    local.close()
+
+
+def test_a_shipment_sent_again_is_skipped_by_the_databases_watermark(pg_url, tmp_path):
+    """What a process killed between the database's COMMIT and the spool's own note of it leaves:
+    the next shipper sends the same entries again; the database already has them and skips them."""
+    spool = str(tmp_path / "spool.db")
+    table = spooled_table(pg_url, spool)
+    table.ship(timeout=0)  # the shipper thread must not race this test: it finds nothing yet
+    local = SpoolStore(spool)
+    run = table.new_run("twice", auto_log_plt=False)
+    for step in range(300):
+        run.add_scalar("x", float(step))
+    run.add_text("once", tag="log")
+    run.close()
+    entries = local.pending(0, 1000)
+    destination = Destination(pg_url, local.state("spool_id"))
+    first, _ = destination.ship(entries)
+    again, created = Destination(pg_url, local.state("spool_id")).ship(entries)  # a new process
+    assert again == first and created == []
+    ship_once(local, destination)
+    db = open_store(pg_url)
+    run_id = table.database_run_id(run.run_id) or db.runs()[0]["run_id"]
+    assert len(db.scalars(run_id, "x")) == 300 and [row[-1] for row in db.texts(run_id)] == ["once"]
+    destination.close()
+    local.close()
+    db.close()
+
+
+def test_a_run_that_duplicates_one_in_the_database_is_shipped_hidden_and_marked(pg_url, tmp_path):
+    tb.ResultTable(pg_url, nocommit_action=tb.NoCommitAction.NOP).new_run("same", auto_log_plt=False).close()
+    table = spooled_table(pg_url, str(tmp_path / "spool.db"))
+    run = table.new_run("same", auto_log_plt=False)  # unique in the spool, not in the database
+    run.add_scalar("x", 1.0)
+    run.close()
+    assert table.ship(timeout=60)
+    db = open_store(pg_url)
+    duplicate = db.run(table.database_run_id(run.run_id))
+    assert duplicate["hidden"] == 1 and "duplicate of run 1" in duplicate["note"]
+    assert db.scalars(duplicate["run_id"], "x")[0][-1] == 1.0  # not lost
+    db.close()
+
+
+def test_a_spool_ships_to_one_database_only(pg_url, pg_database, tmp_path):
+    spool = str(tmp_path / "spool.db")
+    spooled_table(pg_url, spool).ship(timeout=10)
+    with pytest.raises(StoreError, match="ships to"):
+        spooled_table(pg_database, spool)
+    with pytest.raises(ValueError, match="postgresql://"):
+        tb.ResultTable(str(tmp_path / "results.db"), spool=str(tmp_path / "other.db"))
+
+
+def test_resuming_through_a_spool_is_refused_with_the_reason(pg_url, tmp_path):
+    table = spooled_table(pg_url, str(tmp_path / "spool.db"))
+    run = table.new_run("r", auto_log_plt=False)
+    run.close()
+    with pytest.raises(StoreError, match="not supported through a spool"):
+        table.resume_run(run.run_id)
