@@ -78,10 +78,22 @@ def _json_to_bytes(item: dict[str, Any]) -> Any:
     return base64.b64decode(item["$bytes"]) if item.keys() == {"$bytes"} else item
 
 
+def batch_to_json(batch: Batch) -> dict[str, list]:
+    """A batch's journal entry. A series of scalars goes as columns (rep, step, epoch, walltime,
+    value): one flat list of numbers each decodes several times faster than a list per row."""
+    fields = {name: rows for name, rows in vars(batch).items() if rows and name != "scalars"}
+    if batch.scalars:
+        fields["scalars"] = [
+            [run_id, tag, *map(list, zip(*rows, strict=True))] for run_id, tag, rows in batch.scalars
+        ]
+    return fields
+
+
 def batch_from_json(fields: dict[str, list]) -> Batch:
-    """The `Batch` an entry's arguments describe (JSON gave lists where the sink had tuples)."""
+    """The `Batch` a journal entry describes (JSON gave lists where the sink had tuples)."""
+    columns = fields.pop("scalars", [])
     batch = Batch(**{name: [tuple(row) for row in rows] for name, rows in fields.items()})
-    batch.scalars = [(run_id, tag, [tuple(row) for row in rows]) for run_id, tag, rows in batch.scalars]
+    batch.scalars = [(run_id, tag, list(zip(*series, strict=True))) for run_id, tag, *series in columns]
     return batch
 
 
@@ -169,8 +181,7 @@ class SpoolStore(SqliteStore):
         self._journaled("put_values", args, lambda: SqliteStore.put_values(self, kind, rows))
 
     def write_batch(self, batch: Batch) -> None:
-        fields = {name: rows for name, rows in vars(batch).items() if rows}
-        self._journaled("batch", fields, lambda: SqliteStore.write_batch(self, batch))
+        self._journaled("batch", batch_to_json(batch), lambda: SqliteStore.write_batch(self, batch))
 
     def reopen_run(self, run_id: int) -> ResumePoint:
         raise StoreError(

@@ -29,7 +29,7 @@ import threading
 import time
 from typing import Any
 
-from tallyboard.store.base import DuplicateRunError
+from tallyboard.store.base import Batch, DuplicateRunError
 from tallyboard.store.postgres import SCHEMA_LOCK, PostgresStore
 from tallyboard.store.spool import SpoolStore, batch_from_json, decode
 
@@ -83,9 +83,16 @@ class Destination:
             )[0][0]
             created: list[list[int | None]] = []
             runs = dict(self.runs)
+            batches: list[Batch] = []  # consecutive sink batches, written as one
             for seq, _, op, args in entries:
-                if seq > shipped:
-                    self._apply(op, decode(args), runs, created)
+                if seq <= shipped:
+                    continue
+                if op == "batch":
+                    batches.append(batch_from_json(decode(args)))
+                    continue
+                self._write(batches, runs)
+                self._apply(op, decode(args), runs, created)
+            self._write(batches, runs)
             watermark = max(shipped, entries[-1][0])
             db._execute("UPDATE tallyboard_spools SET shipped = ? WHERE spool_id = ?", (watermark, spool_id))
             return [watermark, created]
@@ -128,15 +135,25 @@ class Destination:
             db.change_run_tags(self._run_id(args["run"], runs), args["add"], args["remove"])
         elif op == "put_values":
             db.put_values(args["kind"], mapped(args["rows"]))
-        elif op == "batch":
-            batch = batch_from_json(args)
-            for name, rows in vars(batch).items():
-                if name != "scalars":
-                    setattr(batch, name, mapped(rows))
-            batch.scalars = [(self._run_id(run, runs), tag, rows) for run, tag, rows in batch.scalars]
-            db.write_batch(batch)
         else:
             raise ValueError(f"unknown spool entry {op!r}: a newer tallyboard wrote this spool")
+
+    def _write(self, batches: list[Batch], runs: dict[int, int]) -> None:
+        """Write consecutive sink batches as one, with the database's run ids, and empty the list:
+        one COPY per series instead of one per batch. A step logged in two of them makes the COPY
+        fail over to the engine's upsert, which keeps the last value, as separate batches would."""
+        if not batches:
+            return
+        merged, series = Batch(), {}
+        for batch in batches:
+            for name, rows in vars(batch).items():
+                if name != "scalars":
+                    getattr(merged, name).extend((self._run_id(row[0], runs), *row[1:]) for row in rows)
+            for run, tag, rows in batch.scalars:
+                series.setdefault((self._run_id(run, runs), tag), []).extend(rows)
+        merged.scalars = [(run_id, tag, rows) for (run_id, tag), rows in series.items()]
+        batches.clear()
+        self.db.write_batch(merged)
 
     def _create_run(self, fields: dict[str, Any], debug: bool) -> tuple[int, int | None]:
         """The run in the database: (its id, the run it duplicates or None)."""
