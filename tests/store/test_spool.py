@@ -14,7 +14,7 @@ import pytest
 import tallyboard as tb
 from tallyboard.store import StoreError, open_store
 from tallyboard.store.spool import SpoolStore, batch_from_json, batch_to_json, decode, encode
-from tallyboard.store.spool_shipper import Destination, ship_once
+from tallyboard.store.spool_shipper import Destination, ship_once, shipper_for
 
 
 def png() -> bytes:
@@ -82,7 +82,7 @@ def test_a_shipment_sent_again_is_skipped_by_the_databases_watermark(pg_url, tmp
     the next shipper sends the same entries again; the database already has them and skips them."""
     spool = str(tmp_path / "spool.db")
     table = spooled_table(pg_url, spool)
-    table.ship(timeout=0)  # the shipper thread must not race this test: it finds nothing yet
+    shipper_for(spool).stop()  # this process's shipper must not race the test's shipments
     local = SpoolStore(spool)
     run = table.new_run("twice", auto_log_plt=False)
     for step in range(300):
@@ -90,17 +90,19 @@ def test_a_shipment_sent_again_is_skipped_by_the_databases_watermark(pg_url, tmp
     run.add_text("once", tag="log")
     run.close()
     entries = local.pending(0, 1000)
-    destination = Destination(pg_url, local.state("spool_id"))
-    first, _ = destination.ship(entries)
-    again, created = Destination(pg_url, local.state("spool_id")).ship(entries)  # a new process
-    assert again == first and created == []
-    ship_once(local, destination)
+    destinations = [Destination(pg_url, local.state("spool_id"))]  # a process that dies after this:
+    first, _ = destinations[0].ship(entries)
+    destinations.append(Destination(pg_url, local.state("spool_id")))  # the next process
+    again, created = destinations[1].ship(entries)
+    assert again == first and created == [[run.run_id, 1, None]]  # known, for the spool to note
+    assert table.database_run_id(run.run_id) is None  # the killed process never noted it
+    destinations.append(Destination(pg_url, local.state("spool_id")))
+    ship_once(local, destinations[2])
+    assert table.database_run_id(run.run_id) == 1
     db = open_store(pg_url)
-    run_id = table.database_run_id(run.run_id) or db.runs()[0]["run_id"]
-    assert len(db.scalars(run_id, "x")) == 300 and [row[-1] for row in db.texts(run_id)] == ["once"]
-    destination.close()
-    local.close()
-    db.close()
+    assert len(db.scalars(1, "x")) == 300 and [row[-1] for row in db.texts(1)] == ["once"]
+    for store in (*destinations, local, db):
+        store.close()
 
 
 def test_a_run_that_duplicates_one_in_the_database_is_shipped_hidden_and_marked(pg_url, tmp_path):

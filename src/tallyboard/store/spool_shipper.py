@@ -55,7 +55,13 @@ class Destination:
         self.db = PostgresStore(url, retry_for=RETRY_FOR)
         self.spool_id = spool_id
         self.db._atomic(self._create_tables)
-        self.runs: dict[int, int] = {}
+        # Runs shipped before (by a process that may have died before noting them in the spool)
+        known = self.db._execute(
+            "SELECT spool_run, run_id, duplicate_of FROM tallyboard_spool_runs WHERE spool_id = ?",
+            (spool_id,),
+        )
+        self.runs: dict[int, int] = {spool_run: run_id for spool_run, run_id, _ in known}
+        self._unnoted = [list(row) for row in known]  # for the spool's copy, with the next shipment
 
     def _create_tables(self) -> None:
         """Under the schema lock: two shippers racing to CREATE TABLE IF NOT EXISTS both create it."""
@@ -68,7 +74,8 @@ class Destination:
 
     def ship(self, entries: list[tuple[int, float, str, str]]) -> tuple[int, list[list[int | None]]]:
         """Apply `entries` (seq order) in one transaction, skipping those the database has; return
-        the watermark after it and the runs it created: [spool_run, run_id, duplicate_of]."""
+        the watermark after it and the runs the spool has yet to note: [spool_run, run_id,
+        duplicate_of] of those it created, and the first time of those shipped before."""
         db, spool_id = self.db, self.spool_id
 
         def work() -> list[Any]:
@@ -99,6 +106,7 @@ class Destination:
 
         watermark, created = db._atomic(work)
         self.runs.update((spool_run, run_id) for spool_run, run_id, _ in created)
+        created, self._unnoted = self._unnoted + created, []
         return watermark, created
 
     def _run_id(self, spool_run: int, runs: dict[int, int]) -> int:
@@ -114,10 +122,6 @@ class Destination:
 
     def _apply(self, op: str, args: dict[str, Any], runs: dict[int, int], created: list) -> None:
         db = self.db
-
-        def mapped(rows: list[tuple]) -> list[tuple]:
-            return [(self._run_id(row[0], runs), *row[1:]) for row in rows]
-
         if op == "create_run":
             run_id, duplicate_of = self._create_run(args["fields"], args["debug"])
             runs[args["run"]] = run_id
@@ -134,7 +138,7 @@ class Destination:
         elif op == "change_run_tags":
             db.change_run_tags(self._run_id(args["run"], runs), args["add"], args["remove"])
         elif op == "put_values":
-            db.put_values(args["kind"], mapped(args["rows"]))
+            db.put_values(args["kind"], [(self._run_id(row[0], runs), *row[1:]) for row in args["rows"]])
         else:
             raise ValueError(f"unknown spool entry {op!r}: a newer tallyboard wrote this spool")
 
