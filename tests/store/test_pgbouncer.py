@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -55,14 +56,14 @@ def jobs(url: str, count: int, steps: int, wave: int) -> list[int]:
 
 
 def test_more_jobs_than_server_connections_store_every_row_once():
-    """12 jobs, 6 at a time, through PgBouncer's 2 server connections to a server that takes 4
+    """8 jobs, 4 at a time, through PgBouncer's 2 server connections to a server that takes 3
     (bench/cluster.py runs 200 through 20)."""
-    steps, count = 300, 12
-    with own_server(max_connections=4, superuser_reserved_connections=0) as server:
+    steps, count = 300, 8
+    with own_server(max_connections=3, superuser_reserved_connections=0) as server:
         with bouncer(server.url, pool_size=2) as pooler:
             url = pooler.url_for(server.url)
             tb.ResultTable(url, nocommit_action=tb.NoCommitAction.NOP).new_debug_run("schema").close()
-            assert jobs(url, count=count, steps=steps, wave=6) == [0] * count
+            assert jobs(url, count=count, steps=steps, wave=4) == [0] * count
         with connect(server.url) as conn:
             runs = conn.execute("SELECT status, count(*) FROM runs WHERE run_id > 0 GROUP BY status")
             runs = runs.fetchall()
@@ -75,6 +76,32 @@ def test_more_jobs_than_server_connections_store_every_row_once():
     assert runs == [("finished", count)]
     assert per_run == [(steps, steps, sum(step * 0.5 for step in range(steps)))] * count
     assert texts == images == (count * steps // 50, count * steps // 50)
+
+
+def test_restarting_pgbouncer_mid_run_loses_and_doubles_nothing():
+    """A restart drops every client connection (and what was in flight on it): the job reconnects,
+    and the commit log (store/postgres.py) tells a COMMIT that landed from one that did not."""
+    steps = 8000
+    with own_server() as server, bouncer(server.url, pool_size=2) as pooler:
+        url = pooler.url_for(server.url)
+        tb.ResultTable(url, nocommit_action=tb.NoCommitAction.NOP).new_debug_run("schema").close()
+        job = subprocess.Popen([sys.executable, "-c", JOB.format(steps=steps, png=PNG_1X1), url, "job"])
+        restarts, seen = 0, 0
+        while job.poll() is None and restarts < 3:
+            with connect(server.url) as conn:
+                stored = conn.execute("SELECT count(*) FROM scalars").fetchone()[0]
+            if stored > seen:  # it made progress since the last restart
+                seen = stored
+                pooler.restart()
+                restarts += 1
+            time.sleep(0.05)
+        assert job.wait(timeout=120) == 0 and restarts >= 2
+        with connect(server.url) as conn:
+            scalars = conn.execute("SELECT count(*), count(DISTINCT step) FROM scalars WHERE run_id > 0")
+            assert scalars.fetchone() == (steps, steps)
+            texts = conn.execute("SELECT count(*) FROM texts").fetchone()[0]
+            images = conn.execute("SELECT count(*) FROM media").fetchone()[0]
+    assert texts == images == steps // 50
 
 
 def test_reading_leaves_the_shared_server_connection_writable():
