@@ -51,6 +51,9 @@ class Bouncer:
                 "pool_mode = transaction\nmax_client_conn = 2000\n"
                 f"default_pool_size = {self.pool_size}\nreserve_pool_size = 0\n"
                 "server_reset_query =\nignore_startup_parameters = extra_float_digits\n"
+                # every test schema is a pool of its own: close idle server connections soon, or a
+                # session's worth of pools would hold the shared server's connections for minutes
+                "server_idle_timeout = 2\n"
                 f"logfile = {self.folder}/pgbouncer.log\npidfile = {self.folder}/pgbouncer.pid\n"
             )
 
