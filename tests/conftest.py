@@ -59,3 +59,13 @@ def table(tmp_path: Path):
     their own `table` on `db_url`."""
     with scratch_table(tmp_path) as table:
         yield table
+
+
+@pytest.fixture
+def shippers_end_with_the_test():
+    """A spool's shipper lives as long as its process: a test's would go on shipping to a schema
+    dropped after the test (store/spool_shipper.py)."""
+    yield
+    from tallyboard.store.spool_shipper import stop_shippers
+
+    stop_shippers(timeout=0)

@@ -30,6 +30,9 @@ def shipper_log(caplog):
     return caplog
 
 
+pytestmark = pytest.mark.usefixtures("shippers_end_with_the_test")  # tests/conftest.py
+
+
 def same_rows(url: str, run_id: int, spool: str, spool_run: int) -> tuple[int, int]:
     """(scalars, texts) of the run in the database, after checking they are the spool's exactly."""
     db, local = open_store(url), SpoolStore(spool)

@@ -16,6 +16,8 @@ from tallyboard.store import StoreError, open_store
 from tallyboard.store.spool import SpoolStore, batch_from_json, batch_to_json, decode, encode
 from tallyboard.store.spool_shipper import Destination, ship_once, shipper_for
 
+pytestmark = pytest.mark.usefixtures("shippers_end_with_the_test")  # tests/conftest.py
+
 
 def png() -> bytes:
     from PIL import Image
@@ -89,7 +91,8 @@ def test_a_shipment_sent_again_is_skipped_by_the_databases_watermark(pg_url, tmp
         run.add_scalar("x", float(step))
     run.add_text("once", tag="log")
     run.close()
-    entries = local.pending(0, 1000)
+    entries = local.pending(0, 1000, 2**30)
+    assert len(entries) >= 2 and local.pending(0, 1000, 1) == entries[:1]  # a byte budget, not less than one
     destinations = [Destination(pg_url, local.state("spool_id"))]  # a process that dies after this:
     first, _ = destinations[0].ship(entries)
     destinations.append(Destination(pg_url, local.state("spool_id")))  # the next process
@@ -134,3 +137,21 @@ def test_resuming_through_a_spool_is_refused_with_the_reason(pg_url, tmp_path):
     run.close()
     with pytest.raises(StoreError, match="not supported through a spool"):
         table.resume_run(run.run_id)
+
+
+def test_sync_of_a_table_that_is_not_a_spool_is_refused_and_changes_nothing(tmp_path, capsys):
+    import sqlite3
+
+    from tallyboard.cli import main
+
+    path = str(tmp_path / "results.db")
+    tb.ResultTable(path, nocommit_action=tb.NoCommitAction.NOP).new_run("r", auto_log_plt=False).close()
+
+    def tables() -> list[str]:
+        with sqlite3.connect(path) as conn:
+            return sorted(row[0] for row in conn.execute("SELECT name FROM sqlite_master"))
+
+    before = tables()
+    assert main(["sync", path]) == 1
+    assert "is not a spool" in capsys.readouterr().err
+    assert tables() == before

@@ -145,10 +145,10 @@ class SpoolStore(SqliteStore):
         with self._lock:
             self._atomic(lambda: self._bind(target_url))
         self.target_url = self.state("target")
-        if self.target_url is None:
-            raise StoreError(f"{self.path!r} is not a spool: it was never bound to a database")
 
     def _bind(self, target_url: str | None) -> None:
+        if target_url is None and not self._execute("SELECT 1 FROM sqlite_master WHERE name = 'spool_state'"):
+            raise StoreError(f"{self.path!r} is not a spool: it was never bound to a database")
         for statement in SPOOL_DDL:
             self._execute(statement)
         bound = self.state("target")
@@ -221,11 +221,23 @@ class SpoolStore(SqliteStore):
         )
 
     # ---- what the shipper reads and records ---------------------------------------------------------
-    def pending(self, after: int, limit: int) -> list[tuple[int, float, str, str]]:
-        """Journal entries after seq `after`, oldest first: (seq, logged_at, op, args)."""
+    def pending(self, after: int, limit: int, max_bytes: int) -> list[tuple[int, float, str, str]]:
+        """Journal entries after seq `after`, oldest first: (seq, logged_at, op, args); at most
+        `limit` of them and, beyond the first, `max_bytes` of arguments (a batch of images is big)."""
+        sizes = self._execute(
+            "SELECT seq, length(args) FROM spool_journal WHERE seq > ? ORDER BY seq LIMIT ?", (after, limit)
+        )
+        if not sizes:
+            return []
+        last, total = sizes[0][0], 0
+        for seq, size in sizes:
+            total += size
+            if total > max_bytes and seq != sizes[0][0]:
+                break
+            last = seq
         return self._execute(
-            "SELECT seq, logged_at, op, args FROM spool_journal WHERE seq > ? ORDER BY seq LIMIT ?",
-            (after, limit),
+            "SELECT seq, logged_at, op, args FROM spool_journal WHERE seq > ? AND seq <= ? ORDER BY seq",
+            (after, last),
         )
 
     def backlog(self) -> tuple[int, float | None]:

@@ -35,7 +35,8 @@ from tallyboard.store.spool import SpoolStore, batch_from_json, decode
 
 log = logging.getLogger(__name__)
 
-ENTRIES_PER_SHIPMENT = 64  # journal entries (sink batches, mostly) per PostgreSQL transaction
+ENTRIES_PER_SHIPMENT = 64  # journal entries (sink batches, mostly) per PostgreSQL transaction...
+SHIPMENT_BYTES = 32 * 2**20  # ... and bytes of them, so that shipping images stays small in memory
 IDLE_WAIT = 0.25  # seconds between two looks at an empty journal
 FIRST_BACKOFF, MAX_BACKOFF = 0.5, 30.0
 REPORT_EVERY = 10.0  # seconds between two warnings while shipping fails
@@ -177,7 +178,7 @@ class Destination:
 
 def ship_once(spool: SpoolStore, destination: Destination, limit: int = ENTRIES_PER_SHIPMENT) -> int:
     """Ship up to `limit` pending entries; return how many were pending (0: the spool is shipped)."""
-    entries = spool.pending(int(spool.state("shipped") or 0), limit)
+    entries = spool.pending(int(spool.state("shipped") or 0), limit, SHIPMENT_BYTES)
     if entries:
         watermark, created = destination.ship(entries)
         spool.shipped(watermark, [tuple(row) for row in created])
@@ -299,3 +300,15 @@ def shipper_for(spool_path: str) -> Shipper:
             shipper = _shippers[key] = Shipper(key[1])
             atexit.register(shipper.stop)
         return shipper
+
+
+def stop_shippers(timeout: float = FINAL_WAIT) -> None:
+    """Stop this process's shippers, each after shipping what it can within `timeout` s; the next
+    `shipper_for` starts a new one (tests end theirs with this)."""
+    with _shippers_lock:
+        stopping = [shipper for (pid, _), shipper in _shippers.items() if pid == os.getpid()]
+        for shipper in stopping:
+            del _shippers[(os.getpid(), shipper.path)]
+    for shipper in stopping:
+        atexit.unregister(shipper.stop)
+        shipper.stop(timeout)
