@@ -115,15 +115,16 @@ def test_a_step_logged_again_in_a_later_batch_overwrites_it(pg_url):
     store.close()
 
 
-def test_a_forked_child_opens_its_own_session_and_leaves_the_parents_alone(pg_url):
+def test_a_forked_child_opens_its_own_session_and_leaves_the_parents_alone(pg_url, request):
     """A DataLoader-style worker that uses the parent's table, then closes it: the parent keeps its
     session (the child never talks through, nor ends, the connection it inherited)."""
+    pooled = request.node.callspec.params["pg_url"] == "pgbouncer"  # no server session to keep
     table = tb.ResultTable(pg_url, nocommit_action=tb.NoCommitAction.NOP)
     parent = table.new_run("parent", auto_log_plt=False)
     for step in range(100):
         parent.add_scalar("train/loss", step * 0.5, step=step)
     parent.flush()
-    session = table._store._execute("SELECT pg_backend_pid()")
+    connection, session = table._store._conn, table._store._execute("SELECT pg_backend_pid()")
     pid = os.fork()
     if pid == 0:  # the child: a run of its own through the parent's table, then close it all
         code = 1
@@ -142,7 +143,8 @@ def test_a_forked_child_opens_its_own_session_and_leaves_the_parents_alone(pg_ur
             parent.flush()
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
-    assert table._store._execute("SELECT pg_backend_pid()") == session
+    assert table._store._conn is connection and not connection.broken
+    assert pooled or table._store._execute("SELECT pg_backend_pid()") == session
     parent.add_scalar("train/loss", 150.0, step=300)
     parent.write_result(acc=1.0)
     table.close()
