@@ -11,7 +11,8 @@ Why it is built this way:
 - Every write that must reach the database also appends one entry to `spool_journal`, in the same
   SQLite transaction as the rows it describes: (seq, operation, JSON arguments), seq increasing.
   So an entry exists if and only if its rows were committed locally, and entries are in the order
-  the writes happened. The shipper replays them against PostgreSQL in seq order.
+  the writes happened. The shipper replays them against PostgreSQL in seq order, exactly once: the
+  database keeps the spool's watermark in the same transaction as the rows (store/spool_shipper.py).
 - Run ids are the spool's own until the database assigns its id at shipping (uniqueness is checked
   then; see the shipper). The journal keeps the spool's ids; the shipper maps them.
 - Bytes (images) travel in the JSON as base64, a series' int or float columns packed (8 bytes a
