@@ -79,6 +79,20 @@ def test_everything_logged_through_a_spool_arrives_once_with_the_databases_run_i
     local.close()
 
 
+def test_artefacts_logged_through_a_spool_are_listed_in_the_database(pg_url, tmp_path):
+    spool, store = str(tmp_path / "spool.db"), str(tmp_path / "store")
+    table = tb.ResultTable(pg_url, spool=spool, artifacts=store, nocommit_action=tb.NoCommitAction.NOP)
+    (tmp_path / "model.ckpt").write_bytes(b"weights")
+    run = table.new_run("kept", auto_log_plt=False)
+    run.log_artifact(tmp_path / "model.ckpt", step=3)
+    run.close()
+    assert table.ship(timeout=60)
+    db = open_store(pg_url)
+    [row] = db.artifacts(table.database_run_id(run.run_id))
+    assert (row.name, row.size, row.step) == ("model.ckpt", 7, 3)
+    db.close()
+
+
 def test_a_shipment_sent_again_is_skipped_by_the_databases_watermark(pg_url, tmp_path):
     """What a process killed between the database's COMMIT and the spool's own note of it leaves:
     the next shipper sends the same entries again; the database already has them and skips them."""

@@ -33,7 +33,7 @@ import uuid
 from array import array
 from typing import Any
 
-from tallyboard.store.base import Batch, ResumePoint, StoreError
+from tallyboard.store.base import ArtifactRow, Batch, ResumePoint, StoreError
 from tallyboard.store.location import Access
 from tallyboard.store.sqlite import SqliteStore
 
@@ -211,6 +211,9 @@ class SpoolStore(SqliteStore):
     def put_values(self, kind: str, rows: list[tuple[int, str, str]]) -> None:
         args = {"kind": kind, "rows": rows}
         self._journaled("put_values", args, lambda: SqliteStore.put_values(self, kind, rows))
+
+    def add_artifact(self, row: ArtifactRow) -> None:
+        self._journaled("add_artifact", list(row), lambda: SqliteStore.add_artifact(self, row))
 
     def write_batch(self, batch: Batch) -> None:
         self._journaled("batch", batch_to_json(batch), lambda: SqliteStore.write_batch(self, batch))

@@ -29,7 +29,7 @@ import threading
 import time
 from typing import Any
 
-from tallyboard.store.base import Batch, DuplicateRunError
+from tallyboard.store.base import ArtifactRow, Batch, DuplicateRunError
 from tallyboard.store.postgres import SCHEMA_LOCK, PostgresStore
 from tallyboard.store.spool import SpoolStore, batch_from_json, decode
 
@@ -140,6 +140,8 @@ class Destination:
             db.change_run_tags(self._run_id(args["run"], runs), args["add"], args["remove"])
         elif op == "put_values":
             db.put_values(args["kind"], [(self._run_id(row[0], runs), *row[1:]) for row in args["rows"]])
+        elif op == "add_artifact":  # the file itself is in the artefact store already
+            db.add_artifact(ArtifactRow(self._run_id(args[0], runs), *args[1:]))
         else:
             raise ValueError(f"unknown spool entry {op!r}: a newer tallyboard wrote this spool")
 
