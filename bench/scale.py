@@ -61,8 +61,8 @@ import tallyboard as tb
 from dashboard import BASE, NOP, WIDTH, cold_chart_ms, median_ms  # bench/dashboard.py
 from tallyboard.dashboard import create_app
 from tallyboard.exchange.export import export_table
-from tallyboard.store.base import RUN_TABLES
 from tallyboard.store.copy import copy_table
+from tallyboard.store.run_rows import RUN_TABLES
 from tallyboard.store.schema import BACKFILL_BLOCKS
 from tallyboard.store.typed_values import UPSERT_VALUE, with_types
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Makes sure the real services the tests use are there: a PostgreSQL server the tests can log in to,
-# Debian's pgbouncer (the tests start their own) and Debian's headless Chromium. Where one is
-# missing it installs it with apt and starts it (needs root or sudo). It changes how PostgreSQL authenticates (a `trust` line for user postgres on
-# 127.0.0.1 in pg_hba.conf) only on a CI machine (CI=true) or when asked:
+# Debian's pgbouncer (the tests start their own), Debian's headless Chromium, and Debian's nodejs
+# (runs the dashboard scripts' unit tests, tests/js). Where one is missing it installs it with apt
+# and starts it (needs root or sudo). It changes how PostgreSQL authenticates (a `trust` line for
+# user postgres on 127.0.0.1 in pg_hba.conf) only on a CI machine (CI=true) or when asked:
 #
 #   bash scripts/ensure_services.sh --configure-postgres
 #
@@ -84,5 +85,10 @@ fi
 if ! command -v chromium >/dev/null; then
   echo "== installing Debian's chromium (the browser tests drive it headless) =="
   apt_install chromium || echo "warning: could not install chromium; the browser tests will skip"
+fi
+
+if ! command -v node >/dev/null && ! command -v nodejs >/dev/null; then
+  echo "== installing Debian's nodejs (runs the dashboard scripts' unit tests in tests/js) =="
+  apt_install nodejs || echo "warning: could not install nodejs; the script unit tests will skip"
 fi
 exit 0

@@ -27,7 +27,8 @@ THROUGH_PGBOUNCER_TOO = ("test_store", "test_scalar_blocks", "test_imported", "t
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     module = metafunc.module.__name__.rpartition(".")[2]
     bounced = ["pgbouncer"] if module in THROUGH_PGBOUNCER_TOO else []
-    if "db_url" in metafunc.fixturenames:
+    chosen = any("db_url" in mark.args[0] for mark in metafunc.definition.iter_markers("parametrize"))
+    if "db_url" in metafunc.fixturenames and not chosen:  # a test may name its engines itself
         engines = ["sqlite"] if module in SQLITE_ONLY else ["sqlite", "postgres"]
         metafunc.parametrize("db_url", engines + bounced, indirect=True)
     elif "pg_url" in metafunc.fixturenames and bounced:

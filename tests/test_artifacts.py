@@ -23,7 +23,7 @@ from cli_runner import assert_one_line_error, run_cli
 from tallyboard.artifacts import ArtifactError, LocalBlobs, Upload, Uploader, blob_key
 from tallyboard.dashboard import create_app
 from tallyboard.store import is_postgres_url, open_store
-from tallyboard.store.base import ArtifactRow
+from tallyboard.store.records import ArtifactRow
 
 
 def blobs_under(folder: Path) -> list[Path]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 import tallyboard as tb
+from store.schema_versions import downgrade
 from tallyboard.store.schema import SCHEMA_VERSION
-from test_quarantine import run_sql
 
 
 def test_the_markdown_flag_is_stored_with_the_text(db_url: str) -> None:
@@ -28,12 +28,7 @@ def test_a_version_7_table_gains_console_environment_and_markdown(db_url: str) -
     with table.new_run("old", auto_log_plt=False, environment=False) as old:
         old.add_text("written by v4")
     table.close()
-    run_sql(  # what tallyboard with schema version 7 left
-        db_url,
-        "DROP TABLE artifacts; DROP TABLE console; DROP TABLE environments;"
-        " ALTER TABLE texts DROP COLUMN markdown;"
-        " UPDATE meta SET value = '7' WHERE key = 'schema_version'",
-    )
+    downgrade(db_url, 7)  # what tallyboard with schema version 7 left
     table = tb.ResultTable(db_url, nocommit_action=tb.NoCommitAction.NOP)
     with table.new_run("new", auto_log_plt=False) as new:  # the first write migrates
         new.add_text("**v5**", markdown=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tallyboard.run_filter import MAX_DEPTH, FilterError, parse_filter, run_cell, run_filter
-from tallyboard.store.base import Column
+from tallyboard.store.records import Column
 
 ROWS = {
     1: {"lr": 0.001, "status": "finished", "tag": "Base", "note": None, "train/acc": 0.91, "hidden": False},

@@ -374,3 +374,18 @@ def test_a_figure_shown_is_not_logged_again_by_detect_and_log_figures(table):
         writer.detect_and_log_figures()
         plt.close("all")
     assert len(writer.get_figures()) == 1
+
+
+def test_a_loaded_run_refuses_every_logging_call_a_writer_has(table, run):
+    from tallyboard.run_view import LOGGING_METHODS, RunView
+    from tallyboard.writer import LogWriter
+
+    run.close()
+    loaded = table.load_run(run.run_id)
+    assert type(loaded) is RunView and loaded.enabled is False
+    for name in sorted(LOGGING_METHODS):
+        assert callable(getattr(LogWriter, name)), name
+        with pytest.raises(RuntimeError, match="read-only"):
+            getattr(loaded, name)("x")
+    with pytest.raises(AttributeError):
+        loaded.no_such_method  # noqa: B018

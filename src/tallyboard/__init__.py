@@ -16,6 +16,7 @@ _LAZY = {
     "NoCommitAction": "tallyboard.table",
     "DuplicateRunError": "tallyboard.store",
     "LogWriter": "tallyboard.writer",
+    "RunView": "tallyboard.run_view",
     "ResultTableEventHandler": "tallyboard.handlers",
     "Histogram": "tallyboard.histogram",
     "HistogramRecord": "tallyboard.histogram",
@@ -27,6 +28,7 @@ if TYPE_CHECKING:  # pragma: no cover; `X as X` marks a re-export for type check
     from tallyboard.handlers import ResultTableEventHandler as ResultTableEventHandler
     from tallyboard.histogram import Histogram as Histogram
     from tallyboard.histogram import HistogramRecord as HistogramRecord
+    from tallyboard.run_view import RunView as RunView
     from tallyboard.store import DuplicateRunError as DuplicateRunError
     from tallyboard.table import NoCommitAction as NoCommitAction
     from tallyboard.table import ResultTable as ResultTable

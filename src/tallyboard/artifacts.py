@@ -29,7 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from tallyboard.store.base import ArtifactRow, Store
+from tallyboard.store.base import Store
+from tallyboard.store.records import ArtifactRow
 
 CHUNK = 1 << 20  # bytes read, hashed and written at a time
 _SHA256 = re.compile(r"[0-9a-f]{64}")

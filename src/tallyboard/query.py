@@ -32,11 +32,6 @@ from tallyboard.store.series import (
 Backend = Literal["pandas", "polars", "records"]
 BACKENDS = ("pandas", "polars", "records")
 SERIES_COLUMNS = ("run_id", "tag", "rep", "step", "epoch", "walltime", "value")
-# Run fields a query returns (the config content and git diff are long: `get_experiment_raw` has them).
-RUN_QUERY_FIELDS = (
-    "run_id", "experiment", "status", "tag", "tags", "note", "color", "comment", "hidden", "start_time",
-    "end_time", "config_path", "config_hash", "cli", "command", "git_commit",
-)  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,6 +56,14 @@ class RunRecord:
     git_commit: str | None
     hparams: dict[str, Any]
     results: dict[str, Any]
+
+
+# Run fields a query returns, in a frame's column order: `RunRecord`'s fields, each a run-row field
+# that is not `long` (the config content and git diff: `get_experiment_raw` has them), or `tags`
+# (tests/store/test_run_row.py holds it to that).
+RUN_QUERY_FIELDS = tuple(
+    f.name for f in dataclasses.fields(RunRecord) if f.name not in ("hparams", "results")
+)
 
 
 class SeriesPoint(NamedTuple):

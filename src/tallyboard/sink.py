@@ -53,6 +53,7 @@ from typing import Any, Protocol
 
 from tallyboard.store import Batch, Store, open_store
 from tallyboard.store.quarantine import describe, halves
+from tallyboard.store.records import QueuedRecord, RunUpdate
 
 log = logging.getLogger(__name__)
 
@@ -179,7 +180,7 @@ class Sink:
         """A new list that rows of one series are appended to (a `SeriesQueue` without its limit)."""
         return self.track(SeriesQueue(run_id, tag)).rows
 
-    def put(self, kind: str, row: tuple, wait: bool = True) -> None:
+    def put(self, kind: str, row: QueuedRecord, wait: bool = True) -> None:
         """Queue one record for the `Batch` list `kind` ('media', 'texts', 'hparams', 'run_updates', ...).
         When the records' share of the queue is full, wait for room first; not for the records that
         end a run (`wait=False`, and results: `write_result` waits `OUTAGE_WAIT` at most, in its flush)."""
@@ -473,6 +474,29 @@ def _file_identity(url: str) -> tuple[int, int] | None:
     return None
 
 
+class NullSink:
+    """The sink of a disabled run (`new_run(disable=True)`): it takes every record and keeps none,
+    so a disabled `LogWriter` is an ordinary one that holds a sink, not one that checks for None."""
+
+    key = None
+
+    def track(self, queue: SeriesQueue) -> SeriesQueue:
+        return queue
+
+    def put(self, kind: str, row: QueuedRecord, wait: bool = True) -> None:
+        """Drop the record."""
+
+    def wait_for_room(self, queue: SeriesQueue | None = None) -> None:
+        if queue is not None:
+            queue.rows.clear()
+
+    def flush(self, wait: float = 0.0) -> None:
+        """Nothing was kept: nothing to wait for."""
+
+    def unreachable(self) -> bool:
+        return False
+
+
 def sink_for(url: str, commit_interval: float = DEFAULT_COMMIT_INTERVAL) -> Sink:
     """The process's sink for the database at `url`, with one more user (a run, which must call
     `release` when it ends). Started on first use; it stops once idle without users."""
@@ -547,7 +571,7 @@ def end_run(sink: Sink, run_id: int, status: str | None) -> None:
     if _abandoned:
         return
     if status is not None:
-        sink.put("run_updates", (run_id, {"status": status, "end_time": time.time()}), wait=False)
+        sink.put("run_updates", RunUpdate(run_id, {"status": status, "end_time": time.time()}), wait=False)
     with _hooks_lock:  # threads may drain at once: a lost update would make a first signal a second
         _draining += 1
     try:

@@ -23,19 +23,17 @@ from tallyboard import capture, left_out, run_context
 from tallyboard import query as query_api
 from tallyboard.artifacts import location_for
 from tallyboard.media import open_png
-from tallyboard.sink import DEFAULT_COMMIT_INTERVAL, arm_signals, sink_for
+from tallyboard.run_view import RunView
+from tallyboard.sink import DEFAULT_COMMIT_INTERVAL, NullSink, arm_signals, sink_for
 from tallyboard.store import Column, Quarantined, StoreError, open_store
-from tallyboard.store.base import DEBUG_RUN_ID, ConsoleLine
+from tallyboard.store.records import DEBUG_RUN_ID, ConsoleLine
+from tallyboard.store.run_row import DEFAULT_UNIQUE_COLUMNS, UNIQUE_CANDIDATES
 from tallyboard.values import check_text, to_int
 from tallyboard.writer import LogWriter, let_go
 
 if TYPE_CHECKING:
     from tallyboard.comparison import Comparison
 
-DEFAULT_UNIQUE_COLUMNS = ("experiment", "config_path", "config_hash", "cli", "comment", "tag")
-UNIQUE_CANDIDATES = (
-    "experiment", "config_path", "config_hash", "cli", "command", "comment", "tag", "git_commit", "git_diff",
-)  # fmt: skip
 # DeepBoard's names for the same columns, accepted in `unique_columns`.
 DEEPBOARD_NAMES = {"config": "config_path", "commit_hash": "git_commit", "diff": "git_diff"}
 DISABLED_RUN_ID = -2
@@ -199,7 +197,9 @@ class ResultTable:
                environment=True) -> LogWriter:  # fmt: skip
         """What new_run and new_debug_run share; a debug run skips git and uniqueness."""
         if disable:
-            return LogWriter(self._store, None, DEBUG_RUN_ID if debug else DISABLED_RUN_ID, disable=True)
+            return LogWriter(
+                self._store, NullSink(), DEBUG_RUN_ID if debug else DISABLED_RUN_ID, disable=True
+            )
         for what, count in (("keep_each", keep_each), ("flush_each", flush_each)):
             if to_int(what, count) < 1:
                 raise ValueError(f"{what} must be 1 or more, got {count}")
@@ -301,10 +301,10 @@ class ResultTable:
             raise
         return self._writer(sink, run_id, keep_each, auto_log_plt, system_metrics, point)
 
-    def load_run(self, run_id: int) -> LogWriter:
-        """A read-only writer of an existing run, to read what it logged."""
+    def load_run(self, run_id: int) -> RunView:
+        """An existing run, to read what it logged (and edit its note, tag, colour, tags, status)."""
         self._require(run_id)
-        return LogWriter(self._store, None, run_id, read_only=True)
+        return RunView(self._store, run_id)
 
     # ---- reading the table ----------------------------------------------------------------------
     def _require(self, run_id: int) -> dict[str, Any]:

@@ -47,6 +47,7 @@ def running_dashboard(path: str, **options) -> Iterator[str]:
         yield f"http://127.0.0.1:{port}"
     finally:
         server.should_exit = True
+        server.force_exit = True  # a page still open holds a live stream: do not wait for it to end
         thread.join(10)
         sock.close()
 

@@ -96,7 +96,10 @@ def main(table, root, options):
         trained.test(model, loader(), verbose=False)
     said = {"rank": trained.global_rank, "version": logger.version, "name": logger.name}
     said.update(save_dir=logger.save_dir, log_dir=logger.log_dir, trainer_log_dir=trained.log_dir)
-    print("JOB " + json.dumps(said), flush=True)
+    # One write per line: the ranks of a DDP job share stdout, and print() may split a line in two
+    # writes that another rank's line lands between (a pipe keeps a write under 4 kB whole).
+    sys.stdout.flush()
+    os.write(1, ("JOB " + json.dumps(said) + "\n").encode())
 
 
 if __name__ == "__main__":

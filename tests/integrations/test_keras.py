@@ -64,6 +64,7 @@ def test_resume_with_initial_epoch_continues_the_series(table):
     assert [point.step for point in run.get_scalar("train/loss")] == list(range(8))
 
 
+@pytest.mark.parametrize("db_url", ["postgres"], indirect=True)  # a whole process: the crash matrix
 def test_the_process_ending_ends_the_run_failed_inside_fit_finished_after(table, run_job):
     ended = run_job("keras_job.py", table.db_path, json.dumps({"evaluate": True}))
     crashed = run_job("keras_job.py", table.db_path, json.dumps({"fail_in_epoch": 1, "lr": 0.01}))

@@ -12,6 +12,14 @@ from integrations.lightning_job import TinyRegression, fit, loader
 from tallyboard.integrations.lightning import TallyboardLogger
 from tallyboard.store import DuplicateRunError
 
+# Each strategy on one engine (a DDP job is two processes importing torch and Lightning: the slowest
+# tests of the suite): every strategy and every engine is covered, not every pair.
+DDP_CASES = [("ddp", "sqlite"), ("ddp_spawn", "postgres")]
+# Tests of a whole training process, likewise on one engine each (the crash matrix, tests/crash,
+# covers every way a process ends on both).
+ON_SQLITE = pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+ON_POSTGRES = pytest.mark.parametrize("db_url", ["postgres"], indirect=True)
+
 
 def job_lines(done):
     """What each process of a job said at its end, by rank."""
@@ -158,6 +166,7 @@ def test_hyperparameters_from_namespaces_nested_dicts_and_dataclasses(table, tmp
     assert logger.log_dir == os.path.join(tmp_path, "hparams", f"version_{logger.version}")
 
 
+@ON_SQLITE
 def test_the_run_ends_with_the_process_finished_with_its_results(table, run_job, tmp_path):
     options = {"test": True, "trainer": {"enable_checkpointing": False}}
     said = job_lines(run_job("lightning_job.py", table.db_path, tmp_path, json.dumps(options)))
@@ -168,7 +177,7 @@ def test_the_run_ends_with_the_process_finished_with_its_results(table, run_job,
     assert set(table.get_results(run_id).col_ids) >= {"train/loss", "val/loss", "test/loss"}
 
 
-@pytest.mark.parametrize("strategy", ["ddp", "ddp_spawn"])
+@pytest.mark.parametrize(("strategy", "db_url"), DDP_CASES, indirect=["db_url"])
 def test_ddp_on_two_processes_is_one_run_written_by_rank_zero(table, run_job, tmp_path, strategy):
     options = {
         "test": True,
@@ -190,7 +199,7 @@ def test_ddp_on_two_processes_is_one_run_written_by_rank_zero(table, run_job, tm
     assert len(run.get_scalar("test/loss")) == 1  # at the step Lightning gives (0 in a fresh spawn)
 
 
-@pytest.mark.parametrize("strategy", ["ddp", "ddp_spawn"])
+@pytest.mark.parametrize(("strategy", "db_url"), DDP_CASES, indirect=["db_url"])
 def test_a_crash_on_rank_one_marks_the_run_failed(table, run_job, tmp_path, strategy):
     options = {
         "trainer": {"strategy": strategy, "devices": 2},
@@ -202,6 +211,7 @@ def test_a_crash_on_rank_one_marks_the_run_failed(table, run_job, tmp_path, stra
     assert table.load_run(run_id).status == "failed"
 
 
+@ON_POSTGRES
 def test_a_killed_and_requeued_slurm_job_continues_its_run(table, run_job, tmp_path):
     slurm = {"SLURM_JOB_ID": "4242", "SLURM_RESTART_COUNT": "0"}
     killed = run_job(

@@ -182,7 +182,7 @@ def test_runs_imported_before_read_positions_were_kept_are_not_imported_again(
     first = imported(db_url)
     store = open_store(db_url)
     try:
-        store._atomic(lambda: store._execute("DELETE FROM import_files"))
+        store.atomic(lambda: store.execute("DELETE FROM import_files"))
     finally:
         store.close()
     again = import_logdir(root, db_url, clock=lambda: 4e9)

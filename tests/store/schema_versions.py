@@ -14,11 +14,12 @@ TABLES_ADDED: dict[int, tuple[str, ...]] = {
     5: IMPORT_RUN_TABLES,
     6: ("run_tags",),
     7: ("histograms",),
-    8: ("console", "environments"),  # and texts.markdown, a column its step adds only when missing
+    8: ("console", "environments"),  # and texts.markdown (COLUMNS_ADDED)
     9: ("artifacts",),
 }
 # Versions that added columns ({table: columns}) and indexes to tables older versions had.
 COLUMNS_ADDED: dict[int, dict[str, tuple[str, ...]]] = {
+    8: {"texts": ("markdown",)},
     TYPED_VALUES_STEP + 1: {"hparams": TYPED_COLUMNS, "results": TYPED_COLUMNS},
 }
 INDEXES_ADDED: dict[int, tuple[str, ...]] = {
@@ -42,14 +43,14 @@ def downgrade(url: str, version: int) -> None:
 
     def work() -> None:
         for table in drop:
-            store._execute(f"DROP TABLE {table}")
+            store.execute(f"DROP TABLE {table}")
         for index in indexes:
-            store._execute(f"DROP INDEX {index}")
+            store.execute(f"DROP INDEX {index}")
         for table, column in columns:
-            store._execute(f"ALTER TABLE {table} DROP COLUMN {column}")
-        store._execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(version),))
+            store.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
+        store.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(version),))
 
     try:
-        store._atomic(work)
+        store.atomic(work)
     finally:
         store.close()

@@ -6,8 +6,8 @@ from __future__ import annotations
 import tallyboard as tb
 from store.schema_versions import downgrade
 from tallyboard.store import open_store
-from tallyboard.store.base import Batch
 from tallyboard.store.imported import IMPORT_RUN_TABLES, ImportRecords
+from tallyboard.store.records import Batch
 from tallyboard.store.schema import SCHEMA_VERSION
 
 
@@ -50,6 +50,6 @@ def test_the_debug_run_replaced_takes_its_import_rows_along(db_url: str) -> None
         store.write_import(Batch(), records)
         store.create_run({"experiment": "debug again", "start_time": 1.0}, debug=True)
         for name in IMPORT_RUN_TABLES:
-            assert store._execute(f"SELECT COUNT(*) FROM {name}") == [(0,)], name
+            assert store.execute(f"SELECT COUNT(*) FROM {name}") == [(0,)], name
     finally:
         store.close()

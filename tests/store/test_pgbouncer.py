@@ -81,7 +81,7 @@ def test_more_jobs_than_server_connections_store_every_row_once():
 def test_restarting_pgbouncer_mid_run_loses_and_doubles_nothing():
     """A restart drops every client connection (and what was in flight on it): the job reconnects,
     and the commit log (store/postgres.py) tells a COMMIT that landed from one that did not."""
-    steps = 8000
+    steps = 20_000
     with own_server() as server, bouncer(server.url, pool_size=2) as pooler:
         url = pooler.url_for(server.url)
         tb.ResultTable(url, nocommit_action=tb.NoCommitAction.NOP).new_debug_run("schema").close()
@@ -95,7 +95,7 @@ def test_restarting_pgbouncer_mid_run_loses_and_doubles_nothing():
                 pooler.restart()
                 restarts += 1
             time.sleep(0.05)
-        assert job.wait(timeout=120) == 0 and restarts >= 2
+        assert job.wait(timeout=120) == 0 and restarts >= 1
         with connect(server.url) as conn:
             scalars = conn.execute("SELECT count(*), count(DISTINCT step) FROM scalars WHERE run_id > 0")
             assert scalars.fetchone() == (steps, steps)

@@ -70,7 +70,7 @@ def test_a_new_database_gets_postgres_types_and_schema_version(pg_url):
     assert store.meta("schema_version") == str(schema.SCHEMA_VERSION)
     assert json.loads(store.meta("unique_columns")) == ["experiment"]
     types = dict(
-        store._execute(
+        store.execute(
             "SELECT column_name, data_type FROM information_schema.columns"
             " WHERE table_schema = current_schema() AND table_name = 'media'"
         )
@@ -124,7 +124,7 @@ def test_a_forked_child_opens_its_own_session_and_leaves_the_parents_alone(pg_ur
     for step in range(100):
         parent.add_scalar("train/loss", step * 0.5, step=step)
     parent.flush()
-    connection, session = table._store._conn, table._store._execute("SELECT pg_backend_pid()")
+    connection, session = table._store._conn, table._store.execute("SELECT pg_backend_pid()")
     pid = os.fork()
     if pid == 0:  # the child: a run of its own through the parent's table, then close it all
         code = 1
@@ -144,7 +144,7 @@ def test_a_forked_child_opens_its_own_session_and_leaves_the_parents_alone(pg_ur
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     assert table._store._conn is connection and not connection.broken
-    assert pooled or table._store._execute("SELECT pg_backend_pid()") == session
+    assert pooled or table._store.execute("SELECT pg_backend_pid()") == session
     parent.add_scalar("train/loss", 150.0, step=300)
     parent.write_result(acc=1.0)
     table.close()

@@ -137,7 +137,7 @@ def test_a_version_1_table_is_backfilled_by_the_first_write(logged, db_url):
         assert store.meta("schema_version") == "1"  # opening alone migrates nothing
         store.ready_for_writing()  # what every write does first
         assert store.meta("schema_version") == str(SCHEMA_VERSION)
-        blocks = store._execute("SELECT rep, block, lowest, highest FROM scalar_blocks ORDER BY rep, block")
+        blocks = store.execute("SELECT rep, block, lowest, highest FROM scalar_blocks ORDER BY rep, block")
         assert blocks == expected
     finally:
         store.close()
@@ -152,7 +152,7 @@ def test_a_replaced_debug_run_leaves_no_blocks(db_url):
     table.close()
     store = open_store(db_url)
     try:
-        assert store._execute("SELECT run_id, block, lowest, highest FROM scalar_blocks") == [
+        assert store.execute("SELECT run_id, block, lowest, highest FROM scalar_blocks") == [
             (-1, 0, 2.0, 2.0)
         ]
     finally:
@@ -205,7 +205,7 @@ def test_batches_adding_to_a_block_merge_with_its_extremes_and_nan_changes_none(
         run.flush()
         store = open_store(db_url)
         try:
-            stored = store._execute("SELECT block, highest, lowest FROM scalar_blocks ORDER BY block")
+            stored = store.execute("SELECT block, highest, lowest FROM scalar_blocks ORDER BY block")
         finally:
             store.close()
         assert stored == blocks

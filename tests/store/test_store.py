@@ -33,7 +33,7 @@ def test_an_older_file_is_migrated_forward_by_the_first_write(db_url, monkeypatc
     assert store.meta("schema_version") == str(newer - 1)  # opening alone changes nothing
     new_run(store)
     assert store.meta("schema_version") == str(newer)
-    assert store._execute("SELECT host FROM runs") == [(None,)]
+    assert store.execute("SELECT host FROM runs") == [(None,)]
 
 
 def test_create_run_refuses_a_duplicate_but_not_a_failed_hidden_or_debug_one(db_url):
@@ -63,8 +63,8 @@ def test_debug_run_replaces_the_previous_one_and_its_records(db_url):
 
 def test_new_run_ids_start_above_ids_inserted_explicitly_once_id_sequences_are_synced(db_url):
     store = open_store(db_url)
-    store._atomic(
-        lambda: store._execute(
+    store.atomic(
+        lambda: store.execute(
             "INSERT INTO runs (run_id, experiment, start_time, updated_at) VALUES (41, 'copied', 0, 0)"
         )
     )
@@ -177,13 +177,13 @@ def test_empty_notes_and_tags_of_a_version_2_table_become_null(db_url, monkeypat
     with monkeypatch.context() as old:  # the table exactly as tallyboard with schema v2 made it
         old.setattr("tallyboard.store.migrations.SCHEMA_VERSION", 2)
         store = open_store(db_url)
-        store._atomic(
-            lambda: store._execute(
+        store.atomic(
+            lambda: store.execute(
                 "INSERT INTO runs (experiment, start_time, updated_at, note, tag)"
                 " VALUES ('a', 0, 0, '', ''), ('b', 0, 0, 'kept', 'base')"
             )
         )
-        store._execute("CREATE INDEX runs_by_tag ON runs (tag)")  # an index of a later step survives
+        store.execute("CREATE INDEX runs_by_tag ON runs (tag)")  # an index of a later step survives
         store.close()
     store = open_store(db_url)
     try:

@@ -35,7 +35,7 @@ def stored(url: str) -> dict[tuple[str, int, str], tuple]:
         return {
             (table, run_id, name): tuple(row)
             for table in ("hparams", "results")
-            for run_id, name, *row in store._execute(
+            for run_id, name, *row in store.execute(
                 f"SELECT run_id, name, value, value_rank, value_number, value_text FROM {table}"
             )
         }

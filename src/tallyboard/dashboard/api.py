@@ -8,6 +8,7 @@ Starlette runs them in its thread pool: a slow query never stalls the event loop
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import time
 from collections.abc import Iterator
@@ -24,7 +25,7 @@ from tallyboard.dashboard.params import BadRequest, Json
 from tallyboard.dashboard.runs_table import RunsTable
 from tallyboard.run_filter import FilterError
 from tallyboard.store import Store
-from tallyboard.store.queries import STATUSES, DashboardQueries, SeriesKey
+from tallyboard.store.queries import STATUSES, DashboardQueries, SeriesKey, SeriesOfRun
 
 MAX_COMPARE = 50
 MAX_NAME = 4000  # characters of a metric or tag name in a query (the page says so for longer ones)
@@ -83,7 +84,7 @@ def runs(request: Request) -> Response:
         {
             "total": page.total,
             "rows": page.rows,
-            "columns": [c.to_json() for c in page.columns],
+            "columns": [dataclasses.asdict(c) for c in page.columns],
             "version": _version_json(page.version),
             "read_only": dash.read_only,
         }
@@ -103,7 +104,7 @@ def run_tags(request: Request) -> Response:
 
 
 def columns(request: Request) -> Response:
-    return Json({"columns": [c.to_json() for c in _dash(request).table.columns()]})
+    return Json({"columns": [dataclasses.asdict(c) for c in _dash(request).table.columns()]})
 
 
 async def save_columns(request: Request) -> Response:
@@ -185,9 +186,9 @@ def _is_color(value: str) -> bool:
 
 
 # -- series -------------------------------------------------------------------------------------
-def _series_of(dash: Dashboard, run_ids: list[int], metric: str | None) -> list[tuple]:
+def _series_of(dash: Dashboard, run_ids: list[int], metric: str | None) -> list[SeriesOfRun]:
     return [
-        row for row in dash.queries.tags_of_runs(run_ids) if metric is None or split_tag(row[2])[1] == metric
+        row for row in dash.queries.tags_of_runs(run_ids) if metric is None or split_tag(row.tag)[1] == metric
     ]
 
 
@@ -275,7 +276,7 @@ def scalars_csv(request: Request) -> Response:
     run_id = params.path_id(request, "run_id")
     tag = params.text(request, "tag", "", MAX_NAME)
     tag_id = dash.queries.tag_id(tag)
-    reps = [row for row in dash.queries.tags_of_runs([run_id]) if row[1] == tag_id]
+    reps = [row for row in dash.queries.tags_of_runs([run_id]) if row.tag_id == tag_id]
     if tag_id is None or not reps:
         return Json({"error": f"run {run_id} has no scalar {tag!r}"}, status_code=404)
 

@@ -19,10 +19,10 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Mount, Route
-from starlette.staticfiles import StaticFiles
 
 from tallyboard.artifacts import location_for
 from tallyboard.dashboard import analysis, api, params, stream
+from tallyboard.dashboard.assets import Assets, module_graph
 from tallyboard.dashboard.downsample import Downsampler
 from tallyboard.dashboard.openapi import openapi_schema
 from tallyboard.dashboard.params import MAX_ID, BadRequest, Json
@@ -33,13 +33,14 @@ from tallyboard.store.queries import open_for_dashboard
 HERE = Path(__file__).parent
 OUT_OF_RANGE = MAX_ID + 1
 DECLARATIVE_SHADOW = re.compile("shadowrootmode", re.IGNORECASE)
-CHARTS = ("vendor/uplot/uPlot.iife.min.js", "charts.js")
-PAGES = {  # page -> (title, its scripts after common.js)
-    "table": ("Runs", ("live.js", "table.js")),
-    "run": ("Run", (*CHARTS, "live.js", "board.js", "histograms.js", "run-logs.js", "run.js")),
-    "compare": ("Compare", (*CHARTS, "live.js", "compare.js", "stats.js")),
-    "hparams": ("Hparams", ("hparams.js",)),
-    "diff": ("Diff", ("diff.js",)),
+UPLOT = ("vendor/uplot/uPlot.iife.min.js",)  # a classic script: the vendored build defines `uPlot`
+# page -> (title, its ES module (which imports the rest), classic scripts it needs first)
+PAGES = {
+    "table": ("Runs", "table.js", ()),
+    "run": ("Run", "run.js", UPLOT),
+    "compare": ("Compare", "compare.js", UPLOT),
+    "hparams": ("Hparams", "hparams.js", ()),
+    "diff": ("Diff", "diff.js", ()),
 }
 
 
@@ -139,7 +140,7 @@ def create_app(
         Route("/api/importance", analysis.importance),
         Route("/api/diff", analysis.diff),
         Route("/api/stream", stream.stream),
-        Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
+        Mount("/static", Assets(directory=HERE / "static"), name="static"),
     ]
     hub = stream.Hub(queries, interval=live_interval)
 
@@ -173,11 +174,16 @@ def guarded(content: str, guard: str) -> str:
 
 def _page(name: str, csrf_secret: str, read_only: bool, table_id: str) -> str:
     """The one page template filled in for a page (no user data: that arrives through the API)."""
-    title, scripts = PAGES[name]
+    title, module, classic = PAGES[name]
     html = (HERE / "templates" / "page.html").read_text(encoding="utf-8")
-    tags = "\n".join(f'<script src="/static/{script}" defer></script>' for script in scripts)
+    # The module's imports are fetched at once, not one level per round trip (assets.py); deferred
+    # classic scripts and module scripts run in document order, after parsing.
+    graph = module_graph(HERE / "static", module)
+    tags = [f'<link rel="modulepreload" href="/static/{imported}">' for imported in graph]
+    tags += [f'<script src="/static/{script}" defer></script>' for script in classic]
+    tags.append(f'<script src="/static/{module}" type="module"></script>')
     values = {"csrf": csrf_secret, "read_only": "true" if read_only else "false", "title": title,
-              "page": name, "scripts": tags, "table": table_id}  # fmt: skip
+              "page": name, "scripts": "\n".join(tags), "table": table_id}  # fmt: skip
     for key, value in values.items():
         html = html.replace("{{" + key + "}}", value)
     return html

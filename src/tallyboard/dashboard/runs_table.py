@@ -25,27 +25,15 @@ from typing import Any
 from tallyboard.run_filter import column_resolver, parse_tree, run_cell, run_filter
 from tallyboard.store import runs_sql
 from tallyboard.store.queries import DashboardQueries
+from tallyboard.store.records import Column
+from tallyboard.store.run_row import RUN_ROW
 from tallyboard.store.runs_sql import TRUE, Condition, Dialect, NotInSql, Sort, Translator
 
 VIEWS_KEPT = 8  # filtered and sorted views kept for the current version of the table
 READ_AHEAD = 500  # run ids of a SQL view read at once: this page and the next few
 
 # Run fields that can be table columns; git_diff is far too long for a cell (the run page shows it).
-TABLE_RUN_FIELDS = (
-    "run_id", "experiment", "tag", "config_path", "comment", "config_hash", "note", "color", "status",
-    "start_time", "end_time", "hidden", "tags",
-)  # fmt: skip
-
-
-@dataclass(frozen=True)
-class Column:
-    name: str
-    kind: str  # 'run', 'hparam' or 'result'
-    alias: str
-    position: int | None  # None = hidden
-
-    def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "kind": self.kind, "alias": self.alias, "position": self.position}
+TABLE_RUN_FIELDS = (*(field.name for field in RUN_ROW if field.cell), "tags")
 
 
 @dataclass(frozen=True)
@@ -108,7 +96,7 @@ class RunsTable:
             frozenset(row[0] for row in self.queries.read(runs_sql.value_names_sql(table)))
             for table in ("hparams", "results")
         )
-        listed = {c["name"] for c in self.queries.columns()}
+        listed = {c.name for c in self.queries.columns()}
         sightings = [  # a name is an hparam column if it is an hparam anywhere
             (name, kind, self.queries.read(runs_sql.FIRST_RUN.format(table=f"{kind}s"), [name])[0][0])
             for kind, names in (("hparam", hparams), ("result", results - hparams))
@@ -122,9 +110,9 @@ class RunsTable:
         """Every column: the store's preferences first, then hparams/results it does not list, as
         `value_columns` orders them."""
         columns = [
-            Column(c["name"], c["kind"], c["alias"] or c["name"], c["position"])
+            Column(c.name, c.kind, c.alias or c.name, c.position)
             for c in self.queries.columns()
-            if c["kind"] != "run" or c["name"] in TABLE_RUN_FIELDS
+            if c.kind != "run" or c.name in TABLE_RUN_FIELDS
         ]
         known = {c.name for c in columns}
         for field in TABLE_RUN_FIELDS:

@@ -27,7 +27,8 @@ from tallyboard.artifacts import (
     require_location,
 )
 from tallyboard.exchange.formats import Layout, RowWriter
-from tallyboard.store.base import ArtifactRow, Store
+from tallyboard.store.base import Store
+from tallyboard.store.records import ArtifactRow
 
 ARTIFACTS = Layout(
     "artifacts",

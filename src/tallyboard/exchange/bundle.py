@@ -13,7 +13,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from tallyboard.store.base import Batch, ScalarRow, Store
+from tallyboard.store.base import Store
+from tallyboard.store.records import Batch, QueuedMedia, QueuedRepetition, QueuedText, QueuedValue, ScalarRow
 
 ROWS_PER_BATCH = 50_000
 
@@ -100,9 +101,11 @@ def write_bundle(store: Store, bundle: RunBundle) -> int:
     """
     run_id = create_run(store, bundle.fields)
     head = Batch(
-        hparams=[(run_id, name, json_value(value)) for name, value in bundle.hparams.items()],
-        results=[(run_id, name, json_value(value)) for name, value in bundle.results.items()],
-        repetitions=[(run_id, rep, start) for rep, start in sorted(bundle.repetitions.items())],
+        hparams=[QueuedValue(run_id, name, json_value(value)) for name, value in bundle.hparams.items()],
+        results=[QueuedValue(run_id, name, json_value(value)) for name, value in bundle.results.items()],
+        repetitions=[
+            QueuedRepetition(run_id, rep, start) for rep, start in sorted(bundle.repetitions.items())
+        ],
     )
     store.write_batch(head)
     for batch in _record_batches(run_id, bundle):
@@ -123,8 +126,8 @@ def _record_batches(run_id: int, bundle: RunBundle) -> Iterator[Batch]:
                 yield batch
                 batch, size = Batch(), 0
     for tag, rep, step, epoch, walltime, kind, png in bundle.media:
-        batch.media.append((run_id, tag, rep, step, epoch, walltime, kind, *png_size(png), png))
-    batch.texts.extend((run_id, *text) for text in bundle.texts)
+        batch.media.append(QueuedMedia(run_id, tag, rep, step, epoch, walltime, kind, *png_size(png), png))
+    batch.texts.extend(QueuedText(run_id, *text) for text in bundle.texts)
     if len(batch):
         yield batch
 

@@ -48,6 +48,7 @@ from tallyboard.exchange.artifact_files import ARTIFACTS, export_artifacts
 from tallyboard.exchange.formats import FORMATS, Layout, RowWriter
 from tallyboard.exchange.target import open_target
 from tallyboard.store import Store
+from tallyboard.store.run_row import typed
 
 EXPORT_VERSION = 2  # 2: console, environments and the texts' markdown flag
 READABLE_VERSIONS = (1, 2)
@@ -56,16 +57,14 @@ CONSOLE_PAGE = 10_000  # console lines read at a time (a chatty run may have mil
 MANIFEST = "manifest.json"
 MEDIA_DIR = "media"
 
+# The files' column order is part of the export format (older exports are read by it): never reorder.
 RUNS = Layout(
     "runs",
-    (
-        ("run_id", int, False), ("experiment", str, False), ("status", str, False),
-        ("start_time", float, False), ("end_time", float, True), ("tag", str, True),
-        ("note", str, True), ("color", str, True), ("hidden", int, False), ("comment", str, True),
-        ("config_path", str, True), ("config_hash", str, True), ("config_content", str, True),
-        ("cli", str, True), ("command", str, True), ("git_commit", str, True), ("git_diff", str, True),
-        ("unique_key", str, True),
-    ),
+    typed((
+        "run_id", "experiment", "status", "start_time", "end_time", "tag", "note", "color", "hidden",
+        "comment", "config_path", "config_hash", "config_content", "cli", "command", "git_commit",
+        "git_diff", "unique_key",
+    )),
 )  # fmt: skip
 HPARAMS = Layout("hparams", (("run_id", int, False), ("name", str, False), ("value", str, False)))
 RESULTS = Layout("results", HPARAMS.columns)

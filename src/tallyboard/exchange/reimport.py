@@ -48,8 +48,8 @@ from tallyboard.exchange.export import (
 from tallyboard.exchange.formats import FORMATS, read_rows
 from tallyboard.histogram import Histogram
 from tallyboard.store import Batch
-from tallyboard.store.base import ArtifactRow
 from tallyboard.store.histograms import queued_row
+from tallyboard.store.records import ArtifactRow, QueuedMedia, QueuedRepetition, QueuedText, QueuedValue
 
 MEDIA_PER_BATCH = 200
 
@@ -89,7 +89,7 @@ class ExportReader:
         if not self.has(layout):
             return
         for chunk in self._read(layout):
-            mapped = [(self.run_ids[row[0]], *row[1:]) for row in chunk if row[0] in self.run_ids]
+            mapped = [(self.run_ids[run_id], *rest) for run_id, *rest in chunk if run_id in self.run_ids]
             if mapped:
                 yield mapped
 
@@ -136,7 +136,9 @@ def _media_batches(reader: ExportReader) -> Iterator[Batch]:
                 start : start + MEDIA_PER_BATCH
             ]:
                 png = (reader.directory / file).read_bytes()
-                batch.media.append((run_id, tag, rep, step, epoch, walltime, kind, width, height, png))
+                batch.media.append(
+                    QueuedMedia(run_id, tag, rep, step, epoch, walltime, kind, width, height, png)
+                )
             yield batch
 
 
@@ -163,12 +165,13 @@ def exported_histogram(columns: tuple) -> Histogram:
 def _record_batches(reader: ExportReader) -> Iterator[Batch]:
     for layout in (HPARAMS, RESULTS):
         for chunk in reader.rows(layout):
-            yield Batch(hparams=chunk) if layout is HPARAMS else Batch(results=chunk)
+            values = [QueuedValue(*row) for row in chunk]
+            yield Batch(hparams=values) if layout is HPARAMS else Batch(results=values)
     for chunk in reader.rows(REPETITIONS):
-        yield Batch(repetitions=chunk)
+        yield Batch(repetitions=[QueuedRepetition(*row) for row in chunk])
     yield from _scalar_batches(reader)
     for chunk in reader.rows(TEXTS):
-        yield Batch(texts=chunk)
+        yield Batch(texts=[QueuedText(*row) for row in chunk])
     yield from _media_batches(reader)
     yield from _histogram_batches(reader)
     for chunk in reader.rows(CONSOLE):

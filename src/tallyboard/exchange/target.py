@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from tallyboard.store import Access, Store, is_postgres_url, open_store
+from tallyboard.store.run_row import DEFAULT_UNIQUE_COLUMNS
 
 
 def require_existing(url_or_path: str | os.PathLike[str]) -> str:
@@ -39,8 +40,6 @@ def require_existing(url_or_path: str | os.PathLike[str]) -> str:
 def open_target(url_or_path: str | os.PathLike[str], create: bool = True) -> Iterator[Store]:
     """The store at `url_or_path`, closed when the block ends: opened to write (created like
     `ResultTable` would where there is none) when `create` is true, else only to read."""
-    from tallyboard.table import DEFAULT_UNIQUE_COLUMNS
-
     access = Access.WRITE if create else Access.READ
     store = open_store(url_or_path, unique_columns=DEFAULT_UNIQUE_COLUMNS, access=access)
     try:

@@ -236,6 +236,6 @@ def last_values(writer: LogWriter) -> dict[str, float]:
 def _clear_of_run_fields(values: dict[str, Any], kind: str) -> dict[str, Any]:
     """Frameworks name things freely; a name that is a column of every run (``hidden``, ``tag``,
     ``status``...) is renamed ``<kind>/<name>`` rather than refused."""
-    from tallyboard.store.base import RUN_FIELDS
+    from tallyboard.store.run_row import RUN_FIELDS
 
     return {f"{kind}/{name}" if name in RUN_FIELDS else name: value for name, value in values.items()}

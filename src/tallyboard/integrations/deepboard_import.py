@@ -46,7 +46,7 @@ def open_deepboard(path: str | os.PathLike[str]) -> sqlite3.Connection:
     if not Path(path).is_file():
         raise FileNotFoundError(f"no DeepBoard table at {str(path)!r}")
     connection = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True)
-    tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    tables = {name for (name,) in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     missing = {"Experiments", "Results", "Logs"} - tables
     if missing:
         connection.close()
@@ -128,7 +128,7 @@ def read_runs(connection: sqlite3.Connection) -> list[RunBundle]:
 
 
 def _reps(bundle: RunBundle) -> set[int]:
-    reps = {row[0] for rows in bundle.scalars.values() for row in rows}
+    reps = {rep for rows in bundle.scalars.values() for rep, *_ in rows}
     return reps | {record[1] for record in bundle.media} | {record[1] for record in bundle.texts}
 
 

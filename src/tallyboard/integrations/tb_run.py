@@ -40,9 +40,10 @@ from tallyboard.integrations.tb_summaries import (
     SummaryDecoder,
 )
 from tallyboard.progress import ProgressBar
-from tallyboard.store.base import Batch, Store
+from tallyboard.store.base import Store
 from tallyboard.store.histograms import queued_row
 from tallyboard.store.imported import FileProgress, ImportRecords
+from tallyboard.store.records import Batch, QueuedMedia, QueuedText, RunUpdate
 
 ROWS_PER_BATCH = 50_000
 BYTES_PER_BATCH = 16 << 20  # images: a batch's PNGs stay below this
@@ -260,7 +261,7 @@ class RunImport:
         elif kind == IMAGE:
             self._images(tag, step, wall, payload)
         elif kind == TEXT:
-            self.batch.texts.append((self.target.run_id, tag, 0, step, None, wall, "text", payload))
+            self.batch.texts.append(QueuedText(self.target.run_id, tag, 0, step, None, wall, "text", payload))
             self._added(TEXT, len(payload))
         elif kind == HPARAMS:
             if payload:  # {} for the experiment and session-end parts
@@ -302,7 +303,7 @@ class RunImport:
                 self.tally.skipped["images that do not decode"] += 1
                 continue
             self.batch.media.append(
-                (self.target.run_id, tag, 0, step, None, wall, "image", width, height, png)
+                QueuedMedia(self.target.run_id, tag, 0, step, None, wall, "image", width, height, png)
             )
             self._added(IMAGE, len(png))
 
@@ -328,7 +329,7 @@ class RunImport:
             for name, read_to in self.positions.items()
         ]
         if run_update:
-            batch.run_updates = [(run_id, run_update)]
+            batch.run_updates = [RunUpdate(run_id, run_update)]
         if len(batch) or records.raw or records.files or records.scalar_events:
             self.store.write_import(batch, records)
         scalars = sum(len(rows) for _, _, rows in batch.scalars)

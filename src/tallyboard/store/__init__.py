@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import os
 
-from tallyboard.store.base import Batch, Column, DuplicateRunError, Quarantined, Store, StoreError
+from tallyboard.store.base import Store
 from tallyboard.store.location import Access, NotAResultTable
+from tallyboard.store.records import Batch, Column, DuplicateRunError, Quarantined, StoreError
 
 __all__ = [
     "Access", "Batch", "Column", "DuplicateRunError", "NotAResultTable", "Quarantined", "Store", "StoreError",

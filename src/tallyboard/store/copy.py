@@ -23,8 +23,9 @@ import json
 
 from tallyboard.progress import progress_bar
 from tallyboard.store import Access, Store, StoreError, is_postgres_url, open_store
-from tallyboard.store.base import RUN_FIELDS
 from tallyboard.store.location import Kind, require_current
+from tallyboard.store.records import DEBUG_RUN_ID
+from tallyboard.store.run_row import RUN_FIELDS
 from tallyboard.store.typed_values import TYPED_COLUMNS
 
 # (table, primary key, other columns, rows per chunk), parents before children.
@@ -102,7 +103,7 @@ def _backup(src: Store, dst_path: str, progress: bool) -> dict[str, int]:
     dst = open_store(dst_path)
     try:
         dst.ready_for_writing()
-        counts = {table: dst._execute(f"SELECT count(*) FROM {table}")[0][0] for table, *_ in TABLES}
+        counts = {table: dst.execute(f"SELECT count(*) FROM {table}")[0][0] for table, *_ in TABLES}
     finally:
         dst.close()
     total = sum(counts.values())
@@ -118,12 +119,12 @@ def _copy(src: Store, dst: Store, unique_columns: tuple[str, ...], progress: boo
             f"{list(unique_columns)}: copy into a new table instead"
         )
     _refuse_conflicts(src, dst)
-    counts = {table: src._execute(f"SELECT count(*) FROM {table}")[0][0] for table, *_ in TABLES}
+    counts = {table: src.execute(f"SELECT count(*) FROM {table}")[0][0] for table, *_ in TABLES}
     with progress_bar(sum(counts.values()), f"copying to {dst.url}", enabled=progress, unit="row") as bar:
         for table, key, columns, chunk in TABLES:
             upsert = _upsert_sql(table, key, columns)
             for rows in _chunks(src, table, key, columns, chunk):
-                dst._atomic(lambda sql=upsert, rows=rows: dst._executemany(sql, rows))
+                dst.atomic(lambda sql=upsert, rows=rows: dst.executemany(sql, rows))
                 bar.update(len(rows))
     dst.sync_id_sequences()  # new ids must start above the copied ones
     return counts
@@ -135,14 +136,14 @@ def _refuse_conflicts(src: Store, dst: Store) -> None:
     A run is the same when experiment and start time agree. The debug run (-1) is the exception: it
     is overwritten by the next debug run anyway, so the source's replaces the destination's."""
     runs = "SELECT run_id, experiment, start_time FROM runs"
-    theirs = {row[0]: row[1:] for row in dst._execute(runs)}
-    clashes = [row[0] for row in src._execute(runs) if row[0] in theirs and theirs[row[0]] != tuple(row[1:])]
+    theirs = {row[0]: row[1:] for row in dst.execute(runs)}
+    clashes = [row[0] for row in src.execute(runs) if row[0] in theirs and theirs[row[0]] != tuple(row[1:])]
     debug_differs = -1 in clashes
     if debug_differs:
         clashes.remove(-1)
-    tag_names = dict(dst._execute("SELECT tag_id, name FROM tags"))
+    tag_names = dict(dst.execute("SELECT tag_id, name FROM tags"))
     tag_ids = {name: tag_id for tag_id, name in tag_names.items()}
-    tags = [name for tag_id, name in src._execute("SELECT tag_id, name FROM tags")
+    tags = [name for tag_id, name in src.execute("SELECT tag_id, name FROM tags")
             if tag_names.get(tag_id, name) != name or tag_ids.get(name, tag_id) != tag_id]  # fmt: skip
     if clashes or tags:
         what = f"run ids {clashes}" if clashes else f"tags {tags}"
@@ -151,7 +152,7 @@ def _refuse_conflicts(src: Store, dst: Store) -> None:
             "copy into a new (empty) table, or export and import to merge tables"
         )
     if debug_differs:
-        dst._atomic(lambda: dst._delete_run(-1))
+        dst.delete_run(DEBUG_RUN_ID)
 
 
 def _chunks(src: Store, table: str, key: tuple[str, ...], columns: tuple[str, ...], size: int):
@@ -159,12 +160,12 @@ def _chunks(src: Store, table: str, key: tuple[str, ...], columns: tuple[str, ..
     select = f"SELECT {', '.join(key + columns)} FROM {table}"
     order = f" ORDER BY {', '.join(key)} LIMIT {int(size)}"
     after = f" WHERE ({', '.join(key)}) > ({', '.join('?' * len(key))})"
-    rows = src._execute(select + order)
+    rows = src.execute(select + order)
     while rows:
         yield rows
         if len(rows) < size:
             return
-        rows = src._execute(select + after + order, rows[-1][: len(key)])
+        rows = src.execute(select + after + order, rows[-1][: len(key)])
 
 
 def _upsert_sql(table: str, key: tuple[str, ...], columns: tuple[str, ...]) -> str:

@@ -18,24 +18,27 @@ from tallyboard.histogram import (
     unpack_floats,
     unpack_ints,
 )
+from tallyboard.store.records import QueuedHistogram
 
 if TYPE_CHECKING:
-    from tallyboard.store.base import Store
+    from tallyboard.store.engine import Engine
 
 STATS = "count, nonfinite, minimum, maximum, total, total_squares, edges, counts"
 
 
 def queued_row(
     run_id: int, tag: str, rep: int, step: int, epoch: int | None, walltime: float, h: Histogram
-) -> tuple:
+) -> QueuedHistogram:
     """The `Batch.histograms` row of `h`: flat, its edges and counts already packed, so the sink's
     bounded queue counts their bytes (`sink.record_bytes`) as it does an image's PNG."""
-    return (run_id, tag, rep, step, epoch, walltime, *stored(h))
+    return QueuedHistogram(run_id, tag, rep, step, epoch, walltime, *stored(h))
 
 
-def insert(store: Store, rows: list[tuple], tag_id: Callable[[str], int], walltime_sql: str) -> None:
+def insert(
+    store: Engine, rows: list[QueuedHistogram], tag_id: Callable[[str], int], walltime_sql: str
+) -> None:
     """Insert `Batch.histograms` rows (`queued_row`) inside the caller's transaction."""
-    store._executemany(
+    store.executemany(
         f"INSERT INTO histograms (run_id, tag_id, rep, step, epoch, walltime_ms, {STATS})"
         f" VALUES (?, ?, ?, ?, ?, {walltime_sql}, ?, ?, ?, ?, ?, ?, ?, ?)",
         [(row[0], tag_id(row[1]), *row[2:]) for row in rows],
@@ -57,18 +60,18 @@ def from_columns(row: tuple | list) -> Histogram:
 
 
 def read(
-    store: Store, run_id: int, tag: str | None = None, repetition: int | None = None
+    store: Engine, run_id: int, tag: str | None = None, repetition: int | None = None
 ) -> list[HistogramRecord]:
     """The histograms of a run (one tag, one repetition, or all), by tag, repetition, step; none
     from a table older than v5, which reading commands (export) read as it is, unmigrated."""
-    if not store._table_exists("histograms"):
+    if not store.table_exists("histograms"):
         return []
     where, params = ["h.run_id = ?"], [run_id]
     for column, value in (("t.name", tag), ("h.rep", repetition)):
         if value is not None:
             where.append(f"{column} = ?")
             params.append(value)
-    rows = store._execute(
+    rows = store.execute(
         f"SELECT h.histogram_id, t.name, h.rep, h.step, h.epoch, h.walltime_ms, {STATS}"
         " FROM histograms h JOIN tags t ON t.tag_id = h.tag_id"
         f" WHERE {' AND '.join(where)} ORDER BY t.name, h.rep, h.step, h.histogram_id",

@@ -13,15 +13,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, NamedTuple
+
+from tallyboard.store.writes import BatchWrites
 
 if TYPE_CHECKING:
-    import threading
-    from collections.abc import Callable, Iterable, Sequence
+    from tallyboard.store.records import Batch
 
-    from tallyboard.store.base import Batch
-
-T = TypeVar("T")
 
 IMPORT_RUN_TABLES = ("scalar_events", "raw_summaries", "import_files")
 
@@ -71,18 +69,9 @@ class RawSummary(NamedTuple):
     data: bytes
 
 
-class ImportedLogs:
-    """The `Store` methods imports use; mixed into `Store` (they use its engine primitives)."""
-
-    if TYPE_CHECKING:  # what `Store` provides
-        _lock: threading.RLock
-        _tag_ids: dict[str, int]
-
-        def _atomic(self, work: Callable[[], T]) -> T: ...
-        def _execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]: ...
-        def _executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None: ...
-        def _write(self, batch: Batch, new_tags: dict[str, int]) -> None: ...
-        def _tag_id(self, name: str, new_tags: dict[str, int]) -> int: ...
+class ImportedLogs(BatchWrites):
+    """The `Store` methods imports use (mixed into `Store`): the sink's batch write, plus what
+    only imports keep, in the same transaction."""
 
     def write_import(self, batch: Batch, records: ImportRecords) -> None:
         """Commit `batch` and `records` in one transaction: a crash leaves the files' read
@@ -94,27 +83,27 @@ class ImportedLogs:
                 self._write(batch, new_tags)
                 self._write_import_records(records, new_tags)
 
-            self._atomic(work)
+            self.atomic(work)
             self._tag_ids.update(new_tags)
 
     def _write_import_records(self, records: ImportRecords, new_tags: dict[str, int]) -> None:
-        from tallyboard.store.base import WALLTIME_MS_SQL
+        from tallyboard.store.writes import WALLTIME_MS_SQL
 
         for run_id, tag, rows in records.scalar_events:
             tag_id = int(self._tag_id(tag, new_tags))
-            self._executemany(
+            self.executemany(
                 "INSERT INTO scalar_events (run_id, tag_id, rep, seq, step, epoch, walltime_ms, value)"
                 f" VALUES ({int(run_id)}, {tag_id}, ?, ?, ?, ?, {WALLTIME_MS_SQL}, ?)",
                 rows,
             )
         if records.raw:
-            self._executemany(
+            self.executemany(
                 "INSERT INTO raw_summaries (run_id, tag_id, rep, step, walltime_ms, kind, format, data)"
                 f" VALUES (?, ?, ?, ?, {WALLTIME_MS_SQL}, ?, ?, ?)",
                 [(r[0], self._tag_id(r[1], new_tags), *r[2:]) for r in records.raw],
             )
         if records.files:
-            self._executemany(
+            self.executemany(
                 "INSERT INTO import_files (source, name, run_id, read_to, last_wall, plugins)"
                 " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (source, name) DO UPDATE SET"
                 " run_id = excluded.run_id, read_to = excluded.read_to, last_wall = excluded.last_wall,"
@@ -125,7 +114,7 @@ class ImportedLogs:
     def import_progress(self, source: str) -> dict[str, FileProgress]:
         """{file name: progress} of the files of directory `source` imported so far."""
         with self._lock:
-            rows = self._execute(
+            rows = self.execute(
                 "SELECT name, run_id, read_to, last_wall, plugins FROM import_files WHERE source = ?",
                 (source,),
             )
@@ -139,7 +128,7 @@ class ImportedLogs:
         key = (run_id, tag, rep)
         tag_of = "(SELECT tag_id FROM tags WHERE name = ?)"
         with self._lock:
-            last_event = self._execute(
+            last_event = self.execute(
                 f"SELECT seq, step FROM scalar_events WHERE run_id = ? AND tag_id = {tag_of} AND rep = ?"
                 " ORDER BY seq DESC LIMIT 1",
                 key,
@@ -147,7 +136,7 @@ class ImportedLogs:
             if last_event:
                 seq, step = last_event[0]
                 return SeriesTail(step, seq + 1)
-            last = self._execute(
+            last = self.execute(
                 f"SELECT MAX(step) FROM scalars WHERE run_id = ? AND tag_id = {tag_of} AND rep = ?", key
             )
         return SeriesTail(last[0][0] if last else None, None)
@@ -158,21 +147,21 @@ class ImportedLogs:
         with self._lock:
 
             def copy() -> int:
-                self._execute(
+                self.execute(
                     "INSERT INTO scalar_events (run_id, tag_id, rep, seq, step, epoch, walltime_ms, value)"
                     " SELECT run_id, tag_id, rep, ROW_NUMBER() OVER (ORDER BY step) - 1, step, epoch,"
                     " walltime_ms, value FROM scalars"
                     " WHERE run_id = ? AND tag_id = (SELECT tag_id FROM tags WHERE name = ?) AND rep = ?",
                     (run_id, tag, rep),
                 )
-                rows = self._execute(
+                rows = self.execute(
                     "SELECT COUNT(*) FROM scalar_events WHERE run_id = ?"
                     " AND tag_id = (SELECT tag_id FROM tags WHERE name = ?) AND rep = ?",
                     (run_id, tag, rep),
                 )
                 return int(rows[0][0])
 
-            return self._atomic(copy)
+            return self.atomic(copy)
 
     def scalar_events(self, run_id: int, tag: str, rep: int | None = None) -> list[tuple]:
         """Every point of an imported series that repeats steps, in source order: rows of
@@ -185,12 +174,12 @@ class ImportedLogs:
         if rep is not None:
             sql, params = sql + " AND rep = ?", (*params, rep)
         with self._lock:
-            return self._execute(sql + " ORDER BY rep, seq", params)
+            return self.execute(sql + " ORDER BY rep, seq", params)
 
     def raw_summaries(self, run_id: int) -> list[RawSummary]:
         """Summaries kept as their source bytes (histograms), by tag then source order."""
         with self._lock:
-            rows = self._execute(
+            rows = self.execute(
                 "SELECT t.name, r.rep, r.step, r.walltime_ms, r.kind, r.format, r.data FROM raw_summaries r"
                 " JOIN tags t ON t.tag_id = r.tag_id WHERE r.run_id = ? ORDER BY t.name, r.raw_id",
                 (run_id,),

@@ -21,7 +21,7 @@ import os
 from dataclasses import dataclass
 from enum import Enum
 
-from tallyboard.store.base import StoreError
+from tallyboard.store.records import StoreError
 from tallyboard.store.schema import SCHEMA_VERSION
 
 DEEPBOARD_TABLES = frozenset({"experiments", "results", "logs"})  # SQLite names ignore case

@@ -1,7 +1,7 @@
 """Creating a store's schema, and bringing an older one forward.
 
 Engine-neutral: the DDL in `schema` is formatted with the engine's type names, and every step runs
-inside the engine's `_atomic`, so two processes opening a new file at once create it once.
+inside the engine's `atomic`, so two processes opening a new file at once create it once.
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from tallyboard.store.run_row import RUN_COLUMNS
 from tallyboard.store.schema import (
     MIGRATIONS,
-    RUN_COLUMNS,
     SCHEMA_V1,
     SCHEMA_VERSION,
     TYPED_VALUE_INDEXES,
@@ -22,39 +22,39 @@ from tallyboard.store.schema import (
 from tallyboard.store.typed_values import TYPED_COLUMNS, with_types
 
 if TYPE_CHECKING:
-    from tallyboard.store.base import Store
+    from tallyboard.store.engine import Engine
 
 
 def _statements(script: str, ddl_types: dict[str, str]) -> list[str]:
     return [s.strip() for s in script.format(**ddl_types).split(";") if s.strip()]
 
 
-def stored_version(store: Store) -> int | None:
+def stored_version(store: Engine) -> int | None:
     """The schema version of the store, or None for a store without our tables."""
-    if not store._table_exists("meta"):
+    if not store.table_exists("meta"):
         return None
-    rows = store._execute("SELECT value FROM meta WHERE key = 'schema_version'")
+    rows = store.execute("SELECT value FROM meta WHERE key = 'schema_version'")
     return int(rows[0][0]) if rows else None
 
 
-def ensure_schema(store: Store, ddl_types: dict[str, str], unique_columns: tuple[str, ...]) -> None:
+def ensure_schema(store: Engine, ddl_types: dict[str, str], unique_columns: tuple[str, ...]) -> None:
     """Create the schema (recording `unique_columns`) or migrate it to `SCHEMA_VERSION`.
 
     Raises `StoreError` for a store written by a newer tallyboard, naming the versions.
     """
-    from tallyboard.store.base import StoreError
+    from tallyboard.store.records import StoreError
 
     def upgrade() -> None:
         version = stored_version(store)
         if version is None:
             for sql in _statements(SCHEMA_V1, ddl_types):
-                store._execute(sql)
-            store._execute(
+                store.execute(sql)
+            store.execute(
                 "INSERT INTO meta (key, value) VALUES ('unique_columns', ?)", (json.dumps(unique_columns),)
             )
-            store._execute("INSERT INTO meta (key, value) VALUES ('schema_version', '1')")
+            store.execute("INSERT INTO meta (key, value) VALUES ('schema_version', '1')")
             for name, alias, position in RUN_COLUMNS:
-                store._execute(
+                store.execute(
                     "INSERT INTO columns (name, kind, alias, position) VALUES (?, 'run', ?, ?)",
                     (name, alias, position),
                 )
@@ -66,13 +66,13 @@ def ensure_schema(store: Store, ddl_types: dict[str, str], unique_columns: tuple
             )
         for step in range(version, SCHEMA_VERSION):
             for sql in _statements(MIGRATIONS.get(step, ""), ddl_types):
-                store._execute(sql)
+                store.execute(sql)
             if step in PYTHON_MIGRATIONS:  # after the step's SQL, if it has both
                 PYTHON_MIGRATIONS[step](store)
-            store._execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(step + 1),))
+            store.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(step + 1),))
 
     if stored_version(store) != SCHEMA_VERSION:
-        store._atomic(upgrade)
+        store.atomic(upgrade)
 
 
 # ---- v3 -> v4: an empty note or tag is NULL -----------------------------------------------------
@@ -86,28 +86,28 @@ _RUNS_TABLE = re.compile(r'CREATE TABLE\s+"?runs"?', re.IGNORECASE)  # after a r
 _NOT_NULL_EMPTY = re.compile(r"\b(note|tag)(\s+TEXT)\s+NOT\s+NULL\s+DEFAULT\s+''", re.IGNORECASE)
 
 
-def nullable_note_and_tag(store: Store) -> None:
+def nullable_note_and_tag(store: Engine) -> None:
     from tallyboard.store import is_postgres_url
 
     if is_postgres_url(store.url):
-        store._execute(
+        store.execute(
             "ALTER TABLE runs ALTER COLUMN note DROP NOT NULL, ALTER COLUMN note DROP DEFAULT,"
             " ALTER COLUMN tag DROP NOT NULL, ALTER COLUMN tag DROP DEFAULT"
         )
     else:
-        table_sql = store._execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'runs'")
-        indexes = store._execute(
+        table_sql = store.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'runs'")
+        indexes = store.execute(
             "SELECT sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 'runs' AND sql IS NOT NULL"
         )
         rebuilt = _NOT_NULL_EMPTY.sub(r"\1\2", table_sql[0][0])
         rebuilt = _RUNS_TABLE.sub("CREATE TABLE runs_v3", rebuilt, count=1)
-        store._execute(rebuilt)
-        store._execute("INSERT INTO runs_v3 SELECT * FROM runs")
-        store._execute("DROP TABLE runs")
-        store._execute("ALTER TABLE runs_v3 RENAME TO runs")
+        store.execute(rebuilt)
+        store.execute("INSERT INTO runs_v3 SELECT * FROM runs")
+        store.execute("DROP TABLE runs")
+        store.execute("ALTER TABLE runs_v3 RENAME TO runs")
         for (index_sql,) in indexes:
-            store._execute(index_sql)
-    store._execute(
+            store.execute(index_sql)
+    store.execute(
         "UPDATE runs SET note = NULLIF(note, ''), tag = NULLIF(tag, '') WHERE note = '' OR tag = ''"
     )
 
@@ -115,13 +115,13 @@ def nullable_note_and_tag(store: Store) -> None:
 # ---- v7 -> v8: texts.markdown (the tables of the step are SQL: schema.CONSOLE_AND_ENVIRONMENT) --
 # Why in Python: neither engine's ALTER TABLE ADD COLUMN can say "unless it exists" the same way
 # (SQLite has no IF NOT EXISTS there), and the step must be safe to run on a table that has it.
-def markdown_flag_on_texts(store: Store) -> None:
+def markdown_flag_on_texts(store: Engine) -> None:
     from tallyboard.store import is_postgres_url
 
     if is_postgres_url(store.url):
-        store._execute("ALTER TABLE texts ADD COLUMN IF NOT EXISTS markdown INTEGER NOT NULL DEFAULT 0")
-    elif not any(row[1] == "markdown" for row in store._execute("PRAGMA table_info(texts)")):
-        store._execute("ALTER TABLE texts ADD COLUMN markdown INTEGER NOT NULL DEFAULT 0")
+        store.execute("ALTER TABLE texts ADD COLUMN IF NOT EXISTS markdown INTEGER NOT NULL DEFAULT 0")
+    elif not any(row[1] == "markdown" for row in store.execute("PRAGMA table_info(texts)")):
+        store.execute("ALTER TABLE texts ADD COLUMN markdown INTEGER NOT NULL DEFAULT 0")
 
 
 # ---- v9 -> v10: typed copies of hparam and result values (store/typed_values.py) ---------------
@@ -131,38 +131,38 @@ TYPED_VALUE_TYPES = {"value_rank": "INTEGER", "value_number": "DOUBLE PRECISION"
 BACKFILL_CHUNK = 50_000
 
 
-def typed_values(store: Store) -> None:
+def typed_values(store: Engine) -> None:
     from tallyboard.store import is_postgres_url
 
     postgres = is_postgres_url(store.url)
     for table in ("hparams", "results"):
         for column in TYPED_COLUMNS:
             kind = TYPED_VALUE_TYPES[column] + (' COLLATE "C"' if postgres and column == "value_text" else "")
-            store._execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
+            store.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
         backfill_typed_values(store, table)
     for sql in _statements(TYPED_VALUE_INDEXES, {}):
-        store._execute(sql)
+        store.execute(sql)
 
 
-def backfill_typed_values(store: Store, table: str) -> None:
+def backfill_typed_values(store: Engine, table: str) -> None:
     """Fill the typed columns of every row of `table` from its JSON text, in key order by chunks."""
     select = f"SELECT run_id, name, value FROM {table}"
     order = f" ORDER BY run_id, name LIMIT {BACKFILL_CHUNK}"
-    rows = store._execute(select + order)
+    rows = store.execute(select + order)
     while rows:
-        store._executemany(
+        store.executemany(
             f"UPDATE {table} SET value_rank = ?, value_number = ?, value_text = ?"
             " WHERE run_id = ? AND name = ?",
             [(*typed, run_id, name) for run_id, name, _, *typed in with_types(rows)],
         )
         if len(rows) < BACKFILL_CHUNK:
             return
-        rows = store._execute(select + " WHERE (run_id, name) > (?, ?)" + order, rows[-1][:2])
+        rows = store.execute(select + " WHERE (run_id, name) > (?, ?)" + order, rows[-1][:2])
 
 
 # Steps (or parts of steps) that are not one SQL script for both engines, by the version they
 # upgrade from; they run after that step's SQL in `MIGRATIONS`, if any.
-PYTHON_MIGRATIONS: dict[int, Callable[[Store], None]] = {
+PYTHON_MIGRATIONS: dict[int, Callable[[Engine], None]] = {
     3: nullable_note_and_tag,
     7: markdown_flag_on_texts,
     TYPED_VALUES_STEP: typed_values,

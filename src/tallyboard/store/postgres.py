@@ -46,9 +46,11 @@ from psycopg import errors
 from psycopg.conninfo import conninfo_to_dict
 
 from tallyboard.store import migrations, pg_session
-from tallyboard.store.base import WALLTIME_MS_SQL, Batch, ScalarRow, Store, walltime_ms
+from tallyboard.store.base import Store
 from tallyboard.store.location import Access, Found, Kind, NotAResultTable
+from tallyboard.store.records import Batch, ScalarRow
 from tallyboard.store.schema import BLOCK_BITS
+from tallyboard.store.writes import WALLTIME_MS_SQL, walltime_ms
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -151,6 +153,8 @@ class PostgresStore(Store):
     connection's search_path if missing). `retry_for`: how long a lost server is waited for before a
     write raises (the sink keeps the rows and tries again later)."""
 
+    dialect = "postgresql"
+
     def __init__(
         self,
         url: str,
@@ -171,10 +175,10 @@ class PostgresStore(Store):
         self._in_transaction = False
         self._commits = 0
         # A batch whose write raised with its COMMIT's outcome unknown, and that transaction's id;
-        # the id `_atomic` checks and reuses for it when it is sent again; see `write_batch`.
+        # the id `atomic` checks and reuses for it when it is sent again; see `write_batch`.
         self._unsure: tuple[Batch, uuid.UUID] | None = None
         self._resend_id: uuid.UUID | None = None
-        self._gave_up_on: uuid.UUID | None = None  # the id of an _atomic that raised, outcome unknown
+        self._gave_up_on: uuid.UUID | None = None  # the id of an atomic that raised, outcome unknown
         self._connection()  # a wrong URL or a server that is down fails here, at once
         found = self._describe()
         found.check(access)
@@ -182,12 +186,12 @@ class PostgresStore(Store):
 
     def _describe(self) -> Found:
         """What the connection's schema holds (read only; see store/location.py)."""
-        schema = self._execute("SELECT current_schema()")[0][0]
+        schema = self.execute("SELECT current_schema()")[0][0]
         if schema is None:
             return Found(self.url, Kind.NOTHING, "no schema on the search path")
-        if not self._table_exists("meta"):
+        if not self.table_exists("meta"):
             return Found(self.url, Kind.NOTHING, f"no tallyboard tables in schema {schema!r}")
-        version = migrations.stored_version(self) if self._table_exists("runs") else None
+        version = migrations.stored_version(self) if self.table_exists("runs") else None
         if version is None:
             return Found(
                 self.url, Kind.OTHER, f"a database whose `meta` table in schema {schema!r} is not ours"
@@ -195,17 +199,17 @@ class PostgresStore(Store):
         return Found(self.url, Kind.TABLE, "a result table", version)
 
     def _engine_ready(self) -> bool:
-        return self._table_exists("tallyboard_commits")
+        return self.table_exists("tallyboard_commits")
 
     def _prepare_schema(self, unique_columns: tuple[str, ...]) -> None:
-        self._atomic(lambda: self._prepare(unique_columns))
+        self.atomic(lambda: self._prepare(unique_columns))
         self.schema_version = self._schema_version()
 
     def _prepare(self, unique_columns: tuple[str, ...]) -> None:
         """Create or migrate the schema, once however many processes open a new table at once."""
         self._advisory_lock(SCHEMA_LOCK)
-        self._execute(COMMITS_DDL)
-        migrations.ensure_schema(self, DDL_TYPES, unique_columns)  # its _atomic joins this transaction
+        self.execute(COMMITS_DDL)
+        migrations.ensure_schema(self, DDL_TYPES, unique_columns)  # its atomic joins this transaction
 
     # ---- connection and transactions ----------------------------------------------------------
     def _connection(self) -> psycopg.Connection:
@@ -264,7 +268,7 @@ class PostgresStore(Store):
             self._sleep(delay)
             delay = min(delay * 2, MAX_RETRY_DELAY)
 
-    def _atomic(self, work: Callable[[], T]) -> T:
+    def atomic(self, work: Callable[[], T]) -> T:
         if self._in_transaction:  # nested: part of the enclosing transaction
             return work()
         txn_id = self._resend_id or uuid.uuid4()
@@ -331,7 +335,7 @@ class PostgresStore(Store):
             self._disconnect()  # the next write starts on a fresh connection
             log.info("tallyboard: pruning tallyboard_commits on %s failed (%s); later", self.url, error)
 
-    def _execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
         def run() -> list[tuple]:
             conn = self._connection()
             if self.access is Access.READ and not self._in_transaction:
@@ -346,19 +350,37 @@ class PostgresStore(Store):
         with self._lock:  # a statement on its own (autocommit) is safe to run again
             return self._retry(run)
 
-    def _executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
         with self._connection().cursor() as cursor:
             cursor.executemany(_psycopg_sql(sql), rows)  # pipelined by psycopg
 
     def _advisory_lock(self, what: int) -> None:
         """Lock `what` in this schema until the transaction ends (for every client of the server)."""
-        self._execute("SELECT pg_advisory_xact_lock(CAST(? AS INTEGER), hashtext(current_schema()))", (what,))
+        self.execute("SELECT pg_advisory_xact_lock(CAST(? AS INTEGER), hashtext(current_schema()))", (what,))
 
     def _lock_runs(self) -> None:
         self._advisory_lock(RUNS_LOCK)
 
-    def _table_exists(self, name: str) -> bool:
-        return bool(self._execute("SELECT to_regclass(?) IS NOT NULL", (name,))[0][0])
+    def reader_connection(self, read_only: bool) -> psycopg.Connection:
+        conn = pg_session.connect(self.url)
+        if read_only:  # each statement in a READ ONLY transaction psycopg begins (DashboardQueries
+            conn.autocommit, conn.read_only = False, True  # ends it); no session SET for PgBouncer
+        return conn
+
+    def reader_sql(self, sql: str) -> str:
+        return _psycopg_sql(sql)
+
+    def first_rows(self, conn: Any, sql: str, param_rows: Sequence[Sequence[Any]]) -> list[tuple]:
+        """All in one pipeline: one round trip, not one per parameter row."""
+        cursor = conn.cursor()
+        cursor.executemany(_psycopg_sql(sql), param_rows, returning=True)
+        rows = [cursor.fetchone()]
+        while cursor.nextset():
+            rows.append(cursor.fetchone())
+        return rows
+
+    def table_exists(self, name: str) -> bool:
+        return bool(self.execute("SELECT to_regclass(?) IS NOT NULL", (name,))[0][0])
 
     @contextlib.contextmanager
     def snapshot(self) -> Iterator[None]:
@@ -374,6 +396,7 @@ class PostgresStore(Store):
                 self._rollback()
 
     def close(self) -> None:
+        self.close_reads()
         with self._lock:
             self._disconnect()
 
@@ -405,7 +428,7 @@ class PostgresStore(Store):
             tag_ids = self._intern_tags([tag for _, tag, _ in batch.scalars], new_tags)
             series = [(run_id, tag_ids[tag], rows) for run_id, tag, rows in batch.scalars]
             if self._write_scalars(batch.scalars, tag_ids):
-                self._executemany(MERGE_BLOCK, sorted(row for s in series for row in block_extremes(*s)))
+                self.executemany(MERGE_BLOCK, sorted(row for s in series for row in block_extremes(*s)))
             else:
                 self._rebuild_blocks(series)
 
@@ -415,11 +438,11 @@ class PostgresStore(Store):
         ids = {name: self._tag_ids.get(name) or new_tags.get(name) for name in names}
         missing = sorted(name for name, tag_id in ids.items() if tag_id is None)
         if missing:
-            self._execute(
+            self.execute(
                 "INSERT INTO tags (name) SELECT unnest(?::text[]) ORDER BY 1 ON CONFLICT (name) DO NOTHING",
                 (missing,),
             )
-            found = dict(self._execute("SELECT name, tag_id FROM tags WHERE name = ANY(?)", (missing,)))
+            found = dict(self.execute("SELECT name, tag_id FROM tags WHERE name = ANY(?)", (missing,)))
             new_tags.update(found)
             ids.update(found)
         return ids
@@ -427,14 +450,14 @@ class PostgresStore(Store):
     def _write_scalars(self, series: list[tuple[int, str, list[ScalarRow]]], tag_ids: dict[str, int]) -> bool:
         """Insert the rows; True when every one was new (no step was logged again), so that the
         blocks they touch may be merged with the batch's extremes instead of recomputed."""
-        self._execute("SAVEPOINT scalars_copy")
+        self.execute("SAVEPOINT scalars_copy")
         try:
             self._copy_scalars("scalars", series, tag_ids)
         except errors.UniqueViolation:  # a step logged twice: the last value wins, as in SQLite
-            self._execute("ROLLBACK TO SAVEPOINT scalars_copy")
+            self.execute("ROLLBACK TO SAVEPOINT scalars_copy")
             self._upsert_scalars(series, tag_ids)
             return False
-        self._execute("RELEASE SAVEPOINT scalars_copy")
+        self.execute("RELEASE SAVEPOINT scalars_copy")
         return True
 
     def _copy_scalars(self, table: str, series, tag_ids: dict[str, int]) -> None:
@@ -451,12 +474,12 @@ class PostgresStore(Store):
 
     def _upsert_scalars(self, series, tag_ids: dict[str, int]) -> None:
         """COPY into a temporary table, then merge keeping the last row logged for each key."""
-        self._execute(
+        self.execute(
             "CREATE TEMPORARY TABLE IF NOT EXISTS incoming_scalars"
             " (LIKE scalars, seq BIGINT GENERATED ALWAYS AS IDENTITY) ON COMMIT DELETE ROWS"
         )
         self._copy_scalars("incoming_scalars", series, tag_ids)
-        self._execute(
+        self.execute(
             f"INSERT INTO scalars ({SCALAR_COLUMNS})"
             f" SELECT DISTINCT ON (run_id, tag_id, rep, step) {SCALAR_COLUMNS} FROM incoming_scalars"
             " ORDER BY run_id, tag_id, rep, step, seq DESC"
@@ -476,7 +499,7 @@ class PostgresStore(Store):
             ("raw_summaries", "raw_id"),
             ("console", "console_id"),
         ):
-            self._execute(
+            self.execute(
                 "SELECT setval(pg_get_serial_sequence(?, ?), COALESCE(MAX"
                 f"({column}), 0) + 1, false) FROM {table}",
                 (table, column),

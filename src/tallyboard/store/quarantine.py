@@ -16,8 +16,8 @@ import time
 from dataclasses import fields
 from typing import Any
 
-from tallyboard.store.base import Batch, Quarantined
 from tallyboard.store.histograms import from_columns
+from tallyboard.store.records import Batch, Quarantined
 
 # Batch lists in the order `Store._write` applies them, so two halves written one after the other
 # apply the records in the same order as the whole batch would have.

@@ -1,41 +1,38 @@
-"""The dashboard's read queries (its few edits go through `Store.update_run` / `set_columns`).
+"""The dashboard's read queries (`Store.reads`; its few edits go through `Store.update_run` /
+`set_columns`).
 
 Why a module of its own: the dashboard reads in ways the logging path never does (a page of the
-runs table, one bucketed range of a series, a PNG by id) and it must never block training. It
-opens its own connections, one per serving thread, and every query is a short statement that an
-index answers (a series is one range scan of the `scalars` primary key). SQL is plain standard SQL
-written with `?` placeholders; for PostgreSQL they are rewritten to psycopg's `%s`. Nothing here
-writes; the connections of a read-only dashboard cannot (SQLite `mode=ro`, PostgreSQL read-only
-transactions), so it works on a read-only file system or a file its user may not write.
+runs table, one bucketed range of a series, a PNG by id) and it must never block training. Its
+store lends it a small pool of connections for the serving threads (`Engine.reader_connection`),
+and every query is a short statement that an index answers (a series is one range scan of the
+`scalars` primary key). SQL is plain standard SQL written with `?` placeholders; the engine
+rewrites them to its own (`Engine.reader_sql`). Nothing here writes; the connections of a
+read-only dashboard cannot (SQLite `mode=ro`, PostgreSQL read-only transactions), so it works on a
+read-only file system or a file its user may not write.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import queue
 import re
-import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from tallyboard.store import histograms as histogram_rows
-from tallyboard.store.base import ArtifactRow, ConsoleLine, Store, artifacts_query, console_query
+from tallyboard.store.base import Store
 from tallyboard.store.location import Access, require_current
+from tallyboard.store.logged import artifacts_query, console_query
+from tallyboard.store.records import ArtifactRow, Column, ConsoleLine
+from tallyboard.store.run_row import DETAIL_FIELDS, LISTED_FIELDS
 from tallyboard.store.schema import BLOCK_BITS
 
 # A number as JSON writes it; groups 1 and 2 (fraction, exponent) make it a float.
 _JSON_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?")
 
-RUN_FIELDS = (
-    "run_id", "experiment", "config_path", "config_hash", "comment", "note", "tag", "color", "status",
-    "start_time", "end_time", "hidden", "updated_at",
-)  # fmt: skip
-DETAIL_FIELDS = (*RUN_FIELDS, "config_content", "cli", "command", "git_commit", "git_diff")
 STATUSES = ("running", "finished", "failed")
 
 
@@ -65,8 +62,14 @@ class SeriesKey:
     rep: int
 
 
-def _is_postgres(url_or_path: str) -> bool:
-    return url_or_path.startswith(("postgresql://", "postgres://"))
+class SeriesOfRun(NamedTuple):
+    """One scalar series of a run (`DashboardQueries.tags_of_runs`)."""
+
+    run_id: int
+    tag_id: int
+    tag: str
+    rep: int
+    start_time: float
 
 
 def open_for_dashboard(url_or_path: str, read_only: bool) -> tuple[DashboardQueries, Store | None]:
@@ -79,14 +82,11 @@ def open_for_dashboard(url_or_path: str, read_only: bool) -> tuple[DashboardQuer
     store = open_store(url_or_path, access=Access.READ if read_only else Access.EDIT)
     try:
         require_current(store.url, store.schema_version, "the dashboard")
-        queries = DashboardQueries(url_or_path, read_only=read_only)
+        queries = store.reads
     except BaseException:
         store.close()
         raise
-    if read_only:
-        store.close()
-        return queries, None
-    return queries, store
+    return queries, None if read_only else store
 
 
 class DashboardQueries:
@@ -96,34 +96,29 @@ class DashboardQueries:
     and each connection holds its own page cache, so per-thread connections would let memory grow
     with the number of threads that ever served a request."""
 
-    def __init__(self, url_or_path: str, connections: int = 4, read_only: bool = False) -> None:
-        self.url = url_or_path
+    def __init__(self, store: Store | str, connections: int = 4, read_only: bool = False) -> None:
+        """Queries through connections lent by `store` (its engine makes them); given a location
+        instead, the store there is opened to read, and closed with these queries."""
+        from tallyboard.store import open_store
+
+        self._owned: Store | None = None
+        if not isinstance(store, Store):
+            store = self._owned = open_store(store, access=Access.READ)
+        self.store = store
+        self.url = self.store.url
         self.read_only = read_only
-        self.postgres = _is_postgres(url_or_path)
-        if not self.postgres and not os.path.isfile(url_or_path):
-            raise FileNotFoundError(f"no result table at {url_or_path!r}: the file does not exist")
+        self.postgres = self.store.dialect == "postgresql"
         self._idle: queue.LifoQueue = queue.LifoQueue()
         self._slots = threading.BoundedSemaphore(connections)
         try:
             self._one("SELECT value FROM meta WHERE key = 'schema_version'")
         except Exception as error:
             self.close()
-            raise ValueError(f"{url_or_path!r} is not a tallyboard result table ({error})") from None
+            raise ValueError(f"{self.url!r} is not a tallyboard result table ({error})") from None
 
     # -- plumbing -----------------------------------------------------------------------------
     def _connect(self) -> Any:
-        if self.postgres:
-            from tallyboard.store import pg_session
-
-            return pg_session.connect(self.url)
-        if self.read_only:
-            from tallyboard.store.sqlite import connect_read_only
-
-            return with_python_lower(connect_read_only(self.url, timeout=10))
-        uri = Path(self.url).resolve().as_uri() + "?mode=rw"  # never creates a file
-        conn = sqlite3.connect(uri, uri=True, timeout=10, check_same_thread=False)
-        conn.isolation_level = None  # autocommit: no read transaction outlives its statement
-        return with_python_lower(conn)
+        return self.store.reader_connection(self.read_only)
 
     @contextmanager
     def _connection(self) -> Iterator[Any]:
@@ -139,7 +134,7 @@ class DashboardQueries:
                 self._idle.put(conn)
 
     def _sql(self, sql: str) -> str:
-        return sql.replace("?", "%s") if self.postgres else sql
+        return self.store.reader_sql(sql)
 
     def _run(self, sql: str, params: Sequence[Any], fetch: str) -> Any:
         with self._connection() as conn:
@@ -148,29 +143,19 @@ class DashboardQueries:
             return cursor.fetchall() if fetch == "all" else cursor.fetchone()
 
     def _read_only(self, conn: Any) -> AbstractContextManager:
-        """PostgreSQL opened read-only: the block's statements in one read-only transaction (not a
-        session setting, which PgBouncer would pass on to other clients; store/pg_session.py)."""
+        """PostgreSQL opened read-only: the block's statements in one read-only transaction, ended
+        with the block (not a session setting, which PgBouncer would pass on to other clients)."""
         if not (self.postgres and self.read_only):
             return nullcontext()
-        from tallyboard.store import pg_session
-
-        return pg_session.read_only_transaction(conn)
+        return conn.transaction()
 
     def _each(self, sql: str, param_rows: Sequence[Sequence[Any]]) -> list[tuple]:
         """The first row of `sql` for each parameter row, on one connection: SQLite reruns its
         cached statement; PostgreSQL sends them all in one pipeline (one round trip, not one each)."""
         if not param_rows:
             return []
-        with self._connection() as conn:
-            if not self.postgres:
-                return [conn.execute(sql, tuple(params)).fetchone() for params in param_rows]
-            cursor = conn.cursor()
-            with self._read_only(conn):
-                cursor.executemany(self._sql(sql), param_rows, returning=True)
-            rows = [cursor.fetchone()]
-            while cursor.nextset():
-                rows.append(cursor.fetchone())
-            return rows
+        with self._connection() as conn, self._read_only(conn):
+            return self.store.first_rows(conn, sql, param_rows)
 
     def _all(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
         return self._run(sql, params, "all")
@@ -183,12 +168,14 @@ class DashboardQueries:
         return self._run(sql, params, "one")
 
     def close(self) -> None:
-        """Close the idle connections."""
+        """Close the idle connections (and the store, when these queries opened it)."""
         while True:
             try:
                 self._idle.get_nowait().close()
             except queue.Empty:
-                return
+                break
+        if self._owned is not None:
+            self._owned.close()
 
     # -- the runs table -----------------------------------------------------------------------
     def runs_version(self) -> tuple[int, float]:
@@ -199,7 +186,7 @@ class DashboardQueries:
     def runs(self, updated_after: float | None = None) -> list[dict[str, Any]]:
         """Runs with their hparams and results (all, or those changed at or after a time)."""
         where, params = ("WHERE updated_at >= ?", [updated_after]) if updated_after is not None else ("", [])
-        rows = self._all(f"SELECT {', '.join(RUN_FIELDS)} FROM runs {where}", params)
+        rows = self._all(f"SELECT {', '.join(LISTED_FIELDS)} FROM runs {where}", params)
         return self._with_values(rows, f"(SELECT run_id FROM runs {where})", params)
 
     def runs_of(self, run_ids: Sequence[int]) -> list[dict[str, Any]]:
@@ -207,14 +194,16 @@ class DashboardQueries:
         if not run_ids:
             return []
         marks = f"({', '.join('?' * len(run_ids))})"
-        rows = self._all(f"SELECT {', '.join(RUN_FIELDS)} FROM runs WHERE run_id IN {marks}", list(run_ids))
+        rows = self._all(
+            f"SELECT {', '.join(LISTED_FIELDS)} FROM runs WHERE run_id IN {marks}", list(run_ids)
+        )
         return self._with_values(rows, marks, list(run_ids))
 
     def _with_values(
         self, rows: list[tuple], run_ids_sql: str, params: Sequence[Any]
     ) -> list[dict[str, Any]]:
-        """Runs (rows of RUN_FIELDS) as dicts with their hparams and results."""
-        runs = {row[0]: dict(zip(RUN_FIELDS, row, strict=True), hparams={}, results={}) for row in rows}
+        """Runs (rows of LISTED_FIELDS) as dicts with their hparams and results."""
+        runs = {row[0]: dict(zip(LISTED_FIELDS, row, strict=True), hparams={}, results={}) for row in rows}
         if not runs:
             return []
         parsed: dict[str, Any] = {}  # a sweep repeats its values: each distinct text is parsed once
@@ -260,18 +249,17 @@ class DashboardQueries:
             for row in self._all(sql, list(run_ids))
         ]
 
-    def columns(self) -> list[dict[str, Any]]:
+    def columns(self) -> list[Column]:
         """The column preferences (alias, position; position None = hidden)."""
-        rows = self._all("SELECT name, kind, alias, position FROM columns")
-        return [dict(zip(("name", "kind", "alias", "position"), row, strict=True)) for row in rows]
+        return [Column(*row) for row in self._all("SELECT name, kind, alias, position FROM columns")]
 
     def run_tags(self) -> list[str]:
         """Distinct run tags, for autocompletion."""
         return [row[0] for row in self._all("SELECT DISTINCT tag FROM runs WHERE tag <> '' ORDER BY tag")]
 
     # -- series -------------------------------------------------------------------------------
-    def tags_of_runs(self, run_ids: Sequence[int]) -> list[tuple[int, int, str, int, float]]:
-        """(run_id, tag_id, tag name, rep, rep start) of every scalar series of the given runs.
+    def tags_of_runs(self, run_ids: Sequence[int]) -> list[SeriesOfRun]:
+        """Every scalar series of the given runs, with its tag's name and its repetition's start.
 
         A series exists exactly when it has a `scalar_blocks` row, so the test reads those (one row
         per 256 points): SQLite seeks one per candidate, and PostgreSQL, which turns EXISTS into a
@@ -286,7 +274,7 @@ class DashboardQueries:
                 SELECT 1 FROM scalar_blocks b
                 WHERE b.run_id = r.run_id AND b.tag_id = t.tag_id AND b.rep = r.rep)
             ORDER BY r.run_id, t.name, r.rep"""
-        return self._all(sql, list(run_ids))
+        return [SeriesOfRun(*row) for row in self._all(sql, list(run_ids))]
 
     def metric_points(self, run_ids: Sequence[int], tag: str) -> list[tuple[int, int, float | None]]:
         """(run_id, rep, value) of one tag of some runs, ordered by run, rep and step: what the
@@ -507,14 +495,6 @@ class DashboardQueries:
     def fragment(self, text_id: int) -> str | None:
         row = self._one("SELECT content FROM texts WHERE text_id = ? AND kind = 'fragment'", [text_id])
         return None if row is None else row[0]
-
-
-def with_python_lower(conn: sqlite3.Connection) -> sqlite3.Connection:
-    """`py_lower(text)`: Python's `str.lower` in SQL (SQLite's `lower` folds ASCII only), so the
-    runs table's filters ignore case in SQL exactly as they do in Python."""
-    conn.create_function("py_lower", 1, lambda text: text.lower() if isinstance(text, str) else text,
-                         deterministic=True)  # fmt: skip
-    return conn
 
 
 def _cut_pieces(lo: int, hi: int, span: int, origin: int) -> list[tuple[int, int, int]]:

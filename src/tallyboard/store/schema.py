@@ -191,26 +191,6 @@ CREATE TABLE texts (
 CREATE INDEX texts_by_run ON texts (run_id, tag_id, rep, step);
 """
 
-# The columns a new table shows, in order (name, alias, position; None = hidden by default).
-RUN_COLUMNS: tuple[tuple[str, str, int | None], ...] = (
-    ("run_id", "Run ID", 0),
-    ("experiment", "Experiment", 1),
-    ("tag", "Tag", 2),
-    ("config_path", "Config", 3),
-    ("comment", "Comment", 4),
-    ("config_hash", "Config Hash", None),
-    ("cli", "Cli", None),
-    ("command", "Command", None),
-    ("note", "Note", None),
-    ("color", "Color", None),
-    ("status", "Status", None),
-    ("start_time", "Start", None),
-    ("end_time", "End", None),
-    ("git_commit", "Commit", None),
-    ("git_diff", "Diff", None),
-    ("hidden", "Hidden", None),
-)
-
 # The v1 -> v2 backfill: every block of every series, from `scalars` (the writer recomputes one
 # block at a time: `Store._rebuild_blocks`).
 BACKFILL_BLOCKS = f"""

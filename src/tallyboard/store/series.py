@@ -57,8 +57,7 @@ class SeriesSummary(NamedTuple):
 
 
 def _select(store: Store, sql: str, params: Sequence[object] = ()) -> list[tuple]:
-    with store._lock:
-        return store._execute(sql, params)
+    return store.execute(sql, params)
 
 
 def _marks(items: Sequence[object]) -> str:

@@ -33,8 +33,8 @@ import uuid
 from array import array
 from typing import Any
 
-from tallyboard.store.base import ArtifactRow, Batch, ResumePoint, StoreError
 from tallyboard.store.location import Access
+from tallyboard.store.records import ArtifactRow, Batch, ResumePoint, StoreError
 from tallyboard.store.sqlite import SqliteStore
 
 PREFIX = "spool:"  # what `open_store` recognises: "spool:" + the spool file's path
@@ -144,14 +144,14 @@ class SpoolStore(SqliteStore):
             self.target_url = self.state("target")
             return
         with self._lock:
-            self._atomic(lambda: self._bind(target_url))
+            self.atomic(lambda: self._bind(target_url))
         self.target_url = self.state("target")
 
     def _bind(self, target_url: str | None) -> None:
-        if target_url is None and not self._execute("SELECT 1 FROM sqlite_master WHERE name = 'spool_state'"):
+        if target_url is None and not self.execute("SELECT 1 FROM sqlite_master WHERE name = 'spool_state'"):
             raise StoreError(f"{self.path!r} is not a spool: it was never bound to a database")
         for statement in SPOOL_DDL:
-            self._execute(statement)
+            self.execute(statement)
         bound = self.state("target")
         if target_url is not None and bound is not None and bound != target_url:
             raise StoreError(
@@ -164,18 +164,18 @@ class SpoolStore(SqliteStore):
             self._set_state("shipped", "0")
 
     def state(self, key: str) -> str | None:
-        rows = self._execute("SELECT value FROM spool_state WHERE key = ?", (key,))
+        rows = self.execute("SELECT value FROM spool_state WHERE key = ?", (key,))
         return rows[0][0] if rows else None
 
     def _set_state(self, key: str, value: str) -> None:
-        self._execute(
+        self.execute(
             "INSERT INTO spool_state (key, value) VALUES (?, ?)"
             " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
             (key, value),
         )
 
     def _journal(self, op: str, args: Any) -> None:
-        self._execute(
+        self.execute(
             "INSERT INTO spool_journal (logged_at, op, args) VALUES (?, ?, ?)",
             (time.time(), op, encode(args)),
         )
@@ -185,7 +185,7 @@ class SpoolStore(SqliteStore):
         write caches, a tag's say, survives a rolled-back transaction)."""
         self.ready_for_writing()
         with self._lock:
-            return self._atomic(lambda: (self._journal(op, args), write())[1])
+            return self.atomic(lambda: (self._journal(op, args), write())[1])
 
     # ---- the writes that are shipped ------------------------------------------------------------
     def create_run(self, fields: dict[str, Any], debug: bool = False) -> int:
@@ -197,7 +197,7 @@ class SpoolStore(SqliteStore):
             return run_id
 
         with self._lock:
-            return self._atomic(create)
+            return self.atomic(create)
 
     def update_run(self, run_id: int, **values: Any) -> None:
         args = {"run": run_id, "values": values}
@@ -228,7 +228,7 @@ class SpoolStore(SqliteStore):
     def pending(self, after: int, limit: int, max_bytes: int) -> list[tuple[int, float, str, str]]:
         """Journal entries after seq `after`, oldest first: (seq, logged_at, op, args); at most
         `limit` of them and, beyond the first, `max_bytes` of arguments (a batch of images is big)."""
-        sizes = self._execute(
+        sizes = self.execute(
             "SELECT seq, length(args) FROM spool_journal WHERE seq > ? ORDER BY seq LIMIT ?", (after, limit)
         )
         if not sizes:
@@ -239,7 +239,7 @@ class SpoolStore(SqliteStore):
             if total > max_bytes and seq != sizes[0][0]:
                 break
             last = seq
-        return self._execute(
+        return self.execute(
             "SELECT seq, logged_at, op, args FROM spool_journal WHERE seq > ? AND seq <= ? ORDER BY seq",
             (after, last),
         )
@@ -247,7 +247,7 @@ class SpoolStore(SqliteStore):
     def backlog(self) -> tuple[int, float | None]:
         """(entries not yet shipped, when the oldest of them was logged)."""
         shipped = int(self.state("shipped") or 0)
-        count, oldest = self._execute(
+        count, oldest = self.execute(
             "SELECT count(*), min(logged_at) FROM spool_journal WHERE seq > ?", (shipped,)
         )[0]
         return count, oldest
@@ -258,16 +258,16 @@ class SpoolStore(SqliteStore):
         shipped entries (the spool's tables keep the rows)."""
 
         def record() -> None:
-            self._executemany(
+            self.executemany(
                 "INSERT OR REPLACE INTO spool_runs (spool_run, run_id, duplicate_of) VALUES (?, ?, ?)", runs
             )
             self._set_state("shipped", str(max(upto, int(self.state("shipped") or 0))))
-            self._execute("DELETE FROM spool_journal WHERE seq <= ?", (upto,))
+            self.execute("DELETE FROM spool_journal WHERE seq <= ?", (upto,))
 
         with self._lock:
-            self._atomic(record)
+            self.atomic(record)
 
     def database_run_id(self, spool_run: int) -> int | None:
         """The database's id of this spool's run, once shipped (None before)."""
-        rows = self._execute("SELECT run_id FROM spool_runs WHERE spool_run = ?", (spool_run,))
+        rows = self.execute("SELECT run_id FROM spool_runs WHERE spool_run = ?", (spool_run,))
         return rows[0][0] if rows else None

@@ -29,8 +29,8 @@ import threading
 import time
 from typing import Any
 
-from tallyboard.store.base import ArtifactRow, Batch, DuplicateRunError
 from tallyboard.store.postgres import SCHEMA_LOCK, PostgresStore
+from tallyboard.store.records import ArtifactRow, Batch, DuplicateRunError
 from tallyboard.store.spool import SpoolStore, batch_from_json, decode
 
 log = logging.getLogger(__name__)
@@ -55,9 +55,9 @@ class Destination:
     def __init__(self, url: str, spool_id: str) -> None:
         self.db = PostgresStore(url, retry_for=RETRY_FOR)
         self.spool_id = spool_id
-        self.db._atomic(self._create_tables)
+        self.db.atomic(self._create_tables)
         # Runs shipped before (by a process that may have died before noting them in the spool)
-        known = self.db._execute(
+        known = self.db.execute(
             "SELECT spool_run, run_id, duplicate_of FROM tallyboard_spool_runs WHERE spool_id = ?",
             (spool_id,),
         )
@@ -68,7 +68,7 @@ class Destination:
         """Under the schema lock: two shippers racing to CREATE TABLE IF NOT EXISTS both create it."""
         self.db._advisory_lock(SCHEMA_LOCK)
         for statement in DDL:
-            self.db._execute(statement)
+            self.db.execute(statement)
 
     def close(self) -> None:
         self.db.close()
@@ -81,12 +81,12 @@ class Destination:
 
         def work() -> list[Any]:
             db._tag_ids.clear()  # an attempt rolled back must not leave ids of tags it inserted
-            db._execute(
+            db.execute(
                 "INSERT INTO tallyboard_spools (spool_id, shipped) VALUES (?, 0)"
                 " ON CONFLICT (spool_id) DO NOTHING",
                 (spool_id,),
             )
-            shipped = db._execute(
+            shipped = db.execute(
                 "SELECT shipped FROM tallyboard_spools WHERE spool_id = ? FOR UPDATE", (spool_id,)
             )[0][0]
             created: list[list[int | None]] = []
@@ -102,17 +102,17 @@ class Destination:
                 self._apply(op, decode(args), runs, created)
             self._write(batches, runs)
             watermark = max(shipped, entries[-1][0])
-            db._execute("UPDATE tallyboard_spools SET shipped = ? WHERE spool_id = ?", (watermark, spool_id))
+            db.execute("UPDATE tallyboard_spools SET shipped = ? WHERE spool_id = ?", (watermark, spool_id))
             return [watermark, created]
 
-        watermark, created = db._atomic(work)
+        watermark, created = db.atomic(work)
         self.runs.update((spool_run, run_id) for spool_run, run_id, _ in created)
         created, self._unnoted = self._unnoted + created, []
         return watermark, created
 
     def _run_id(self, spool_run: int, runs: dict[int, int]) -> int:
         if spool_run not in runs:  # created by a shipment of another process on this spool
-            found = self.db._execute(
+            found = self.db.execute(
                 "SELECT run_id FROM tallyboard_spool_runs WHERE spool_id = ? AND spool_run = ?",
                 (self.spool_id, spool_run),
             )
@@ -127,7 +127,7 @@ class Destination:
             run_id, duplicate_of = self._create_run(args["fields"], args["debug"])
             runs[args["run"]] = run_id
             created.append([args["run"], run_id, duplicate_of])
-            db._execute(
+            db.execute(
                 "INSERT INTO tallyboard_spool_runs (spool_id, spool_run, run_id, duplicate_of)"
                 " VALUES (?, ?, ?, ?)"
                 " ON CONFLICT (spool_id, spool_run) DO UPDATE SET run_id = excluded.run_id,"
@@ -171,7 +171,7 @@ class Destination:
             if fields.get("note"):
                 note = f"{fields['note']} ({note})"
             run_id = self.db.create_run({**fields, "unique_key": None, "note": note})  # checks nothing
-            self.db._execute(  # hidden, so that it is no run's duplicate; its key kept for the record
+            self.db.execute(  # hidden, so that it is no run's duplicate; its key kept for the record
                 "UPDATE runs SET hidden = 1, unique_key = ? WHERE run_id = ?",
                 (fields.get("unique_key"), run_id),
             )

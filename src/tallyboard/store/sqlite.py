@@ -139,6 +139,8 @@ def _tables_and_version(path: str, immutable: bool) -> tuple[list[str], str | No
 class SqliteStore(Store):
     """A result table in one SQLite file, opened as `access` says (see store/location.py)."""
 
+    dialect = "sqlite"
+
     def __init__(
         self,
         path: str | os.PathLike[str],
@@ -190,7 +192,7 @@ class SqliteStore(Store):
             time.sleep(delay)
             delay = min(delay * 2, MAX_RETRY_SLEEP)
 
-    def _atomic(self, work: Callable[[], T]) -> T:
+    def atomic(self, work: Callable[[], T]) -> T:
         if self._in_transaction:  # nested: part of the enclosing transaction
             return work()
 
@@ -210,17 +212,18 @@ class SqliteStore(Store):
         with self._lock:
             return self._retry(attempt)
 
-    def _execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
-        return self._connection().execute(sql, params).fetchall()
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
+        with self._lock:
+            return self._connection().execute(sql, params).fetchall()
 
-    def _executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
         self._conn.executemany(sql, rows)
 
     def _lock_runs(self) -> None:
         """BEGIN IMMEDIATE already holds the database's write lock."""
 
-    def _table_exists(self, name: str) -> bool:
-        return bool(self._execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)))
+    def table_exists(self, name: str) -> bool:
+        return bool(self.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)))
 
     @contextlib.contextmanager
     def snapshot(self) -> Iterator[None]:
@@ -262,6 +265,7 @@ class SqliteStore(Store):
 
     def close(self) -> None:
         """Close the connection; the last writer of the file in this process checkpoints first."""
+        self.close_reads()
         with self._lock:
             if _writers.remove(self):
                 self.checkpoint()
@@ -269,6 +273,29 @@ class SqliteStore(Store):
 
     def is_record_error(self, error: BaseException) -> bool:
         return is_record_error(error)
+
+    def reader_connection(self, read_only: bool) -> sqlite3.Connection:
+        if read_only:
+            return with_python_lower(connect_read_only(self.path, timeout=10))
+        uri = Path(self.path).resolve().as_uri() + "?mode=rw"  # never creates a file
+        conn = sqlite3.connect(uri, uri=True, timeout=10, check_same_thread=False)
+        conn.isolation_level = None  # autocommit: no read transaction outlives its statement
+        return with_python_lower(conn)
+
+    def reader_sql(self, sql: str) -> str:
+        return sql
+
+    def first_rows(self, conn: Any, sql: str, param_rows: Sequence[Sequence[Any]]) -> list[tuple]:
+        """SQLite reruns its cached statement."""
+        return [conn.execute(sql, tuple(params)).fetchone() for params in param_rows]
+
+
+def with_python_lower(conn: sqlite3.Connection) -> sqlite3.Connection:
+    """`py_lower(text)`: Python's `str.lower` in SQL (SQLite's `lower` folds ASCII only), so the
+    runs table's filters ignore case in SQL exactly as they do in Python."""
+    conn.create_function("py_lower", 1, lambda text: text.lower() if isinstance(text, str) else text,
+                         deterministic=True)  # fmt: skip
+    return conn
 
 
 def open_for_writing(path: str, timeout: float) -> sqlite3.Connection:

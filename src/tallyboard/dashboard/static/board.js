@@ -1,33 +1,23 @@
-// Many charts on one page: grouped by prefix (collapsible), filtered by a search box (text or
-// regex), pinned charts on top, and each chart drawn only when it scrolls into view, so a run with
-// 500 tags does not ask for 500 series at once. The layout (pins, collapsed groups, search) is kept
-// per result table in localStorage.
-"use strict";
+// Many charts on one page (a run's, or the compare page's): grouped (collapsible), filtered by a
+// search box (text or regex), pinned charts on top, and each chart drawn only when it scrolls into
+// view, so a run with 500 tags does not ask for 500 series at once. The layout (pins, collapsed
+// groups, search) is kept per result table and page in localStorage.
+import { el } from "./common.js";
+import { chartMatcher } from "./chart-names.js";
 
-TB.chartGroup = (metric, splits) => {
-  // "grad/w1" groups under "grad"; a plain metric under its splits ("train · val", "sys").
-  const slash = metric.indexOf("/");
-  if (slash > 0) return metric.slice(0, slash);
-  const named = [...new Set(splits)].filter(Boolean).sort();
-  return named.length ? named.join(" · ") : "other";
-};
+// A chart card for a board: its head (the metric, then the page's buttons) and, once drawn, a chart.
+export function chartCard(metric, dataset, ...buttons) {
+  return el("div", { class: "card chart-card", dataset: { metric, ...dataset } },
+    el("div", { class: "head" }, el("h4", { title: metric }, metric), ...buttons));
+}
 
-// A search box's test: case-insensitive substring, or a regex; an invalid regex is reported, not applied.
-TB.chartMatcher = (text, regex) => {
-  if (!text) return { test: () => true, error: "" };
-  if (!regex) { const needle = text.toLowerCase(); return { test: (name) => name.toLowerCase().includes(needle), error: "" }; }
-  try { const pattern = new RegExp(text, "i"); return { test: (name) => pattern.test(name), error: "" }; }
-  catch (e) { return { test: () => true, error: `invalid regex: ${e.message}` }; }
-};
-
-TB.GROUP_MIN = 9; // charts from which they are grouped; fewer sit in one grid, as they always did
-
-TB.ChartBoard = class {
-  // `parent` holds the charts, `toolbar` the search box; `grouped` shows the groups' heads.
-  constructor(parent, { toolbar, grouped }) {
+export class ChartBoard {
+  // `parent` holds the charts, `toolbar` the search box; `grouped` shows the groups' heads; `page`
+  // names the layout kept (a run page's and a compare page's charts have different keys).
+  constructor(parent, { toolbar, grouped, page = "" }) {
     this.grouped = grouped;
     const table = document.querySelector('meta[name="table-id"]');
-    this.storageKey = `tallyboard.layout.${table ? table.content : "default"}`;
+    this.storageKey = `tallyboard.layout.${table ? table.content : "default"}${page ? `.${page}` : ""}`;
     this.layout = { pinned: [], collapsed: [], query: "", regex: false, ...this.read() };
     this.cards = new Map(); // key -> { key, group, body, onShow, shown }
     this.groups = new Map(); // group -> { section, grid, count }
@@ -39,15 +29,15 @@ TB.ChartBoard = class {
         if (card && !card.shown) { card.shown = true; card.onShow(); }
       }
     }, { rootMargin: "300px" });
-    this.search = TB.el("input", { type: "search", id: "chart-search", class: "filter", value: this.layout.query,
+    this.search = el("input", { type: "search", id: "chart-search", class: "filter", value: this.layout.query,
       placeholder: "search charts", title: "substring, or a regular expression with .*", oninput: () => this.changed() });
-    this.regex = TB.el("input", { type: "checkbox", id: "chart-regex", checked: this.layout.regex, onchange: () => this.changed() });
-    this.error = TB.el("span", { class: "error", id: "chart-search-error" });
-    this.count = TB.el("span", { class: "muted", id: "chart-count" });
+    this.regex = el("input", { type: "checkbox", id: "chart-regex", checked: this.layout.regex, onchange: () => this.changed() });
+    this.error = el("span", { class: "error", id: "chart-search-error" });
+    this.count = el("span", { class: "muted", id: "chart-count" });
     this.pinnedSection = this.section("pinned", "Pinned");
-    this.tools = TB.el("div", { class: "board-tools" }, this.search,
-      TB.el("label", { title: "treat the search as a regular expression" }, this.regex, ".*"), this.error, this.count);
-    this.root = TB.el("div", { class: grouped ? "board" : "board flat" }, this.pinnedSection.section);
+    this.tools = el("div", { class: "board-tools" }, this.search,
+      el("label", { title: "treat the search as a regular expression" }, this.regex, ".*"), this.error, this.count);
+    this.root = el("div", { class: grouped ? "board" : "board flat" }, this.pinnedSection.section);
     toolbar.append(this.tools);
     parent.append(this.root);
   }
@@ -61,10 +51,10 @@ TB.ChartBoard = class {
   }
 
   section(group, title) {
-    const grid = TB.el("div", { class: "charts" });
-    const count = TB.el("span", { class: "muted" });
-    const head = TB.el("button", { class: "group-head", onclick: () => this.toggle(group) }, TB.el("span", { class: "caret" }), title, count);
-    const section = TB.el("section", { class: "chart-group", dataset: { group } }, head, grid);
+    const grid = el("div", { class: "charts" });
+    const count = el("span", { class: "muted" });
+    const head = el("button", { class: "group-head", onclick: () => this.toggle(group) }, el("span", { class: "caret" }), title, count);
+    const section = el("section", { class: "chart-group", dataset: { group } }, head, grid);
     const entry = { section, grid, count };
     this.setCollapsed(entry, this.layout.collapsed.includes(group));
     return entry;
@@ -93,7 +83,7 @@ TB.ChartBoard = class {
     const card = { key, group, body, onShow, shown: false };
     this.cards.set(key, card);
     body.dataset.boardKey = key;
-    const pin = TB.el("button", { class: "pin", title: "pin on top (kept for this table)", onclick: () => this.pin(key) });
+    const pin = el("button", { class: "pin", title: "pin on top (kept for this table)", onclick: () => this.pin(key) });
     body.querySelector(".head").prepend(pin);
     this.place(card);
     this.observer.observe(body);
@@ -125,7 +115,7 @@ TB.ChartBoard = class {
   }
 
   filter() {
-    const { test, error } = TB.chartMatcher(this.layout.query, this.layout.regex);
+    const { test, error } = chartMatcher(this.layout.query, this.layout.regex);
     this.error.textContent = error;
     this.search.classList.toggle("bad", Boolean(error));
     const visible = new Map();
@@ -144,4 +134,4 @@ TB.ChartBoard = class {
     }
     this.count.textContent = `${shown} of ${this.cards.size} charts`;
   }
-};
+}

@@ -1,124 +1,97 @@
-// Shared helpers for the dashboard pages. User text only ever enters the DOM via textContent.
-"use strict";
+// Shared helpers of the dashboard pages (an ES module; each page's script imports what it uses).
+// User text only ever enters the DOM via textContent.
+export { number, format, duration, shorten, fileName } from "./values.js";
 
-const TB = (() => {
-  const csrf = document.querySelector('meta[name="csrf-token"]').content;
-  const readOnly = document.querySelector('meta[name="read-only"]').content === "true";
+const csrf = document.querySelector('meta[name="csrf-token"]').content;
+export const readOnly = document.querySelector('meta[name="read-only"]').content === "true";
 
-  async function getJSON(url) {
-    const response = await fetch(url, { credentials: "same-origin" });
-    const body = await response.json();
-    if (!response.ok) throw new Error(body.error || response.statusText);
-    return body;
+export async function getJSON(url) {
+  const response = await fetch(url, { credentials: "same-origin" });
+  const body = await response.json();
+  if (!response.ok) throw new Error(body.error || response.statusText);
+  return body;
+}
+
+export async function postJSON(url, data) {
+  const response = await fetch(url, {
+    method: "POST", credentials: "same-origin",
+    headers: { "Content-Type": "application/json", "X-CSRF-Token": csrf },
+    body: JSON.stringify(data),
+  });
+  const body = await response.json();
+  if (!response.ok) throw new Error(body.error || response.statusText);
+  return body;
+}
+
+// el("div", {class: "x", onclick: f}, "text", child): builds DOM without parsing markup.
+export function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (value === null || value === undefined || value === false) continue;
+    if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+    else if (key === "class") node.className = value;
+    else if (key === "dataset") Object.assign(node.dataset, value);
+    else if (key in node && typeof value !== "string") node[key] = value;
+    else node.setAttribute(key, value === true ? "" : value);
   }
-
-  async function postJSON(url, data) {
-    const response = await fetch(url, {
-      method: "POST", credentials: "same-origin",
-      headers: { "Content-Type": "application/json", "X-CSRF-Token": csrf },
-      body: JSON.stringify(data),
-    });
-    const body = await response.json();
-    if (!response.ok) throw new Error(body.error || response.statusText);
-    return body;
+  for (const child of children.flat()) {
+    if (child === null || child === undefined || child === false) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
   }
+  return node;
+}
 
-  // el("div", {class: "x", onclick: f}, "text", child): builds DOM without parsing markup.
-  function el(tag, attrs, ...children) {
-    const node = document.createElement(tag);
-    for (const [key, value] of Object.entries(attrs || {})) {
-      if (value === null || value === undefined || value === false) continue;
-      if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
-      else if (key === "class") node.className = value;
-      else if (key === "dataset") Object.assign(node.dataset, value);
-      else if (key in node && typeof value !== "string") node[key] = value;
-      else node.setAttribute(key, value === true ? "" : value);
-    }
-    for (const child of children.flat()) {
-      if (child === null || child === undefined || child === false) continue;
-      node.append(child instanceof Node ? child : document.createTextNode(String(child)));
-    }
-    return node;
+const PALETTE = ["#5b9cff", "#f5a524", "#3ecf8e", "#f25f5c", "#b084ff", "#2ad4d9", "#ff7ab6", "#c4d64b",
+  "#ff8f4f", "#8fa8ff", "#56e39f", "#e05dd6"];
+export const color = (i) => PALETTE[((i % PALETTE.length) + PALETTE.length) % PALETTE.length];
+
+
+
+// A run's hparam or result by name: only its own keys (an hparam called "constructor" on one run
+// must not make every other run show Object's constructor).
+export function cell(row, name) {
+  return Object.hasOwn(row.cells, name) ? row.cells[name] : undefined;
+}
+
+export function time(seconds) {
+  if (!seconds) return "";
+  return new Date(seconds * 1000).toLocaleString();
+}
+
+
+export function statusBadge(status) {
+  return el("span", { class: `status ${["running", "finished", "failed"].includes(status) ? status : ""}` }, status);
+}
+
+export function swatch(colour) {
+  const node = el("i", { class: "swatch" });
+  node.style.background = colour;  // CSSOM, allowed by the page's style-src 'self'
+  return node;
+}
+
+export function debounce(fn, ms) {
+  let timer = null;
+  return (...args) => { clearTimeout(timer); timer = setTimeout(() => fn(...args), ms); };
+}
+
+export function download(name, blob) {
+  const link = el("a", { href: URL.createObjectURL(blob), download: name });
+  document.body.append(link);
+  link.click();
+  setTimeout(() => { URL.revokeObjectURL(link.href); link.remove(); }, 1000);
+}
+
+// The URL's query string is the view state: links reproduce what one sees.
+export function readState(defaults) {
+  const query = new URLSearchParams(location.search);
+  const state = { ...defaults };
+  for (const key of Object.keys(defaults)) if (query.has(key)) state[key] = query.get(key);
+  return state;
+}
+export function writeState(state, defaults) {
+  const query = new URLSearchParams();
+  for (const [key, value] of Object.entries(state)) {
+    if (value !== undefined && value !== null && String(value) !== String(defaults[key] ?? "")) query.set(key, value);
   }
-
-  const PALETTE = ["#5b9cff", "#f5a524", "#3ecf8e", "#f25f5c", "#b084ff", "#2ad4d9", "#ff7ab6", "#c4d64b",
-    "#ff8f4f", "#8fa8ff", "#56e39f", "#e05dd6"];
-  const color = (i) => PALETTE[((i % PALETTE.length) + PALETTE.length) % PALETTE.length];
-
-  function number(value) {
-    if (value === "NaN") return NaN;
-    if (value === "Infinity") return Infinity;
-    if (value === "-Infinity") return -Infinity;
-    return value;
-  }
-
-  function format(value) {
-    if (value === null || value === undefined || value === "") return "";
-    if (typeof value === "number") {
-      if (Number.isInteger(value)) return String(value);
-      const abs = Math.abs(value);
-      return abs !== 0 && (abs < 1e-3 || abs >= 1e6) ? value.toExponential(3) : String(+value.toPrecision(5));
-    }
-    if (typeof value === "boolean") return value ? "true" : "false";
-    if (typeof value === "object") return JSON.stringify(value);
-    return String(value);
-  }
-
-  // A run's hparam or result by name: only its own keys (an hparam called "constructor" on one run
-  // must not make every other run show Object's constructor).
-  function cell(row, name) {
-    return Object.hasOwn(row.cells, name) ? row.cells[name] : undefined;
-  }
-
-  function time(seconds) {
-    if (!seconds) return "";
-    return new Date(seconds * 1000).toLocaleString();
-  }
-
-  function duration(seconds) {
-    if (seconds === null || seconds === undefined || !isFinite(seconds)) return "";
-    seconds = Math.max(0, Math.round(seconds));
-    const h = Math.floor(seconds / 3600), m = Math.floor((seconds % 3600) / 60), s = seconds % 60;
-    return h ? `${h}h ${String(m).padStart(2, "0")}m` : m ? `${m}m ${String(s).padStart(2, "0")}s` : `${s}s`;
-  }
-
-  function statusBadge(status) {
-    return el("span", { class: `status ${["running", "finished", "failed"].includes(status) ? status : ""}` }, status);
-  }
-
-  function swatch(colour) {
-    const node = el("i", { class: "swatch" });
-    node.style.background = colour;  // CSSOM, allowed by the page's style-src 'self'
-    return node;
-  }
-
-  function debounce(fn, ms) {
-    let timer = null;
-    return (...args) => { clearTimeout(timer); timer = setTimeout(() => fn(...args), ms); };
-  }
-
-  function download(name, blob) {
-    const link = el("a", { href: URL.createObjectURL(blob), download: name });
-    document.body.append(link);
-    link.click();
-    setTimeout(() => { URL.revokeObjectURL(link.href); link.remove(); }, 1000);
-  }
-
-  // The URL's query string is the view state: links reproduce what one sees.
-  function readState(defaults) {
-    const query = new URLSearchParams(location.search);
-    const state = { ...defaults };
-    for (const key of Object.keys(defaults)) if (query.has(key)) state[key] = query.get(key);
-    return state;
-  }
-  function writeState(state, defaults) {
-    const query = new URLSearchParams();
-    for (const [key, value] of Object.entries(state)) {
-      if (value !== undefined && value !== null && String(value) !== String(defaults[key] ?? "")) query.set(key, value);
-    }
-    history.replaceState(null, "", `${location.pathname}${query.toString() ? "?" + query : ""}`);
-  }
-
-  return { csrf, readOnly, getJSON, postJSON, el, color, number, format, cell, time, duration, statusBadge,
-    swatch, debounce, download, readState, writeState };
-})();
+  history.replaceState(null, "", `${location.pathname}${query.toString() ? "?" + query : ""}`);
+}

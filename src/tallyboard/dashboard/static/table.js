@@ -1,236 +1,235 @@
 // The runs table: server-side sort/filter/paging, column preferences, selection, live refresh.
-"use strict";
+import * as TB from "./common.js";
+import { live as stream } from "./live.js";
 
-(() => {
-  const { el } = TB;
-  const DEFAULTS = { sort: "run_id", desc: "0", filter: "", q: "", hidden: "0", offset: "0", limit: "100" };
-  const state = TB.readState(DEFAULTS);
-  const selected = new Set();
-  let page = null, version = null, columnsOpen = false;
-  const live = document.getElementById("live");
+const { el } = TB;
+const DEFAULTS = { sort: "run_id", desc: "0", filter: "", q: "", hidden: "0", offset: "0", limit: "100" };
+const state = TB.readState(DEFAULTS);
+const selected = new Set();
+let page = null, version = null, columnsOpen = false;
+const live = document.getElementById("live");
 
-  document.getElementById("nav-runs").classList.add("active");
-  const filterInput = el("input", { type: "text", class: "filter", placeholder: 'filter: lr < 1e-3 and status == "finished"',
-    value: state.filter, spellcheck: false, id: "filter" });
-  const searchInput = el("input", { type: "search", placeholder: "search…", value: state.q, id: "search" });
-  const hiddenBox = el("input", { type: "checkbox", checked: state.hidden === "1", id: "show-hidden" });
-  const compareButton = el("button", { class: "primary", id: "compare", disabled: true, onclick: openCompare }, "Compare");
-  const columnsButton = el("button", { id: "columns-button", onclick: toggleColumns }, "Columns");
-  const diffButton = el("button", { id: "diff", disabled: true, title: "what changed between 2 to 10 selected runs", onclick: () => openWith("/diff") }, "Diff");
-  const hparamsButton = el("button", { id: "hparams", title: "hparams views of the selected runs (or of the filtered table)", onclick: openHparams }, "Hparams");
-  const error = el("div", { class: "error", id: "filter-error" });
-  const count = el("span", { class: "muted", id: "count" });
-  const table = el("table", { class: "runs", id: "runs" });
-  const pager = el("div", { class: "pager" });
-  const columnsPanel = el("div", { class: "card panel-columns", hidden: true, id: "columns-panel" });
-  const tagOptions = el("datalist", { id: "table-tags" });
-  document.getElementById("main").append(tagOptions,
-    el("div", { class: "toolbar" }, filterInput, searchInput,
-      el("label", { class: "chip" }, hiddenBox, "show hidden"), columnsButton, hparamsButton, diffButton, compareButton, count),
-    error, columnsPanel,
-    el("div", { class: "card" }, el("div", { class: "table-wrap" }, table), pager));
+document.getElementById("nav-runs").classList.add("active");
+const filterInput = el("input", { type: "text", class: "filter", placeholder: 'filter: lr < 1e-3 and status == "finished"',
+  value: state.filter, spellcheck: false, id: "filter" });
+const searchInput = el("input", { type: "search", placeholder: "search…", value: state.q, id: "search" });
+const hiddenBox = el("input", { type: "checkbox", checked: state.hidden === "1", id: "show-hidden" });
+const compareButton = el("button", { class: "primary", id: "compare", disabled: true, onclick: openCompare }, "Compare");
+const columnsButton = el("button", { id: "columns-button", onclick: toggleColumns }, "Columns");
+const diffButton = el("button", { id: "diff", disabled: true, title: "what changed between 2 to 10 selected runs", onclick: () => openWith("/diff") }, "Diff");
+const hparamsButton = el("button", { id: "hparams", title: "hparams views of the selected runs (or of the filtered table)", onclick: openHparams }, "Hparams");
+const error = el("div", { class: "error", id: "filter-error" });
+const count = el("span", { class: "muted", id: "count" });
+const table = el("table", { class: "runs", id: "runs" });
+const pager = el("div", { class: "pager" });
+const columnsPanel = el("div", { class: "card panel-columns", hidden: true, id: "columns-panel" });
+const tagOptions = el("datalist", { id: "table-tags" });
+document.getElementById("main").append(tagOptions,
+  el("div", { class: "toolbar" }, filterInput, searchInput,
+    el("label", { class: "chip" }, hiddenBox, "show hidden"), columnsButton, hparamsButton, diffButton, compareButton, count),
+  error, columnsPanel,
+  el("div", { class: "card" }, el("div", { class: "table-wrap" }, table), pager));
 
-  filterInput.addEventListener("keydown", (e) => { if (e.key === "Enter") update({ filter: filterInput.value, offset: "0" }); });
-  filterInput.addEventListener("input", TB.debounce(() => update({ filter: filterInput.value, offset: "0" }), 500));
-  searchInput.addEventListener("input", TB.debounce(() => update({ q: searchInput.value, offset: "0" }), 250));
-  hiddenBox.addEventListener("change", () => update({ hidden: hiddenBox.checked ? "1" : "0", offset: "0" }));
+filterInput.addEventListener("keydown", (e) => { if (e.key === "Enter") update({ filter: filterInput.value, offset: "0" }); });
+filterInput.addEventListener("input", TB.debounce(() => update({ filter: filterInput.value, offset: "0" }), 500));
+searchInput.addEventListener("input", TB.debounce(() => update({ q: searchInput.value, offset: "0" }), 250));
+hiddenBox.addEventListener("change", () => update({ hidden: hiddenBox.checked ? "1" : "0", offset: "0" }));
 
-  function update(changes) {
-    Object.assign(state, changes);
-    TB.writeState(state, DEFAULTS);
-    load();
+function update(changes) {
+  Object.assign(state, changes);
+  TB.writeState(state, DEFAULTS);
+  load();
+}
+
+const query = () => new URLSearchParams({ offset: state.offset, limit: state.limit, sort: state.sort,
+  desc: state.desc === "1", filter: state.filter, q: state.q, hidden: state.hidden === "1" });
+
+async function load() {
+  try {
+    page = await TB.getJSON(`/api/runs?${query()}`);
+    error.textContent = "";
+    filterInput.classList.remove("bad");
+  } catch (e) {
+    error.textContent = e.message;
+    filterInput.classList.add("bad");
+    return;
   }
+  version = page.version;
+  live.className = "live"; live.textContent = "live";
+  render();
+}
 
-  const query = () => new URLSearchParams({ offset: state.offset, limit: state.limit, sort: state.sort,
-    desc: state.desc === "1", filter: state.filter, q: state.q, hidden: state.hidden === "1" });
+const visibleColumns = () => page.columns.filter((c) => c.position !== null);
 
-  async function load() {
-    try {
-      page = await TB.getJSON(`/api/runs?${query()}`);
-      error.textContent = "";
-      filterInput.classList.remove("bad");
-    } catch (e) {
-      error.textContent = e.message;
-      filterInput.classList.add("bad");
-      return;
-    }
-    version = page.version;
-    live.className = "live"; live.textContent = "live";
-    render();
+function cellValue(row, column) {
+  return column.kind === "run" ? (Object.hasOwn(row, column.name) ? row[column.name] : undefined) : TB.cell(row, column.name);
+}
+
+function cell(row, column) {
+  const td = display(row, column);
+  if (EDITABLE.includes(column.name) && !TB.readOnly) {
+    td.classList.add("editable");
+    td.title = `click to edit the ${column.alias.toLowerCase()}`;
+    td.addEventListener("click", (e) => { e.stopPropagation(); editCell(td, row, column.name); });
   }
+  return td;
+}
 
-  const visibleColumns = () => page.columns.filter((c) => c.position !== null);
+// Note, tag and status are edited in place: Enter or leaving the field saves, Escape cancels.
+const EDITABLE = ["note", "tag", "status"];
+function editCell(td, row, name) {
+  if (td.querySelector("input, select")) return;
+  const input = name === "status"
+    ? el("select", {}, ["running", "finished", "failed"].map((s) => el("option", { value: s, selected: s === row.status }, s)))
+    : el("input", { type: "text", value: row[name] || "", list: name === "tag" ? "table-tags" : null });
+  let done = false;
+  const finish = (save) => {
+    if (done) return;
+    done = true;
+    if (save && input.value !== (row[name] || "")) edit(row.run_id, { [name]: input.value });
+    else render();
+  };
+  input.addEventListener("keydown", (e) => { if (e.key === "Enter") finish(true); if (e.key === "Escape") finish(false); });
+  input.addEventListener("blur", () => finish(true));
+  if (name === "status") input.addEventListener("change", () => finish(true));
+  input.addEventListener("click", (e) => e.stopPropagation());
+  td.classList.remove("empty");
+  td.replaceChildren(input);
+  input.focus();
+}
 
-  function cellValue(row, column) {
-    return column.kind === "run" ? (Object.hasOwn(row, column.name) ? row[column.name] : undefined) : TB.cell(row, column.name);
-  }
+function display(row, column) {
+  const value = cellValue(row, column);
+  if (value === null || value === undefined || value === "") return el("td", { class: "empty" });
+  if (column.name === "status") return el("td", {}, TB.statusBadge(value));
+  if (column.name === "start_time" || column.name === "end_time") return el("td", {}, TB.time(value));
+  if (column.name === "color") return el("td", {}, TB.swatch(value), " ", value);
+  if (Array.isArray(value)) return el("td", { class: value.length ? "tags" : "empty" }, value.map((t) => el("span", { class: "chip" }, t)));
+  const text = TB.format(TB.number(value));
+  return el("td", { class: typeof value === "number" ? "num" : "", title: text }, text);
+}
 
-  function cell(row, column) {
-    const td = display(row, column);
-    if (EDITABLE.includes(column.name) && !TB.readOnly) {
-      td.classList.add("editable");
-      td.title = `click to edit the ${column.alias.toLowerCase()}`;
-      td.addEventListener("click", (e) => { e.stopPropagation(); editCell(td, row, column.name); });
-    }
-    return td;
-  }
+function header() {
+  const cols = visibleColumns();
+  const selectAll = el("input", { type: "checkbox", title: "select this page",
+    checked: page.rows.length > 0 && page.rows.every((r) => selected.has(r.run_id)),
+    onclick: (e) => { e.stopPropagation(); page.rows.forEach((r) => (e.target.checked ? selected.add(r.run_id) : selected.delete(r.run_id))); render(); } });
+  return el("thead", {}, el("tr", {}, el("th", {}, selectAll),
+    ...cols.map((c) => {
+      const sorted = state.sort === c.name;
+      return el("th", { class: sorted ? "sorted" : "", title: `${c.name} (${c.kind})`, dataset: { column: c.name },
+        onclick: () => update({ sort: c.name, desc: sorted && state.desc !== "1" ? "1" : "0", offset: "0" }) },
+      c.alias, sorted ? el("span", { class: "arrow" }, state.desc === "1" ? "▼" : "▲") : null);
+    }), el("th", { class: "tools" }, "")));
+}
 
-  // Note, tag and status are edited in place: Enter or leaving the field saves, Escape cancels.
-  const EDITABLE = ["note", "tag", "status"];
-  function editCell(td, row, name) {
-    if (td.querySelector("input, select")) return;
-    const input = name === "status"
-      ? el("select", {}, ["running", "finished", "failed"].map((s) => el("option", { value: s, selected: s === row.status }, s)))
-      : el("input", { type: "text", value: row[name] || "", list: name === "tag" ? "table-tags" : null });
-    let done = false;
-    const finish = (save) => {
-      if (done) return;
-      done = true;
-      if (save && input.value !== (row[name] || "")) edit(row.run_id, { [name]: input.value });
-      else render();
-    };
-    input.addEventListener("keydown", (e) => { if (e.key === "Enter") finish(true); if (e.key === "Escape") finish(false); });
-    input.addEventListener("blur", () => finish(true));
-    if (name === "status") input.addEventListener("change", () => finish(true));
-    input.addEventListener("click", (e) => e.stopPropagation());
-    td.classList.remove("empty");
-    td.replaceChildren(input);
-    input.focus();
-  }
+function row(run) {
+  const box = el("input", { type: "checkbox", checked: selected.has(run.run_id),
+    onclick: (e) => { e.stopPropagation(); e.target.checked ? selected.add(run.run_id) : selected.delete(run.run_id); renderSelection(); } });
+  const colour = el("input", { type: "color", value: run.color || "#5b9cff", title: "row colour", disabled: TB.readOnly,
+    onclick: (e) => e.stopPropagation(),
+    onchange: (e) => edit(run.run_id, { color: e.target.value }) });
+  const hide = el("button", { class: "icon-btn", title: run.hidden ? "show this run" : "hide this run", disabled: TB.readOnly,
+    onclick: (e) => { e.stopPropagation(); edit(run.run_id, { hidden: !run.hidden }); } }, run.hidden ? "show" : "hide");
+  const tr = el("tr", { class: [selected.has(run.run_id) ? "selected" : "", run.hidden ? "hidden-run" : ""].join(" "),
+    dataset: { run: run.run_id }, onclick: () => { location.href = `/runs/${run.run_id}`; } },
+  el("td", { class: "pick" }, box, el("i", { class: `dot ${run.status}`, title: run.status, role: "img", "aria-label": run.status })),
+  ...visibleColumns().map((c) => cell(run, c)), el("td", { class: "tools" }, colour, " ", hide));
+  if (run.color) tr.firstChild.style.borderLeftColor = run.color;
+  return tr;
+}
 
-  function display(row, column) {
-    const value = cellValue(row, column);
-    if (value === null || value === undefined || value === "") return el("td", { class: "empty" });
-    if (column.name === "status") return el("td", {}, TB.statusBadge(value));
-    if (column.name === "start_time" || column.name === "end_time") return el("td", {}, TB.time(value));
-    if (column.name === "color") return el("td", {}, TB.swatch(value), " ", value);
-    if (Array.isArray(value)) return el("td", { class: value.length ? "tags" : "empty" }, value.map((t) => el("span", { class: "chip" }, t)));
-    const text = TB.format(TB.number(value));
-    return el("td", { class: typeof value === "number" ? "num" : "", title: text }, text);
-  }
+function render() {
+  table.replaceChildren(header(), el("tbody", {}, page.rows.map(row)));
+  // For benchmarks: when the first rows were drawn, in ms since the navigation began.
+  if (!performance.getEntriesByName("tallyboard:first-rows").length) performance.mark("tallyboard:first-rows");
+  if (!page.rows.length) table.append(el("tbody", {}, el("tr", {}, el("td", { colspan: 99, class: "empty-state" }, "no runs match"))));
+  const offset = +state.offset, limit = +state.limit;
+  count.textContent = `${page.total.toLocaleString()} run${page.total === 1 ? "" : "s"}`;
+  pager.replaceChildren(
+    el("span", {}, page.total ? `${offset + 1}–${Math.min(offset + limit, page.total)} of ${page.total.toLocaleString()}` : ""),
+    el("span", {},
+      el("button", { disabled: offset === 0, onclick: () => update({ offset: String(Math.max(0, offset - limit)) }) }, "‹ Prev"), " ",
+      el("button", { id: "next-page", disabled: offset + limit >= page.total, onclick: () => update({ offset: String(offset + limit) }) }, "Next ›")));
+  renderSelection();
+  if (columnsOpen) renderColumns();
+}
 
-  function header() {
-    const cols = visibleColumns();
-    const selectAll = el("input", { type: "checkbox", title: "select this page",
-      checked: page.rows.length > 0 && page.rows.every((r) => selected.has(r.run_id)),
-      onclick: (e) => { e.stopPropagation(); page.rows.forEach((r) => (e.target.checked ? selected.add(r.run_id) : selected.delete(r.run_id))); render(); } });
-    return el("thead", {}, el("tr", {}, el("th", {}, selectAll),
-      ...cols.map((c) => {
-        const sorted = state.sort === c.name;
-        return el("th", { class: sorted ? "sorted" : "", title: `${c.name} (${c.kind})`, dataset: { column: c.name },
-          onclick: () => update({ sort: c.name, desc: sorted && state.desc !== "1" ? "1" : "0", offset: "0" }) },
-        c.alias, sorted ? el("span", { class: "arrow" }, state.desc === "1" ? "▼" : "▲") : null);
-      }), el("th", { class: "tools" }, "")));
-  }
+function renderSelection() {
+  compareButton.disabled = selected.size < 2 || selected.size > 50;
+  compareButton.textContent = selected.size ? `Compare ${selected.size}` : "Compare";
+  table.querySelectorAll("tbody tr[data-run]").forEach((tr) => tr.classList.toggle("selected", selected.has(+tr.dataset.run)));
+  diffButton.disabled = selected.size < 2 || selected.size > 10;
+  markDiffering();
+}
 
-  function row(run) {
-    const box = el("input", { type: "checkbox", checked: selected.has(run.run_id),
-      onclick: (e) => { e.stopPropagation(); e.target.checked ? selected.add(run.run_id) : selected.delete(run.run_id); renderSelection(); } });
-    const colour = el("input", { type: "color", value: run.color || "#5b9cff", title: "row colour", disabled: TB.readOnly,
-      onclick: (e) => e.stopPropagation(),
-      onchange: (e) => edit(run.run_id, { color: e.target.value }) });
-    const hide = el("button", { class: "icon-btn", title: run.hidden ? "show this run" : "hide this run", disabled: TB.readOnly,
-      onclick: (e) => { e.stopPropagation(); edit(run.run_id, { hidden: !run.hidden }); } }, run.hidden ? "show" : "hide");
-    const tr = el("tr", { class: [selected.has(run.run_id) ? "selected" : "", run.hidden ? "hidden-run" : ""].join(" "),
-      dataset: { run: run.run_id }, onclick: () => { location.href = `/runs/${run.run_id}`; } },
-    el("td", { class: "pick" }, box, el("i", { class: `dot ${run.status}`, title: run.status, role: "img", "aria-label": run.status })),
-    ...visibleColumns().map((c) => cell(run, c)), el("td", { class: "tools" }, colour, " ", hide));
-    if (run.color) tr.firstChild.style.borderLeftColor = run.color;
-    return tr;
-  }
-
-  function render() {
-    table.replaceChildren(header(), el("tbody", {}, page.rows.map(row)));
-    // For benchmarks: when the first rows were drawn, in ms since the navigation began.
-    if (!performance.getEntriesByName("tallyboard:first-rows").length) performance.mark("tallyboard:first-rows");
-    if (!page.rows.length) table.append(el("tbody", {}, el("tr", {}, el("td", { colspan: 99, class: "empty-state" }, "no runs match"))));
-    const offset = +state.offset, limit = +state.limit;
-    count.textContent = `${page.total.toLocaleString()} run${page.total === 1 ? "" : "s"}`;
-    pager.replaceChildren(
-      el("span", {}, page.total ? `${offset + 1}–${Math.min(offset + limit, page.total)} of ${page.total.toLocaleString()}` : ""),
-      el("span", {},
-        el("button", { disabled: offset === 0, onclick: () => update({ offset: String(Math.max(0, offset - limit)) }) }, "‹ Prev"), " ",
-        el("button", { id: "next-page", disabled: offset + limit >= page.total, onclick: () => update({ offset: String(offset + limit) }) }, "Next ›")));
-    renderSelection();
-    if (columnsOpen) renderColumns();
-  }
-
-  function renderSelection() {
-    compareButton.disabled = selected.size < 2 || selected.size > 50;
-    compareButton.textContent = selected.size ? `Compare ${selected.size}` : "Compare";
-    table.querySelectorAll("tbody tr[data-run]").forEach((tr) => tr.classList.toggle("selected", selected.has(+tr.dataset.run)));
-    diffButton.disabled = selected.size < 2 || selected.size > 10;
-    markDiffering();
-  }
-
-  // With 2+ runs selected, the hparam columns whose values differ among them are highlighted.
-  function markDiffering() {
-    const chosen = page.rows.filter((r) => selected.has(r.run_id));
-    const differs = new Set(chosen.length < 2 ? [] : visibleColumns().filter((c) => c.kind === "hparam")
-      .filter((c) => new Set(chosen.map((r) => JSON.stringify(TB.cell(r, c.name) ?? null))).size > 1).map((c) => c.name));
-    const index = new Map(visibleColumns().map((c, i) => [i + 1, c.name]));
-    table.querySelectorAll("thead th[data-column]").forEach((th) => th.classList.toggle("differs", differs.has(th.dataset.column)));
-    table.querySelectorAll("tbody tr[data-run]").forEach((tr) => {
-      [...tr.children].forEach((td, i) => td.classList.toggle("differs", selected.has(+tr.dataset.run) && differs.has(index.get(i))));
-    });
-  }
-
-  function openWith(path) {
-    location.href = `${path}?runs=${[...selected].join(",")}`;
-  }
-
-  function openHparams() {
-    location.href = selected.size >= 2 ? `/hparams?runs=${[...selected].join(",")}` : `/hparams?filter=${encodeURIComponent(state.filter)}`;
-  }
-
-  function openCompare() {
-    location.href = `/compare?runs=${[...selected].join(",")}`;
-  }
-
-  async function edit(runId, changes) {
-    try { await TB.postJSON(`/api/runs/${runId}`, changes); } catch (e) { error.textContent = e.message; }
-    load();
-  }
-
-  // Columns panel: show/hide, rename and reorder; saved to the store's `columns` table.
-  function toggleColumns() {
-    columnsOpen = !columnsOpen;
-    columnsPanel.hidden = !columnsOpen;
-    if (columnsOpen) renderColumns();
-  }
-
-  function renderColumns() {
-    const order = page.columns.map((c) => ({ ...c }));
-    const draw = () => columnsPanel.replaceChildren(
-      el("div", { class: "block-head" }, el("strong", {}, "Columns"),
-        el("button", { class: "primary", id: "save-columns", disabled: TB.readOnly, onclick: save }, "Save")),
-      ...order.map((c, i) => el("div", { class: "col", dataset: { column: c.name } },
-        el("input", { type: "checkbox", checked: c.position !== null, title: "visible",
-          onchange: (e) => { c.position = e.target.checked ? i : null; } }),
-        el("input", { type: "text", value: c.alias, title: c.name, onchange: (e) => { c.alias = e.target.value || c.name; } }),
-        el("button", { class: "icon-btn", title: "move up", disabled: i === 0, onclick: () => { order.splice(i - 1, 0, ...order.splice(i, 1)); draw(); } }, "↑"),
-        el("button", { class: "icon-btn", title: "move down", disabled: i === order.length - 1, onclick: () => { order.splice(i + 1, 0, ...order.splice(i, 1)); draw(); } }, "↓"))));
-    async function save() {
-      const columns = order.map((c, i) => ({ name: c.name, alias: c.alias, position: c.position === null ? null : i }));
-      try { await TB.postJSON("/api/columns", { columns }); columnsOpen = false; columnsPanel.hidden = true; load(); }
-      catch (e) { error.textContent = e.message; }
-    }
-    draw();
-  }
-
-  // Live: the server says when a run changed or appeared (live.js); only then are the rows reloaded.
-  function follow() {
-    TB.live({ table: 1 }, {
-      update: (data) => {
-        const now = data.version;
-        if (now && version && (now.runs !== version.runs || now.updated_at !== version.updated_at)) load();
-      },
-      reset: () => load(),
-    });
-  }
-  load().then(() => {
-    follow();
-    // Tag suggestions for editing wait for the first screen: they are not part of it.
-    TB.getJSON("/api/tags").then((r) => tagOptions.replaceChildren(...r.tags.map((t) => el("option", { value: t }))));
+// With 2+ runs selected, the hparam columns whose values differ among them are highlighted.
+function markDiffering() {
+  const chosen = page.rows.filter((r) => selected.has(r.run_id));
+  const differs = new Set(chosen.length < 2 ? [] : visibleColumns().filter((c) => c.kind === "hparam")
+    .filter((c) => new Set(chosen.map((r) => JSON.stringify(TB.cell(r, c.name) ?? null))).size > 1).map((c) => c.name));
+  const index = new Map(visibleColumns().map((c, i) => [i + 1, c.name]));
+  table.querySelectorAll("thead th[data-column]").forEach((th) => th.classList.toggle("differs", differs.has(th.dataset.column)));
+  table.querySelectorAll("tbody tr[data-run]").forEach((tr) => {
+    [...tr.children].forEach((td, i) => td.classList.toggle("differs", selected.has(+tr.dataset.run) && differs.has(index.get(i))));
   });
-})();
+}
+
+function openWith(path) {
+  location.href = `${path}?runs=${[...selected].join(",")}`;
+}
+
+function openHparams() {
+  location.href = selected.size >= 2 ? `/hparams?runs=${[...selected].join(",")}` : `/hparams?filter=${encodeURIComponent(state.filter)}`;
+}
+
+function openCompare() {
+  location.href = `/compare?runs=${[...selected].join(",")}`;
+}
+
+async function edit(runId, changes) {
+  try { await TB.postJSON(`/api/runs/${runId}`, changes); } catch (e) { error.textContent = e.message; }
+  load();
+}
+
+// Columns panel: show/hide, rename and reorder; saved to the store's `columns` table.
+function toggleColumns() {
+  columnsOpen = !columnsOpen;
+  columnsPanel.hidden = !columnsOpen;
+  if (columnsOpen) renderColumns();
+}
+
+function renderColumns() {
+  const order = page.columns.map((c) => ({ ...c }));
+  const draw = () => columnsPanel.replaceChildren(
+    el("div", { class: "block-head" }, el("strong", {}, "Columns"),
+      el("button", { class: "primary", id: "save-columns", disabled: TB.readOnly, onclick: save }, "Save")),
+    ...order.map((c, i) => el("div", { class: "col", dataset: { column: c.name } },
+      el("input", { type: "checkbox", checked: c.position !== null, title: "visible",
+        onchange: (e) => { c.position = e.target.checked ? i : null; } }),
+      el("input", { type: "text", value: c.alias, title: c.name, onchange: (e) => { c.alias = e.target.value || c.name; } }),
+      el("button", { class: "icon-btn", title: "move up", disabled: i === 0, onclick: () => { order.splice(i - 1, 0, ...order.splice(i, 1)); draw(); } }, "↑"),
+      el("button", { class: "icon-btn", title: "move down", disabled: i === order.length - 1, onclick: () => { order.splice(i + 1, 0, ...order.splice(i, 1)); draw(); } }, "↓"))));
+  async function save() {
+    const columns = order.map((c, i) => ({ name: c.name, alias: c.alias, position: c.position === null ? null : i }));
+    try { await TB.postJSON("/api/columns", { columns }); columnsOpen = false; columnsPanel.hidden = true; load(); }
+    catch (e) { error.textContent = e.message; }
+  }
+  draw();
+}
+
+// Live: the server says when a run changed or appeared (live.js); only then are the rows reloaded.
+function follow() {
+  stream({ table: 1 }, {
+    update: (data) => {
+      const now = data.version;
+      if (now && version && (now.runs !== version.runs || now.updated_at !== version.updated_at)) load();
+    },
+    reset: () => load(),
+  });
+}
+load().then(() => {
+  follow();
+  // Tag suggestions for editing wait for the first screen: they are not part of it.
+  TB.getJSON("/api/tags").then((r) => tagOptions.replaceChildren(...r.tags.map((t) => el("option", { value: t }))));
+});

@@ -1,0 +1,115 @@
+// The numbers behind a chart: smoothing, the mean and band of repetitions over merged buckets,
+// live points appended to a loaded series, x values and zoom ranges. Pure functions on the API's
+// series objects ({step, epoch, wall, value, min, max, last_step, start_time}); no DOM, so
+// tests/js checks them under node.
+import { number } from "./values.js";
+
+// Debiased exponential moving average (as TensorBoard's "smoothing"): no pull towards 0 at the start.
+// Gaps (null, NaN, +-inf) stay gaps and do not move the average.
+export function ema(values, weight) {
+  const out = new Array(values.length);
+  let last = 0, count = 0;
+  for (let i = 0; i < values.length; i++) {
+    const v = values[i];
+    if (v === null || !isFinite(v)) { out[i] = v; continue; }
+    last = last * weight + (1 - weight) * v;
+    count += 1;
+    out[i] = last / (1 - Math.pow(weight, count));
+  }
+  return out;
+}
+
+// Default smoothing ("auto"): this weight, and only for lines of at least SMOOTH_MIN logged points;
+// a short series is drawn as logged (smoothing 20 points hides half of a divergence).
+export const AUTO_SMOOTHING = 0.6;
+export const SMOOTH_MIN = 300;
+
+// The weight a line is smoothed with: `smoothing` is "auto" or a number in [0, 1).
+export function smoothingWeight(smoothing, loggedPoints) {
+  if (smoothing === "auto") return loggedPoints >= SMOOTH_MIN ? AUTO_SMOOTHING : 0;
+  return smoothing;
+}
+
+// A smoothed value kept inside its bucket's min-max: a lagging average must not draw where no value was.
+export function clampToBand(value, low, high) {
+  return low === null || high === null ? value : Math.min(Math.max(value, low), high);
+}
+
+// Values a chart cannot place (NaN, +-inf): left out as gaps, counted for the chart's note. Every
+// entry of a series is a logged point, so an empty value is a NaN (the store keeps NaN as NULL).
+export const nonFinite = (values) => values.reduce((n, v) => n + (Number.isFinite(number(v)) ? 0 : 1), 0);
+
+// A line's x values for an x-axis mode: step, epoch, wall (seconds since 1970) or relative (since its start).
+export function xOf(line, mode) {
+  if (mode === "epoch") return line.epoch.map((e) => (e === null ? null : e));
+  if (mode === "wall") return line.wall.map((w) => line.start_time + w);
+  if (mode === "relative") return line.wall.slice();
+  return line.step.slice();
+}
+
+// Mean and band (min-max, or mean +- population std with "std") of lines grouped by `keyOf`. Lines
+// of one request share bucket boundaries (`lo` + k * `bucket`), so their points merge per bucket;
+// with `bucket` 1 they merge per step. Non-finite values are left out and counted in `dropped`.
+export function aggregate(lines, keyOf, bandMode, lo, bucket) {
+  const groups = new Map();
+  for (const line of lines) {
+    const key = keyOf(line);
+    if (!groups.has(key)) groups.set(key, []);
+    groups.get(key).push(line);
+  }
+  const out = [];
+  for (const [key, members] of groups) {
+    const buckets = new Map();
+    for (const line of members) {
+      line.step.forEach((step, i) => {
+        const b = bucket > 1 ? Math.floor((step - lo) / bucket) : step;
+        const v = number(line.value[i]);
+        if (v === null || !isFinite(v)) return;
+        if (!buckets.has(b)) buckets.set(b, { step, epoch: line.epoch[i], wall: line.wall[i], values: [] });
+        buckets.get(b).values.push(v);
+      });
+    }
+    const keys = [...buckets.keys()].sort((a, b) => a - b);
+    const agg = { ...members[0], key: `group:${key}`, label: key, members: members.length,
+      step: [], epoch: [], wall: [], value: [], min: [], max: [],
+      dropped: members.reduce((n, line) => n + nonFinite(line.value), 0) };
+    for (const k of keys) {
+      const b = buckets.get(k), n = b.values.length;
+      const mean = b.values.reduce((a, c) => a + c, 0) / n;
+      let low, high;
+      if (bandMode === "std") {
+        const sd = Math.sqrt(b.values.reduce((a, c) => a + (c - mean) ** 2, 0) / n);
+        low = mean - sd; high = mean + sd;
+      } else { low = Math.min(...b.values); high = Math.max(...b.values); }
+      agg.step.push(b.step); agg.epoch.push(b.epoch); agg.wall.push(b.wall);
+      agg.value.push(mean); agg.min.push(low); agg.max.push(high);
+    }
+    out.push(agg);
+  }
+  return out;
+}
+
+// Appends the points of a live update to a series the page holds; only steps after its last one,
+// so a point that both a chart's load and an update carry is drawn once. False when nothing was new.
+export function appendPoints(series, fresh) {
+  const from = fresh.step.findIndex((step) => step > series.last_step);
+  if (from < 0) return false;
+  for (const k of ["step", "epoch", "wall", "value", "min", "max"]) series[k].push(...fresh[k].slice(from));
+  series.last_step = fresh.last_step;
+  return true;
+}
+
+// Steps covered by an x range [x0, x1] of the lines, so a zoom can ask the server for that range at
+// full resolution: a bucketed point stands for the steps after the previous point up to its own.
+export function stepRange(lines, mode, x0, x1) {
+  let lo = Infinity, hi = -Infinity;
+  for (const line of lines) {
+    const x = xOf(line, mode);
+    x.forEach((v, i) => {
+      if (v === null || v < x0 || v > x1) return;
+      const first = i > 0 ? line.step[i - 1] + 1 : line.step[i];
+      lo = Math.min(lo, first); hi = Math.max(hi, line.step[i]);
+    });
+  }
+  return lo <= hi ? [lo, hi] : null;
+}

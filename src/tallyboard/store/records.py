@@ -1,0 +1,256 @@
+"""The named records that cross the store's boundary, and its errors.
+
+What a writer hands to the sink (`Batch`), what the store answers (`ConsoleLine`, `ResumePoint`,
+`Column`, `ArtifactRow`, `Quarantined`) and the errors it raises live here, apart from the SQL
+that reads and writes them, so that a caller (the writer, the dashboard, an importer) depends on
+the shapes of rows and never on the modules that speak SQL.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+# Rows a writer hands to the sink. `walltime` is in seconds; the store converts it to
+# schema's `walltime_ms`. A scalar row is (rep, step, epoch, walltime, value) with value None for NaN:
+# a plain tuple, not a NamedTuple, because `add_scalar` builds one per call on the hot path
+# (a NamedTuple costs three times as much to build; bench/table.py measures that path).
+ScalarRow = tuple[int, int, "int | None", float, "float | None"]
+
+
+class QueuedMedia(NamedTuple):
+    """An image or figure waiting in a `Batch` (`kind` 'image' or 'figure')."""
+
+    run_id: int
+    tag: str
+    rep: int
+    step: int
+    epoch: int | None
+    walltime: float
+    kind: str
+    width: int
+    height: int
+    png: bytes
+
+
+class QueuedText(NamedTuple):
+    """A text or HTML fragment waiting in a `Batch` (`kind` 'text' or 'fragment'; markdown 0 or 1)."""
+
+    run_id: int
+    tag: str
+    rep: int
+    step: int
+    epoch: int | None
+    walltime: float
+    kind: str
+    content: str
+    markdown: int = 0
+
+
+class QueuedLine(NamedTuple):
+    """A captured console line waiting in a `Batch` (console.py); `stream` 'stdout', 'stderr' or 'log'."""
+
+    run_id: int
+    rep: int
+    walltime: float
+    stream: str
+    line: str
+
+
+class QueuedEnvironment(NamedTuple):
+    """A run's environment (environment.py) as JSON text; a later one replaces it."""
+
+    run_id: int
+    content: str
+
+
+class QueuedValue(NamedTuple):
+    """An hparam or result: `value` is JSON text; a later value of a name overwrites."""
+
+    run_id: int
+    name: str
+    value: str
+
+
+class QueuedHistogram(NamedTuple):
+    """A histogram waiting in a `Batch`, flat (`store/histograms.queued_row`): its edges and counts
+    already packed, so the sink's bounded queue counts their bytes as it does an image's PNG."""
+
+    run_id: int
+    tag: str
+    rep: int
+    step: int
+    epoch: int | None
+    walltime: float
+    finite: int  # the `count` column (a field named `count` would hide tuple.count)
+    nonfinite: int
+    minimum: float | None
+    maximum: float | None
+    total: float
+    total_squares: float
+    edges: bytes
+    counts: bytes
+
+
+class QueuedRepetition(NamedTuple):
+    run_id: int
+    rep: int
+    start_time: float
+
+
+class RunUpdate(NamedTuple):
+    """Editable columns of a run (`run_row.EDITABLE_RUN_FIELDS`) set to new values."""
+
+    run_id: int
+    values: dict[str, Any]
+
+
+# Any record `Sink.put` takes, for the `Batch` list of its kind.
+QueuedRecord = (
+    QueuedMedia
+    | QueuedText
+    | QueuedHistogram
+    | QueuedLine
+    | QueuedEnvironment
+    | QueuedValue
+    | QueuedRepetition
+    | RunUpdate
+)
+
+
+class MediaRow(NamedTuple):
+    """An image or figure as `Store.media` reads it back."""
+
+    media_id: int
+    step: int
+    epoch: int | None
+    rep: int
+    tag: str
+    walltime_ms: int
+    width: int
+    height: int
+    png: bytes
+
+
+class TextRow(NamedTuple):
+    """A text or fragment as `Store.texts` reads it back."""
+
+    text_id: int
+    step: int
+    epoch: int | None
+    rep: int
+    tag: str
+    walltime_ms: int
+    content: str
+
+
+DEBUG_RUN_ID = -1  # the debug run's id: replaced by the next debug run, never a real run's
+
+
+class StoreError(Exception):
+    """The database cannot be used as a result table (wrong version, bad unique columns, ...)."""
+
+
+class DuplicateRunError(RuntimeError):
+    """A visible, non-failed run with the same unique columns exists already."""
+
+    def __init__(self, run_id: int) -> None:
+        super().__init__(
+            f"Configuration has already been run with run id {run_id}. Change a unique column "
+            "(experiment, config, cli, comment, tag, ...), or hide that run, to run it again."
+        )
+        self.run_id = run_id
+
+
+@dataclass
+class Batch:
+    """Everything the sink commits in one transaction, in the order it is applied.
+
+    scalars: (run_id, tag, rows) with rows of `ScalarRow`; one entry per series so that the
+      engine can insert a series with one prepared statement.
+    histograms: `QueuedHistogram`s, edges and counts packed (`store/histograms.queued_row`).
+    run_updates are applied last (e.g. status and end_time on close).
+    """
+
+    scalars: list[tuple[int, str, list[ScalarRow]]] = field(default_factory=list)
+    media: list[QueuedMedia] = field(default_factory=list)
+    texts: list[QueuedText] = field(default_factory=list)
+    histograms: list[QueuedHistogram] = field(default_factory=list)
+    hparams: list[QueuedValue] = field(default_factory=list)
+    results: list[QueuedValue] = field(default_factory=list)
+    repetitions: list[QueuedRepetition] = field(default_factory=list)
+    console: list[QueuedLine] = field(default_factory=list)
+    environments: list[QueuedEnvironment] = field(default_factory=list)
+    run_updates: list[RunUpdate] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return (
+            sum(len(rows) for _, _, rows in self.scalars)
+            + len(self.media)
+            + len(self.texts)
+            + len(self.histograms)
+            + len(self.hparams)
+            + len(self.results)
+            + len(self.repetitions)
+            + len(self.console)
+            + len(self.environments)
+            + len(self.run_updates)
+        )
+
+
+class ConsoleLine(NamedTuple):
+    """One captured console line (schema v8): `walltime_ms` since its repetition started."""
+
+    console_id: int
+    rep: int
+    walltime_ms: int
+    stream: str
+    line: str
+
+
+class ResumePoint(NamedTuple):
+    """Where a run's logging stopped (`Store.reopen_run`): its last repetition, that repetition's
+    start time (seconds since the epoch), and the next auto step of each tag logged in it."""
+
+    rep: int
+    rep_start: float
+    next_steps: dict[str, int]
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of the result table: `kind` is 'run', 'hparam' or 'result'; position None = hidden."""
+
+    name: str
+    kind: str
+    alias: str
+    position: int | None
+
+
+class ArtifactRow(NamedTuple):
+    """One row of `artifacts` (schema v9): a file kept with a run, its bytes named by `sha256`."""
+
+    run_id: int
+    name: str
+    kind: str
+    size: int
+    sha256: str
+    step: int | None
+    logged_at: float
+
+
+ARTIFACT_COLUMNS = ", ".join(ArtifactRow._fields)
+
+
+@dataclass(frozen=True)
+class Quarantined:
+    """One record the database rejected: what it was (`kind`, `tag`), why (`error`), and the whole
+    of it (`record`, as JSON text; see `record_json`)."""
+
+    quarantine_id: int | None
+    run_id: int | None
+    kind: str
+    tag: str | None
+    error: str
+    record: str
+    quarantined_at: float

@@ -1,0 +1,87 @@
+"""The one description of a run row: every column of `runs`, its type, and what it is for.
+
+Why one place: the schema's `columns` rows, the store's SELECTs and edits, the dashboard's runs
+table, the query API, the lossless export and the uniqueness check each need a list of run
+fields. Written down separately they drifted (two lists named `RUN_FIELDS` with different
+contents); derived from `RUN_ROW` they cannot. Order is the order of `runs`' columns in the result
+table's `columns` rows, which a new table shows in that order.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+
+class RunField(NamedTuple):
+    """One column of `runs`.
+
+    alias/position: its title and default place in the result table (`columns` rows; position
+      None = hidden by default); alias None: not a column of the result table (bookkeeping).
+    editable: a user may change it after the run started (`Store.update_run`, the dashboard).
+    null_when_empty: an empty value is stored as NULL (schema v4), so `note == null` finds it.
+    unique: it may be one of the table's unique columns (`ResultTable(unique_columns=...)`).
+    cell: short enough for a cell of the runs table (the dashboard lists runs with these).
+    long: text that can run to megabytes (a config file, a diff): left out of run queries.
+    """
+
+    name: str
+    type: type
+    nullable: bool
+    alias: str | None
+    position: int | None = None
+    editable: bool = False
+    null_when_empty: bool = False
+    unique: bool = False
+    cell: bool = False
+    long: bool = False
+
+
+RUN_ROW: tuple[RunField, ...] = (
+    RunField("run_id", int, False, "Run ID", 0, cell=True),
+    RunField("experiment", str, False, "Experiment", 1, unique=True, cell=True),
+    RunField("tag", str, True, "Tag", 2, editable=True, null_when_empty=True, unique=True, cell=True),
+    RunField("config_path", str, True, "Config", 3, unique=True, cell=True),
+    RunField("comment", str, True, "Comment", 4, unique=True, cell=True),
+    RunField("config_hash", str, True, "Config Hash", unique=True, cell=True),
+    RunField("cli", str, True, "Cli", unique=True),
+    RunField("command", str, True, "Command", unique=True),
+    RunField("note", str, True, "Note", editable=True, null_when_empty=True, cell=True),
+    RunField("color", str, True, "Color", editable=True, cell=True),
+    RunField("status", str, False, "Status", editable=True, cell=True),
+    RunField("start_time", float, False, "Start", cell=True),
+    RunField("end_time", float, True, "End", editable=True, cell=True),
+    RunField("git_commit", str, True, "Commit", unique=True),
+    RunField("git_diff", str, True, "Diff", unique=True, long=True),
+    RunField("hidden", int, False, "Hidden", editable=True, cell=True),
+    RunField("config_content", str, True, None, long=True),
+    RunField("unique_key", str, True, None),
+    RunField("updated_at", float, False, None),
+)
+FIELDS = {field.name: field for field in RUN_ROW}
+
+# Every column of `runs`, in order: what `Store.runs` returns and a copy carries.
+RUN_FIELDS = tuple(FIELDS)
+# The result table's run columns, as (name, alias, default position): the `columns` rows of a new table.
+RUN_COLUMNS = tuple((f.name, f.alias, f.position) for f in RUN_ROW if f.alias is not None)
+EDITABLE_RUN_FIELDS = frozenset(f.name for f in RUN_ROW if f.editable)
+NULL_WHEN_EMPTY = tuple(f.name for f in RUN_ROW if f.null_when_empty)
+UNIQUE_CANDIDATES = tuple(f.name for f in RUN_ROW if f.unique)
+# A new table's unique columns, in the order its unique keys list their values (never reorder:
+# a stored key would no longer match).
+DEFAULT_UNIQUE_COLUMNS = ("experiment", "config_path", "config_hash", "cli", "comment", "tag")
+# The fields of a runs listing (the dashboard's runs table and live views): cells, and `updated_at`.
+LISTED_FIELDS = (*(f.name for f in RUN_ROW if f.cell), "updated_at")
+# Everything a run's page shows: all but the bookkeeping of uniqueness.
+DETAIL_FIELDS = tuple(name for name in RUN_FIELDS if name != "unique_key")
+
+
+def typed(names: tuple[str, ...]) -> tuple[tuple[str, type, bool], ...]:
+    """(name, type, nullable) of the named fields, in the order given (an export's columns)."""
+    return tuple((name, FIELDS[name].type, FIELDS[name].nullable) for name in names)
+
+
+def empty_text_as_null(fields: dict[str, Any]) -> dict[str, Any]:
+    """`fields` with an empty note or tag replaced by None, as the table stores it."""
+    return {
+        name: None if name in NULL_WHEN_EMPTY and value == "" else value for name, value in fields.items()
+    }

@@ -1,0 +1,45 @@
+"""One object per table owns its reads and writes (issue 10): the dashboard's queries are the
+store's `reads`, on reader connections its engine lends, read-only when the store was opened to read."""
+
+from __future__ import annotations
+
+import pytest
+
+import tallyboard as tb
+from tallyboard.store import Access, open_store
+
+
+@pytest.fixture
+def table_url(db_url):
+    table = tb.ResultTable(db_url, nocommit_action=tb.NoCommitAction.NOP)
+    run = table.new_run("reads")
+    run.add_scalar("loss", 0.5)
+    run.close()
+    table.close()
+    return db_url
+
+
+def test_a_store_lends_the_dashboard_one_pool_of_readers(table_url):
+    store = open_store(table_url, access=Access.EDIT)
+    try:
+        assert store.reads is store.reads
+        assert store.reads.store is store and store.reads.postgres == (store.dialect == "postgresql")
+        assert store.reads.runs_version()[0] == 1
+        store.update_run(1, note="seen")
+        assert store.reads.run(1)["note"] == "seen"  # the writes are visible to the pool at once
+    finally:
+        store.close()
+
+
+def test_the_readers_of_a_store_opened_to_read_cannot_write(table_url):
+    store = open_store(table_url, access=Access.READ)
+    try:
+        assert store.reads.read_only
+        conn = store.reader_connection(read_only=True)
+        try:
+            with pytest.raises(Exception, match=r"(?i)read-?only"):
+                conn.execute(store.reader_sql("UPDATE runs SET note = ? WHERE run_id = 1"), ("no",))
+        finally:
+            conn.close()
+    finally:
+        store.close()
