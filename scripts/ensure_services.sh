@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Makes sure the real services the tests use are there: a PostgreSQL server the tests can log in to,
-# Debian's headless Chromium, and Debian's nodejs (runs the dashboard scripts' unit tests, tests/js).
-# Where one is missing it installs it with apt and starts it (needs root or sudo). It changes how
-# PostgreSQL authenticates (a `trust` line for user postgres on 127.0.0.1 in pg_hba.conf) only on a
-# CI machine (CI=true) or when asked:
+# Debian's pgbouncer (the tests start their own), Debian's headless Chromium, and Debian's nodejs
+# (runs the dashboard scripts' unit tests, tests/js). Where one is missing it installs it with apt
+# and starts it (needs root or sudo). It changes how PostgreSQL authenticates (a `trust` line for
+# user postgres on 127.0.0.1 in pg_hba.conf) only on a CI machine (CI=true) or when asked:
 #
 #   bash scripts/ensure_services.sh --configure-postgres
 #
@@ -75,6 +75,11 @@ else
       echo "Until then the PostgreSQL tests skip."
     fi
   fi
+fi
+
+if ! [ -x /usr/sbin/pgbouncer ] && ! command -v pgbouncer >/dev/null; then
+  echo "== installing Debian's pgbouncer (the cluster tests start their own, in front of PostgreSQL) =="
+  apt_install pgbouncer || echo "warning: could not install pgbouncer; the PgBouncer tests will skip"
 fi
 
 if ! command -v chromium >/dev/null; then

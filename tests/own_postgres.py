@@ -21,7 +21,7 @@ BIN = "/usr/lib/postgresql/15/bin"
 USER = "postgres"
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
@@ -30,10 +30,11 @@ def _free_port() -> int:
 class OwnServer:
     """One PostgreSQL cluster in `folder`, listening on 127.0.0.1:`port` while started."""
 
-    def __init__(self, folder: str) -> None:
+    def __init__(self, folder: str, settings: dict[str, object]) -> None:
         self.folder = folder
+        self.settings = settings  # server settings (`-c name=value`), e.g. max_connections
         self.data = os.path.join(folder, "data")
-        self.port = _free_port()
+        self.port = free_port()
         self.url = f"postgresql://{USER}@127.0.0.1:{self.port}/postgres"
         self._as_postgres(os.path.join(BIN, "initdb"), "-D", self.data, "-A", "trust", "-U", USER)
 
@@ -44,6 +45,7 @@ class OwnServer:
 
     def start(self) -> None:
         options = f"-p {self.port} -k {self.folder} -c listen_addresses=127.0.0.1 -c fsync=off"
+        options += "".join(f" -c {name}={value}" for name, value in self.settings.items())
         self._as_postgres(
             os.path.join(BIN, "pg_ctl"), "-D", self.data, "-o", options, "-l",
             os.path.join(self.folder, "server.log"), "-w", "start",
@@ -57,15 +59,15 @@ class OwnServer:
 
 
 @contextlib.contextmanager
-def own_server() -> Iterator[OwnServer]:
-    """A started server of our own, stopped and deleted afterwards."""
+def own_server(**settings: object) -> Iterator[OwnServer]:
+    """A started server of our own with these settings, stopped and deleted afterwards."""
     require(os.path.exists(os.path.join(BIN, "initdb")), f"PostgreSQL server binaries in {BIN}")
     folder = tempfile.mkdtemp(prefix="tallyboard-pg-")
     try:
         if os.geteuid() == 0:
             entry = pwd.getpwnam(USER)
             os.chown(folder, entry.pw_uid, entry.pw_gid)
-        server = OwnServer(folder)
+        server = OwnServer(folder, settings)
         server.start()
         try:
             yield server

@@ -29,7 +29,7 @@ SERVER_URL = (
 def _connect(url: str, **kwargs):
     import psycopg
 
-    return psycopg.connect(url, connect_timeout=3, **kwargs)
+    return psycopg.connect(url, connect_timeout=3, prepare_threshold=None, **kwargs)  # PgBouncer-safe
 
 
 def server_available() -> bool:
@@ -110,7 +110,9 @@ def pg_database() -> Iterator[str]:
 
 
 @pytest.fixture
-def pg_url(pg_database: str) -> Iterator[str]:
-    """URL of an empty schema of its own for one test."""
+def pg_url(request: pytest.FixtureRequest, pg_database: str) -> Iterator[str]:
+    """URL of an empty schema of its own for one test; where tests/conftest.py parametrizes it with
+    "pgbouncer", the URL of that schema through the session's PgBouncer."""
     with scratch_schema(pg_database) as url:
-        yield url
+        through_bouncer = getattr(request, "param", None) == "pgbouncer"
+        yield request.getfixturevalue("pg_bouncer").url_for(url) if through_bouncer else url

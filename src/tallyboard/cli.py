@@ -1,4 +1,4 @@
-"""The `tallyboard` command: serve, demo, runs, compare, export, import, copy, artifacts, migrate.
+"""The `tallyboard` command: serve, demo, runs, compare, export, import, copy, artifacts, sync, migrate.
 
 Each subcommand is a thin shell over a library function, so anything the CLI does can be scripted
 from Python too. Heavy modules (the dashboard, numpy, scikit-learn, tensorboard) are imported only by
@@ -157,6 +157,14 @@ def cmd_copy(args: argparse.Namespace) -> None:
     if carry is not None:
         counts["artefact files"] = carry.run(progress=not args.quiet)
     print(f"copied {_describe(counts)} to {args.destination}")
+
+
+def cmd_sync(args: argparse.Namespace) -> None:
+    from tallyboard.exchange.target import require_existing
+    from tallyboard.store.spool_shipper import ship_all
+
+    spool = require_existing(args.spool)
+    print(f"shipped {ship_all(spool)} spool entries from {spool}")
 
 
 def cmd_migrate(args: argparse.Namespace) -> None:
@@ -381,6 +389,16 @@ def build_parser() -> argparse.ArgumentParser:
     arts.add_argument("--table", metavar="PATH_OR_URL", help=TARGET_HELP)
     arts.add_argument("--artifacts", metavar="FOLDER_OR_URL", help=ARTIFACTS_HELP)
     arts.add_argument("--json", action="store_true", help="print the list as JSON")
+
+    sync = _parser(
+        commands,
+        "sync",
+        "Ship what a spool holds to its database now (a process logging with the spool does it on its own).",
+        "  tallyboard sync /local/scratch/tallyboard-spool.db\n",
+        cmd_sync,
+        progress=False,
+    )
+    sync.add_argument("spool", metavar="SPOOL", help="the spool file (ResultTable(url, spool=SPOOL))")
 
     migrate = _parser(
         commands,

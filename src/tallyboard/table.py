@@ -93,7 +93,9 @@ def _normalise_unique(columns: tuple[str, ...] | list[str]) -> tuple[str, ...]:
 
 
 class ResultTable:
-    """The result table in a SQLite file (created if missing) or a `postgresql://` database."""
+    """The result table in a SQLite file (created if missing) or a `postgresql://` database; with
+    `spool`, logged into that node-local SQLite file first and shipped to the database from there
+    (store/spool.py)."""
 
     def __init__(
         self,
@@ -102,6 +104,7 @@ class ResultTable:
         unique_columns: tuple[str, ...] | None = None,
         commit_interval: float = DEFAULT_COMMIT_INTERVAL,
         artifacts: str | os.PathLike[str] | None = None,
+        spool: str | os.PathLike[str] | None = None,
     ) -> None:
         if db_path is None:  # $TALLYBOARD_URL lets a cluster point every job at one table
             db_path = os.environ.get("TALLYBOARD_URL") or "results.db"
@@ -114,6 +117,17 @@ class ResultTable:
         # Where `log_artifact` copies files: a folder or an fsspec URL; by default `results.db` ->
         # `results.artifacts/`; None for PostgreSQL unless configured (tallyboard/artifacts.py).
         self.artifacts = location_for(self.db_path, artifacts)
+        if spool is None:  # $TALLYBOARD_SPOOL: a node-local file that ships to db_path (docs/cluster.md)
+            spool = os.environ.get("TALLYBOARD_SPOOL") or None
+        self.spool = None if spool is None else os.path.abspath(os.fspath(spool))
+        if self.spool is not None:
+            from tallyboard.store import spool as spool_module
+            from tallyboard.store.spool_shipper import shipper_for
+
+            require_writable_file(self.spool)
+            unique = DEFAULT_UNIQUE_COLUMNS if wanted is None else wanted
+            self.db_path = spool_module.location(self.spool, self.db_path, unique)
+            shipper_for(self.spool)
         self._store = open_store(self.db_path, DEFAULT_UNIQUE_COLUMNS if wanted is None else wanted)
         stored = tuple(json.loads(self._store.meta("unique_columns") or "[]"))
         if wanted is not None and set(wanted) != set(stored):
@@ -549,6 +563,23 @@ class ResultTable:
         names = [c.name for c in self._shown() if c.name != column]
         names.insert(len(names) if order < 0 else min(order, len(names)), column)
         self._store.set_columns({name: {"position": i} for i, name in enumerate(names)})
+
+    # ---- the spool (store/spool.py) ------------------------------------------------------------
+    def ship(self, timeout: float = 30.0) -> bool:
+        """With a spool: wait until what was flushed or closed so far is in the database; False if
+        that took longer than `timeout` (it ships later, on its own). Without one: True at once."""
+        if self.spool is None:
+            return True
+        from tallyboard.store.spool_shipper import shipper_for
+
+        return shipper_for(self.spool).wait(timeout)
+
+    def database_run_id(self, run_id: int) -> int | None:
+        """The database's id of a run this table started, once its start has been shipped: with a
+        spool, `run.run_id` is the spool's own (None before shipping); without one it is `run_id`."""
+        if self.spool is None:
+            return run_id
+        return self._store.database_run_id(run_id)
 
     def close(self) -> None:
         """Close the table's own connection (writers keep theirs until they end)."""

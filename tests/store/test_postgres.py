@@ -37,13 +37,16 @@ print(run.run_id)
 
 def writer(url: str, name: str, count: int) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-c", WRITER, url, name, str(count)], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", WRITER, url, name, str(count)],
+        stdout=subprocess.PIPE,
+        text=True,
+        stderr=subprocess.PIPE,
     )
 
 
 def finished_run_id(process: subprocess.Popen) -> int:
-    out, _ = process.communicate(timeout=120)
-    assert process.returncode == 0
+    out, err = process.communicate(timeout=120)
+    assert process.returncode == 0, err[-3000:]
     return int(out.split()[-1])
 
 
@@ -112,15 +115,16 @@ def test_a_step_logged_again_in_a_later_batch_overwrites_it(pg_url):
     store.close()
 
 
-def test_a_forked_child_opens_its_own_session_and_leaves_the_parents_alone(pg_url):
+def test_a_forked_child_opens_its_own_session_and_leaves_the_parents_alone(pg_url, request):
     """A DataLoader-style worker that uses the parent's table, then closes it: the parent keeps its
     session (the child never talks through, nor ends, the connection it inherited)."""
+    pooled = request.node.callspec.params["pg_url"] == "pgbouncer"  # no server session to keep
     table = tb.ResultTable(pg_url, nocommit_action=tb.NoCommitAction.NOP)
     parent = table.new_run("parent", auto_log_plt=False)
     for step in range(100):
         parent.add_scalar("train/loss", step * 0.5, step=step)
     parent.flush()
-    session = table._store.execute("SELECT pg_backend_pid()")
+    connection, session = table._store._conn, table._store.execute("SELECT pg_backend_pid()")
     pid = os.fork()
     if pid == 0:  # the child: a run of its own through the parent's table, then close it all
         code = 1
@@ -139,7 +143,8 @@ def test_a_forked_child_opens_its_own_session_and_leaves_the_parents_alone(pg_ur
             parent.flush()
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
-    assert table._store.execute("SELECT pg_backend_pid()") == session
+    assert table._store._conn is connection and not connection.broken
+    assert pooled or table._store.execute("SELECT pg_backend_pid()") == session
     parent.add_scalar("train/loss", 150.0, step=300)
     parent.write_result(acc=1.0)
     table.close()
@@ -155,7 +160,7 @@ def test_a_forked_child_opens_its_own_session_and_leaves_the_parents_alone(pg_ur
 
 
 def test_a_wrong_url_fails_at_once_with_the_servers_reason(pg_url):
-    with pytest.raises(Exception, match="does not exist"):
+    with pytest.raises(Exception, match=r"does not exist|no such database"):  # the server's or PgBouncer's
         PostgresStore(pg_url.replace("/tallyboard_test_", "/no_such_db_"))
 
 
@@ -190,6 +195,7 @@ def test_terminated_backends_mid_run_lose_and_double_nothing(pg_url):
                 kills += admin.execute(
                     "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity"
                     " WHERE datname = current_database() AND application_name = 'tallyboard'"
+                    " AND pid <> pg_backend_pid()"  # through PgBouncer, ours may have served the writer
                 ).fetchone()[0]
             time.sleep(0.01)
     run_id = finished_run_id(process)
@@ -202,18 +208,35 @@ class CommitAckLost(PostgresStore):
     the one failure after which blindly running the transaction again would double its rows."""
 
     armed = False
+    cut = None  # the `cut_connection` fixture
 
     def _commit(self, conn):
         super()._commit(conn)
         if self.armed:
             self.armed = False
-            with connect(self.url, autocommit=True) as admin:
-                admin.execute("SELECT pg_terminate_backend(%s)", (conn.info.backend_pid,))
+            self.cut(conn)
             conn.execute("SELECT 1")  # raises: the client learns the connection is gone
 
 
-def test_a_commit_whose_acknowledgement_is_lost_is_not_applied_twice(pg_url):
+@pytest.fixture
+def cut_connection(request, pg_url):
+    """How a test ends a store's connection from outside: terminate its server backend; through
+    PgBouncer, restart PgBouncer (a server connection ended behind it is not the client's: the
+    bouncer hands the client another one; a bouncer that goes away takes the client's along)."""
+    if request.node.callspec.params["pg_url"] == "pgbouncer":
+        running = request.getfixturevalue("pg_bouncer")
+        return lambda conn: running.restart()
+
+    def terminate(conn) -> None:
+        with connect(pg_url, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (conn.info.backend_pid,))
+
+    return terminate
+
+
+def test_a_commit_whose_acknowledgement_is_lost_is_not_applied_twice(pg_url, cut_connection):
     store = CommitAckLost(pg_url)
+    store.cut = cut_connection
     store.armed = True
     run_id = store.create_run({"experiment": "e", "start_time": 1.0, "unique_key": '["e"]'})
     assert [row["run_id"] for row in store.runs()] == [run_id]  # created once, id still returned
@@ -232,10 +255,13 @@ def test_a_commit_whose_acknowledgement_is_lost_is_not_applied_twice(pg_url):
     store.close()
 
 
-def test_a_batch_sent_again_after_its_commit_outcome_stayed_unknown_is_applied_once(pg_url, monkeypatch):
+def test_a_batch_sent_again_after_its_commit_outcome_stayed_unknown_is_applied_once(
+    pg_url, monkeypatch, cut_connection
+):
     """The server is gone for longer than `retry_for` right while a COMMIT is in flight: the store
     gives up not knowing whether it landed, the sink keeps the batch and sends it again later."""
     store = CommitAckLost(pg_url, retry_for=0)  # gives up at the first lost connection
+    store.cut = cut_connection
     run_id = store.create_run({"experiment": "e", "start_time": 1.0})
     monkeypatch.setattr(sink_module.log, "exception", lambda *args: None)
     sink = Sink(store, commit_interval=3600)  # only flush() triggers a commit
@@ -325,19 +351,20 @@ class LostAfterCommit(PostgresStore):
     so that the sink sent the committed batch again under a new id."""
 
     armed = False
+    cut = None  # the `cut_connection` fixture
 
     def _prune_commits(self):
         if self.armed:
             self.armed = False
-            with connect(self.url, autocommit=True) as admin:
-                admin.execute("SELECT pg_terminate_backend(%s)", (self._conn.info.backend_pid,))
+            self.cut(self._conn)
         super()._prune_commits()
 
 
-def test_a_connection_lost_after_an_acknowledged_commit_does_not_fail_the_write(pg_url):
+def test_a_connection_lost_after_an_acknowledged_commit_does_not_fail_the_write(pg_url, cut_connection):
     store = LostAfterCommit(pg_url)
     run_id = store.create_run({"experiment": "e", "start_time": 1.0})
     fresh = LostAfterCommit(pg_url, retry_for=0)  # its first write prunes; no reconnecting
+    fresh.cut = cut_connection
     fresh.armed = True
     fresh.write_batch(Batch(texts=[(run_id, "log", 0, 0, None, 0.0, "text", "once")]))
     assert fresh.armed is False

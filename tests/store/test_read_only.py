@@ -181,12 +181,17 @@ def test_reading_postgresql_runs_read_only_transactions(pg_url: str) -> None:
     run_id = writer.create_run({"experiment": "e", "start_time": 0.0})
     writer.close()
     store = open_store(pg_url, access=Access.READ)
-    assert store.execute("SHOW default_transaction_read_only") == [("on",)]
+    assert store.execute("SHOW transaction_read_only") == [("on",)]
     with pytest.raises(psycopg.errors.ReadOnlySqlTransaction):
         store.update_run(run_id, note="changed")
+    # per transaction, never for the session: behind PgBouncer, a session setting would make
+    # other clients' writes on the same server connection fail
+    assert store.execute("SHOW default_transaction_read_only") == [("off",)]
     store.close()
     queries = DashboardQueries(pg_url, read_only=True)
-    assert queries._one("SHOW default_transaction_read_only") == ("on",)
+    assert queries._one("SHOW transaction_read_only") == ("on",)
+    assert queries._each("SHOW transaction_read_only", [()]) == [("on",)]
+    assert queries._one("SHOW default_transaction_read_only") == ("off",)
     queries.close()
 
 

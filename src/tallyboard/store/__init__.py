@@ -1,9 +1,10 @@
 """Persistence: the only package that writes SQL.
 
 `open_store` picks the engine from what the user typed: a `postgresql://` (or `postgres://`) URL
-opens PostgreSQL, anything else is a path to a SQLite file. Engines are imported on demand, so a
-SQLite user never imports psycopg. `access` says what the caller will do, and so what opening may do
-to what is there (create, migrate, or nothing at all): see store/location.py.
+opens PostgreSQL, `spool:PATH` a node-local spool that ships to one (store/spool.py), anything else
+is a path to a SQLite file. Engines are imported on demand, so a SQLite user never imports psycopg.
+`access` says what the caller will do, and so what opening may do to what is there (create,
+migrate, or nothing at all): see store/location.py.
 """
 
 from __future__ import annotations
@@ -34,6 +35,10 @@ def open_store(
     `NotAResultTable` (a missing file to read: FileNotFoundError) and is left as it was.
     `unique_columns` is recorded only when the table is created; `ResultTable` checks it afterwards.
     """
+    if isinstance(url_or_path, str) and url_or_path.startswith("spool:"):  # store/spool.py
+        from tallyboard.store.spool import PREFIX, SpoolStore
+
+        return SpoolStore(url_or_path.removeprefix(PREFIX), unique_columns=unique_columns, access=access)
     if is_postgres_url(url_or_path):
         from tallyboard.store.postgres import PostgresStore
 

@@ -23,8 +23,9 @@ Why it is built this way:
 - A forked child (a DataLoader worker) that uses its parent's table connects on its own and never
   talks through, nor closes, the parent's connection: that would end the parent's session.
 - Opening follows store/location.py: a URL must name its database (libpq would otherwise pick the
-  login user's), a reading open runs every transaction read-only (`default_transaction_read_only`)
-  and creates nothing, and an older schema is migrated by the first write, not by opening it.
+  login user's), a reading open runs every statement in a read-only transaction (no session
+  state: store/pg_session.py, which makes the engine work behind PgBouncer) and creates nothing,
+  and an older schema is migrated by the first write, not by opening it.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ import psycopg
 from psycopg import errors
 from psycopg.conninfo import conninfo_to_dict
 
-from tallyboard.store import migrations
+from tallyboard.store import migrations, pg_session
 from tallyboard.store.base import Store
 from tallyboard.store.location import Access, Found, Kind, NotAResultTable
 from tallyboard.store.records import Batch, ScalarRow
@@ -74,8 +75,12 @@ SCALAR_TYPES = ("int8", "int4", "int4", "int8", "int8", "int8", "float8")  # bin
 FIRST_RETRY_DELAY, MAX_RETRY_DELAY = 0.05, 2.0
 # A connection lost this way is worth reconnecting to; anything else is the caller's error.
 _LOST = (errors.AdminShutdown, errors.CrashShutdown, errors.CannotConnectNow)
-# A connection attempt refused for one of these reasons will be refused again: not worth waiting for.
-_PERMANENT = ("does not exist", "authentication failed", "pg_hba.conf", "permission denied")
+# A connection attempt refused for one of these reasons (by the server or by PgBouncer) will be refused
+# again: not worth waiting for.
+_PERMANENT = (
+    "does not exist", "no such database", "authentication failed", "pg_hba.conf", "permission denied",
+    "startup parameter",
+)  # fmt: skip
 # The server rolled the transaction back to resolve a conflict; running it again is the cure.
 _ROLLED_BACK = (errors.DeadlockDetected, errors.SerializationFailure, errors.TransactionRollback)
 
@@ -215,12 +220,10 @@ class PostgresStore(Store):
         if self._pid != os.getpid():
             self._parents_conn, self._conn, self._pid = self._conn, None, os.getpid()
         if self._conn is None:
-            self._conn = psycopg.connect(
-                self.url, autocommit=True, connect_timeout=10, application_name="tallyboard",
+            self._conn = pg_session.connect(
+                self.url, connect_timeout=10, application_name="tallyboard",
                 keepalives=1, keepalives_idle=30, keepalives_interval=10, keepalives_count=3,
             )  # fmt: skip
-            if self.access is Access.READ:  # every transaction of this session, reconnects included
-                self._conn.execute("SET default_transaction_read_only = on")
         return self._conn
 
     def _disconnect(self) -> None:
@@ -229,10 +232,14 @@ class PostgresStore(Store):
         if conn is not None and self._pid == os.getpid():
             conn.close()
 
-    def _is_lost(self, error: psycopg.OperationalError) -> bool:
+    def _is_lost(self, error: Exception) -> bool:
         """Whether `error` means the connection is gone for a reason that may pass (a restart, the
         network), as opposed to a bad statement or a URL that will never work."""
         conn = self._conn
+        if not isinstance(error, psycopg.OperationalError):
+            # psycopg itself tripped over a connection that died under it (reading the end of a COPY
+            # whose server connection PgBouncer lost: a ValueError), or the caller's error
+            return conn is not None and (conn.broken or conn.closed)
         if conn is None:  # reconnecting failed
             return not any(reason in str(error) for reason in _PERMANENT)
         # No SQLSTATE: the client gave up on the connection mid-protocol (e.g. "cannot exit pipeline
@@ -250,7 +257,7 @@ class PostgresStore(Store):
                 return attempt()
             except _ROLLED_BACK:
                 log.info("tallyboard: transaction on %s rolled back by the server; retrying", self.url)
-            except psycopg.OperationalError as error:
+            except Exception as error:
                 if not self._is_lost(error):
                     raise
                 self._disconnect()
@@ -277,7 +284,7 @@ class PostgresStore(Store):
                 if row is not None:
                     return json.loads(row[0])
                 outcome_unknown = False
-            conn.execute("BEGIN")
+            conn.execute("BEGIN READ ONLY" if self.access is Access.READ else "BEGIN")
             self._in_transaction = True
             try:
                 result = work()
@@ -330,7 +337,12 @@ class PostgresStore(Store):
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
         def run() -> list[tuple]:
-            cursor = self._connection().execute(_psycopg_sql(sql), tuple(params))
+            conn = self._connection()
+            if self.access is Access.READ and not self._in_transaction:
+                with pg_session.read_only_transaction(conn):
+                    cursor = conn.execute(_psycopg_sql(sql), tuple(params))
+            else:
+                cursor = conn.execute(_psycopg_sql(sql), tuple(params))
             return cursor.fetchall() if cursor.description is not None else []
 
         if self._in_transaction:
@@ -350,9 +362,9 @@ class PostgresStore(Store):
         self._advisory_lock(RUNS_LOCK)
 
     def reader_connection(self, read_only: bool) -> psycopg.Connection:
-        conn = psycopg.connect(self.url, autocommit=True)
-        if read_only:
-            conn.execute("SET default_transaction_read_only = on")
+        conn = pg_session.connect(self.url)
+        if read_only:  # each statement in a READ ONLY transaction psycopg begins (DashboardQueries
+            conn.autocommit, conn.read_only = False, True  # ends it); no session SET for PgBouncer
         return conn
 
     def reader_sql(self, sql: str) -> str:

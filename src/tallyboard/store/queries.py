@@ -18,7 +18,7 @@ import queue
 import re
 import threading
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -138,15 +138,23 @@ class DashboardQueries:
 
     def _run(self, sql: str, params: Sequence[Any], fetch: str) -> Any:
         with self._connection() as conn:
-            cursor = conn.execute(self._sql(sql), tuple(params))
+            with self._read_only(conn):
+                cursor = conn.execute(self._sql(sql), tuple(params))
             return cursor.fetchall() if fetch == "all" else cursor.fetchone()
+
+    def _read_only(self, conn: Any) -> AbstractContextManager:
+        """PostgreSQL opened read-only: the block's statements in one read-only transaction, ended
+        with the block (not a session setting, which PgBouncer would pass on to other clients)."""
+        if not (self.postgres and self.read_only):
+            return nullcontext()
+        return conn.transaction()
 
     def _each(self, sql: str, param_rows: Sequence[Sequence[Any]]) -> list[tuple]:
         """The first row of `sql` for each parameter row, on one connection: SQLite reruns its
         cached statement; PostgreSQL sends them all in one pipeline (one round trip, not one each)."""
         if not param_rows:
             return []
-        with self._connection() as conn:
+        with self._connection() as conn, self._read_only(conn):
             return self.store.first_rows(conn, sql, param_rows)
 
     def _all(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:

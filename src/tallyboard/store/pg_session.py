@@ -1,0 +1,76 @@
+"""PostgreSQL connections that work the same directly and through PgBouncer in transaction pooling.
+
+Why this exists: a cluster of hundreds of training processes needs a pooler (each process holds a
+connection; PostgreSQL allows `max_connections`, 100 by default), and PgBouncer's transaction
+pooling hands a client a server connection for one transaction at a time. Anything that outlives a
+transaction on the server session then leaks to other clients or is gone at the next one. So:
+- no session state: a reading connection does not `SET default_transaction_read_only` (that would
+  make some other client's writes fail); it runs each statement in its own `BEGIN READ ONLY`
+  transaction, pipelined with the statement so it still costs one round trip;
+- no server-side prepared statements (psycopg prepares a query it has run 5 times; PgBouncer
+  before 1.21 sends the next EXECUTE to a server connection that never saw the PREPARE);
+- locks are transaction-scoped advisory locks (store/postgres.py), never session ones;
+- errors a cluster produces name their remedy: a server out of connection slots points to
+  PgBouncer, and PgBouncer refusing the `options` startup parameter (`?options=-csearch_path=...`)
+  points to setting the search_path on the pooler's database alias instead (docs/cluster.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+from psycopg.pq import TransactionStatus
+
+GUIDE = "docs/cluster.md"
+# The server's words when every connection slot is taken (SQLSTATE 53300, not exposed at connect).
+_SERVER_FULL = ("too many clients", "remaining connection slots are reserved")
+_OPTIONS_REFUSED = "unsupported startup parameter: options"
+
+
+class ServerFull(psycopg.OperationalError):
+    """The server has no connection slot left for this process."""
+
+
+class OptionsRefused(psycopg.OperationalError):
+    """A pooler in front of the server refused the URL's `options` parameter."""
+
+
+def connect(url: str, **kwargs: Any) -> psycopg.Connection:
+    """An autocommit connection without server-side prepared statements; a refusal a cluster
+    produces raises with its remedy in the message."""
+    try:
+        return psycopg.connect(url, autocommit=True, prepare_threshold=None, **kwargs)
+    except psycopg.OperationalError as error:
+        reason = str(error)
+        if any(words in reason for words in _SERVER_FULL):
+            raise ServerFull(
+                f"{reason.strip()}\nThe PostgreSQL server has no connection left for this process: every"
+                " training process holds one. Put PgBouncer in transaction pooling mode between the"
+                f" processes and the server (see {GUIDE}), or raise max_connections."
+            ) from None
+        if _OPTIONS_REFUSED in reason:
+            raise OptionsRefused(
+                f"{reason.strip()}\nA pooler (PgBouncer) refuses `options=` in the URL. Set the"
+                " search_path on the pooler's side instead: `connect_query='SET search_path TO ...'`"
+                f" on its database alias, or ALTER ROLE ... SET search_path (see {GUIDE})."
+            ) from None
+        raise
+
+
+@contextlib.contextmanager
+def read_only_transaction(conn: psycopg.Connection) -> Iterator[None]:
+    """Run the block's statements in one read-only transaction sent as one pipeline: the block
+    should only send statements and fetch their results after it ends."""
+    try:
+        with conn.pipeline():
+            conn.execute("BEGIN READ ONLY")
+            yield
+            conn.execute("COMMIT")
+    except BaseException:
+        if not conn.closed and conn.info.transaction_status != TransactionStatus.IDLE:
+            with contextlib.suppress(psycopg.Error):
+                conn.execute("ROLLBACK")
+        raise

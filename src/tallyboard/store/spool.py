@@ -1,0 +1,273 @@
+"""The node-local spool: logging goes on while the central PostgreSQL database is out of reach.
+
+`ResultTable(url, spool=PATH)` (or `$TALLYBOARD_SPOOL`) logs into a SQLite file on the node and a
+background shipper (store/spool_shipper.py) moves what was committed there to `url`, later.
+
+Why it is built this way:
+- The spool is an ordinary SQLite result table, written by the unchanged SQLite engine through the
+  unchanged sink: the training thread's cost, the durability rules (nothing lost on exception, exit
+  or SIGTERM; at most the sink's window on SIGKILL) and the memory bound are the SQLite engine's.
+  The file can be browsed offline (`tallyboard serve PATH`).
+- Every write that must reach the database also appends one entry to `spool_journal`, in the same
+  SQLite transaction as the rows it describes: (seq, operation, JSON arguments), seq increasing.
+  So an entry exists if and only if its rows were committed locally, and entries are in the order
+  the writes happened. The shipper replays them against PostgreSQL in seq order, exactly once: the
+  database keeps the spool's watermark in the same transaction as the rows (store/spool_shipper.py).
+- Run ids are the spool's own until the database assigns its id at shipping (uniqueness is checked
+  then; see the shipper). The journal keeps the spool's ids; the shipper maps them.
+- Bytes (images) travel in the JSON as base64, a series' int or float columns packed (8 bytes a
+  value, base64), other numbers as JSON (NaN and infinities as NaN/Infinity, which Python reads
+  back exactly). No pickle: a spool file is data, never code.
+- Written only locally, never shipped: quarantined records (the spool's own rejects), the column
+  layout (`set_columns`). Resuming a run by id is refused: the id of a spool is not the database's.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import sys
+import time
+import uuid
+from array import array
+from typing import Any
+
+from tallyboard.store.location import Access
+from tallyboard.store.records import ArtifactRow, Batch, ResumePoint, StoreError
+from tallyboard.store.sqlite import SqliteStore
+
+PREFIX = "spool:"  # what `open_store` recognises: "spool:" + the spool file's path
+SPOOL_DDL = (
+    "CREATE TABLE IF NOT EXISTS spool_journal (seq INTEGER PRIMARY KEY AUTOINCREMENT,"
+    " logged_at REAL NOT NULL, op TEXT NOT NULL, args TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS spool_state (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    # The database's run id of each run of the spool, once shipped (the shipper's copy of its map).
+    "CREATE TABLE IF NOT EXISTS spool_runs (spool_run INTEGER PRIMARY KEY, run_id INTEGER NOT NULL,"
+    " duplicate_of INTEGER)",
+)
+
+
+def location(spool_path: str | os.PathLike[str], target_url: str, unique_columns: tuple[str, ...]) -> str:
+    """Bind the spool file at `spool_path` to `target_url` (the first time, creating it with these
+    unique columns; a spool bound to another database is refused) and return the location
+    `open_store` opens it by."""
+    from tallyboard.store import is_postgres_url
+
+    if not is_postgres_url(target_url):
+        raise ValueError(
+            f"a spool ships to a postgresql:// database, not {target_url!r} (a SQLite table is"
+            " local already: log to it directly)"
+        )
+    path = os.path.abspath(os.fspath(spool_path))
+    SpoolStore(path, unique_columns, target_url=target_url).close()
+    return PREFIX + path
+
+
+def encode(value: Any) -> str:
+    return json.dumps(value, default=_bytes_to_json, separators=(",", ":"))
+
+
+def decode(text: str) -> Any:
+    return json.loads(text, object_hook=_from_json)
+
+
+def _bytes_to_json(value: Any) -> Any:
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return {"$bytes": base64.b64encode(value).decode("ascii")}
+    raise TypeError(f"cannot spool a {type(value).__name__}")
+
+
+def _from_json(item: dict[str, Any]) -> Any:
+    if len(item) != 1:
+        return item
+    ((key, text),) = item.items()
+    if key == "$bytes":
+        return base64.b64decode(text)
+    if key in PACKED:
+        packed = array(key[1], base64.b64decode(text))
+        if sys.byteorder == "big":
+            packed.byteswap()
+        return packed.tolist()
+    return item
+
+
+PACKED = ("$q", "$d")  # a column of 8-byte little-endian ints, or of doubles
+
+
+def _column(values: tuple) -> Any:
+    """One column of a series of scalars: packed when all ints or all floats (C speed both ways,
+    floats bit-exact; float repr in JSON cost the spool's writer more than SQLite's insert), else
+    a JSON list (an epoch column with None, say)."""
+    for code in ("q", "d"):
+        try:
+            packed = array(code, values)
+        except (TypeError, OverflowError):
+            continue
+        if sys.byteorder == "big":
+            packed.byteswap()
+        return {f"${code}": base64.b64encode(packed.tobytes()).decode("ascii")}
+    return list(values)
+
+
+def batch_to_json(batch: Batch) -> dict[str, list]:
+    """A batch's journal entry. A series of scalars goes as columns (rep, step, epoch, walltime,
+    value), packed where it can be (`_column`)."""
+    fields = {name: rows for name, rows in vars(batch).items() if rows and name != "scalars"}
+    if batch.scalars:
+        fields["scalars"] = [
+            [run_id, tag, *map(_column, zip(*rows, strict=True))] for run_id, tag, rows in batch.scalars
+        ]
+    return fields
+
+
+def batch_from_json(fields: dict[str, list]) -> Batch:
+    """The `Batch` a journal entry describes (JSON gave lists where the sink had tuples)."""
+    columns = fields.pop("scalars", [])
+    batch = Batch(**{name: [tuple(row) for row in rows] for name, rows in fields.items()})
+    batch.scalars = [(run_id, tag, list(zip(*series, strict=True))) for run_id, tag, *series in columns]
+    return batch
+
+
+class SpoolStore(SqliteStore):
+    """A SQLite result table that also journals, in the same transactions, what is to be shipped."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        unique_columns: tuple[str, ...] = (),
+        access: Access = Access.WRITE,
+        target_url: str | None = None,
+    ) -> None:
+        super().__init__(path, unique_columns=unique_columns, access=access)
+        if access is Access.READ:
+            self.target_url = self.state("target")
+            return
+        with self._lock:
+            self.atomic(lambda: self._bind(target_url))
+        self.target_url = self.state("target")
+
+    def _bind(self, target_url: str | None) -> None:
+        if target_url is None and not self.execute("SELECT 1 FROM sqlite_master WHERE name = 'spool_state'"):
+            raise StoreError(f"{self.path!r} is not a spool: it was never bound to a database")
+        for statement in SPOOL_DDL:
+            self.execute(statement)
+        bound = self.state("target")
+        if target_url is not None and bound is not None and bound != target_url:
+            raise StoreError(
+                f"the spool {self.path!r} ships to {bound!r}, not {target_url!r}: give each database"
+                " a spool file of its own"
+            )
+        if bound is None and target_url is not None:
+            self._set_state("target", target_url)
+            self._set_state("spool_id", str(uuid.uuid4()))  # names this spool in the database
+            self._set_state("shipped", "0")
+
+    def state(self, key: str) -> str | None:
+        rows = self.execute("SELECT value FROM spool_state WHERE key = ?", (key,))
+        return rows[0][0] if rows else None
+
+    def _set_state(self, key: str, value: str) -> None:
+        self.execute(
+            "INSERT INTO spool_state (key, value) VALUES (?, ?)"
+            " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            (key, value),
+        )
+
+    def _journal(self, op: str, args: Any) -> None:
+        self.execute(
+            "INSERT INTO spool_journal (logged_at, op, args) VALUES (?, ?, ?)",
+            (time.time(), op, encode(args)),
+        )
+
+    def _journaled(self, op: str, args: Any, write: Any) -> Any:
+        """Journal first, then write: should the write fail, neither is committed (and no id the
+        write caches, a tag's say, survives a rolled-back transaction)."""
+        self.ready_for_writing()
+        with self._lock:
+            return self.atomic(lambda: (self._journal(op, args), write())[1])
+
+    # ---- the writes that are shipped ------------------------------------------------------------
+    def create_run(self, fields: dict[str, Any], debug: bool = False) -> int:
+        self.ready_for_writing()
+
+        def create() -> int:
+            run_id = SqliteStore.create_run(self, fields, debug)
+            self._journal("create_run", {"run": run_id, "fields": fields, "debug": debug})
+            return run_id
+
+        with self._lock:
+            return self.atomic(create)
+
+    def update_run(self, run_id: int, **values: Any) -> None:
+        args = {"run": run_id, "values": values}
+        self._journaled("update_run", args, lambda: SqliteStore.update_run(self, run_id, **values))
+
+    def change_run_tags(self, run_id: int, add=(), remove=()) -> None:
+        args = {"run": run_id, "add": list(add), "remove": list(remove)}
+        change = SqliteStore.change_run_tags
+        self._journaled("change_run_tags", args, lambda: change(self, run_id, add, remove))
+
+    def put_values(self, kind: str, rows: list[tuple[int, str, str]]) -> None:
+        args = {"kind": kind, "rows": rows}
+        self._journaled("put_values", args, lambda: SqliteStore.put_values(self, kind, rows))
+
+    def add_artifact(self, row: ArtifactRow) -> None:
+        self._journaled("add_artifact", list(row), lambda: SqliteStore.add_artifact(self, row))
+
+    def write_batch(self, batch: Batch) -> None:
+        self._journaled("batch", batch_to_json(batch), lambda: SqliteStore.write_batch(self, batch))
+
+    def reopen_run(self, run_id: int) -> ResumePoint:
+        raise StoreError(
+            "resuming a run is not supported through a spool: its run id is the spool's, not the"
+            " database's; resume it from the database URL once the spool has been shipped"
+        )
+
+    # ---- what the shipper reads and records ---------------------------------------------------------
+    def pending(self, after: int, limit: int, max_bytes: int) -> list[tuple[int, float, str, str]]:
+        """Journal entries after seq `after`, oldest first: (seq, logged_at, op, args); at most
+        `limit` of them and, beyond the first, `max_bytes` of arguments (a batch of images is big)."""
+        sizes = self.execute(
+            "SELECT seq, length(args) FROM spool_journal WHERE seq > ? ORDER BY seq LIMIT ?", (after, limit)
+        )
+        if not sizes:
+            return []
+        last, total = sizes[0][0], 0
+        for seq, size in sizes:
+            total += size
+            if total > max_bytes and seq != sizes[0][0]:
+                break
+            last = seq
+        return self.execute(
+            "SELECT seq, logged_at, op, args FROM spool_journal WHERE seq > ? AND seq <= ? ORDER BY seq",
+            (after, last),
+        )
+
+    def backlog(self) -> tuple[int, float | None]:
+        """(entries not yet shipped, when the oldest of them was logged)."""
+        shipped = int(self.state("shipped") or 0)
+        count, oldest = self.execute(
+            "SELECT count(*), min(logged_at) FROM spool_journal WHERE seq > ?", (shipped,)
+        )[0]
+        return count, oldest
+
+    def shipped(self, upto: int, runs: list[tuple[int, int, int | None]]) -> None:
+        """Record that the database holds everything up to seq `upto` (its own record is the one that
+        counts; this copy saves re-reading shipped entries) and the run ids it assigned; drop the
+        shipped entries (the spool's tables keep the rows)."""
+
+        def record() -> None:
+            self.executemany(
+                "INSERT OR REPLACE INTO spool_runs (spool_run, run_id, duplicate_of) VALUES (?, ?, ?)", runs
+            )
+            self._set_state("shipped", str(max(upto, int(self.state("shipped") or 0))))
+            self.execute("DELETE FROM spool_journal WHERE seq <= ?", (upto,))
+
+        with self._lock:
+            self.atomic(record)
+
+    def database_run_id(self, spool_run: int) -> int | None:
+        """The database's id of this spool's run, once shipped (None before)."""
+        rows = self.execute("SELECT run_id FROM spool_runs WHERE spool_run = ?", (spool_run,))
+        return rows[0][0] if rows else None

@@ -1,0 +1,316 @@
+"""Shipping a spool (store/spool.py) to its PostgreSQL database: exactly once, in order, later.
+
+Exactly once: the database keeps, for each spool (named by a uuid the spool records), the seq of
+the last journal entry it holds: `tallyboard_spools.shipped`, the watermark. One shipment is one
+PostgreSQL transaction that locks the spool's watermark row (SELECT ... FOR UPDATE), skips entries
+at or below it, applies the others in seq order and sets the watermark to the last one: the
+watermark commits together with the rows it covers, or neither does. A shipment cut off anywhere
+(the server gone, the process killed, the answer to COMMIT lost) is wholly there or wholly absent,
+and the next one -- from this process, a restarted one, another process on the same spool, or
+`tallyboard sync SPOOL` -- starts from the database's watermark. The spool's own copy of it only
+spares re-reading entries the database has.
+
+Run ids: a run created in the spool is created in the database when its entry ships; the
+database's uniqueness check runs then. A duplicate is not lost: it is created hidden, with a note
+naming the run it duplicates. The map (spool, spool's run id) -> database run id is written in the
+same transaction (`tallyboard_spool_runs`), so later entries of the run find it, whoever ships them.
+
+While the database is out of reach the shipper backs off (up to `MAX_BACKOFF`), the spool grows on
+disk, and a warning every `REPORT_EVERY` seconds says how many entries wait and how old the oldest
+is. Training never waits for any of it: the shipper is a thread of its own with its own connection.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import threading
+import time
+from typing import Any
+
+from tallyboard.store.postgres import SCHEMA_LOCK, PostgresStore
+from tallyboard.store.records import ArtifactRow, Batch, DuplicateRunError
+from tallyboard.store.spool import SpoolStore, batch_from_json, decode
+
+log = logging.getLogger(__name__)
+
+ENTRIES_PER_SHIPMENT = 64  # journal entries (sink batches, mostly) per PostgreSQL transaction...
+SHIPMENT_BYTES = 32 * 2**20  # ... and bytes of them, so that shipping images stays small in memory
+IDLE_WAIT = 0.25  # seconds between two looks at an empty journal
+FIRST_BACKOFF, MAX_BACKOFF = 0.5, 30.0
+REPORT_EVERY = 10.0  # seconds between two warnings while shipping fails
+FINAL_WAIT = 10.0  # how long the end of the process waits for the last entries to ship
+RETRY_FOR = 1.0  # how long one database call waits for a lost server before the shipper backs off
+DDL = (
+    "CREATE TABLE IF NOT EXISTS tallyboard_spools (spool_id TEXT PRIMARY KEY, shipped BIGINT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS tallyboard_spool_runs (spool_id TEXT NOT NULL, spool_run BIGINT NOT NULL,"
+    " run_id BIGINT NOT NULL, duplicate_of BIGINT, PRIMARY KEY (spool_id, spool_run))",
+)
+
+
+class Destination:
+    """The spool's database: one connection, and the map of the spool's run ids to the database's."""
+
+    def __init__(self, url: str, spool_id: str) -> None:
+        self.db = PostgresStore(url, retry_for=RETRY_FOR)
+        self.spool_id = spool_id
+        self.db.atomic(self._create_tables)
+        # Runs shipped before (by a process that may have died before noting them in the spool)
+        known = self.db.execute(
+            "SELECT spool_run, run_id, duplicate_of FROM tallyboard_spool_runs WHERE spool_id = ?",
+            (spool_id,),
+        )
+        self.runs: dict[int, int] = {spool_run: run_id for spool_run, run_id, _ in known}
+        self._unnoted = [list(row) for row in known]  # for the spool's copy, with the next shipment
+
+    def _create_tables(self) -> None:
+        """Under the schema lock: two shippers racing to CREATE TABLE IF NOT EXISTS both create it."""
+        self.db._advisory_lock(SCHEMA_LOCK)
+        for statement in DDL:
+            self.db.execute(statement)
+
+    def close(self) -> None:
+        self.db.close()
+
+    def ship(self, entries: list[tuple[int, float, str, str]]) -> tuple[int, list[list[int | None]]]:
+        """Apply `entries` (seq order) in one transaction, skipping those the database has; return
+        the watermark after it and the runs the spool has yet to note: [spool_run, run_id,
+        duplicate_of] of those it created, and the first time of those shipped before."""
+        db, spool_id = self.db, self.spool_id
+
+        def work() -> list[Any]:
+            db._tag_ids.clear()  # an attempt rolled back must not leave ids of tags it inserted
+            db.execute(
+                "INSERT INTO tallyboard_spools (spool_id, shipped) VALUES (?, 0)"
+                " ON CONFLICT (spool_id) DO NOTHING",
+                (spool_id,),
+            )
+            shipped = db.execute(
+                "SELECT shipped FROM tallyboard_spools WHERE spool_id = ? FOR UPDATE", (spool_id,)
+            )[0][0]
+            created: list[list[int | None]] = []
+            runs = dict(self.runs)
+            batches: list[Batch] = []  # consecutive sink batches, written as one
+            for seq, _, op, args in entries:
+                if seq <= shipped:
+                    continue
+                if op == "batch":
+                    batches.append(batch_from_json(decode(args)))
+                    continue
+                self._write(batches, runs)
+                self._apply(op, decode(args), runs, created)
+            self._write(batches, runs)
+            watermark = max(shipped, entries[-1][0])
+            db.execute("UPDATE tallyboard_spools SET shipped = ? WHERE spool_id = ?", (watermark, spool_id))
+            return [watermark, created]
+
+        watermark, created = db.atomic(work)
+        self.runs.update((spool_run, run_id) for spool_run, run_id, _ in created)
+        created, self._unnoted = self._unnoted + created, []
+        return watermark, created
+
+    def _run_id(self, spool_run: int, runs: dict[int, int]) -> int:
+        if spool_run not in runs:  # created by a shipment of another process on this spool
+            found = self.db.execute(
+                "SELECT run_id FROM tallyboard_spool_runs WHERE spool_id = ? AND spool_run = ?",
+                (self.spool_id, spool_run),
+            )
+            if not found:
+                raise RuntimeError(f"spool {self.spool_id}: run {spool_run} was never shipped")
+            runs[spool_run] = found[0][0]
+        return runs[spool_run]
+
+    def _apply(self, op: str, args: dict[str, Any], runs: dict[int, int], created: list) -> None:
+        db = self.db
+        if op == "create_run":
+            run_id, duplicate_of = self._create_run(args["fields"], args["debug"])
+            runs[args["run"]] = run_id
+            created.append([args["run"], run_id, duplicate_of])
+            db.execute(
+                "INSERT INTO tallyboard_spool_runs (spool_id, spool_run, run_id, duplicate_of)"
+                " VALUES (?, ?, ?, ?)"
+                " ON CONFLICT (spool_id, spool_run) DO UPDATE SET run_id = excluded.run_id,"
+                " duplicate_of = excluded.duplicate_of",
+                (self.spool_id, args["run"], run_id, duplicate_of),
+            )
+        elif op == "update_run":
+            db.update_run(self._run_id(args["run"], runs), **args["values"])
+        elif op == "change_run_tags":
+            db.change_run_tags(self._run_id(args["run"], runs), args["add"], args["remove"])
+        elif op == "put_values":
+            db.put_values(args["kind"], [(self._run_id(row[0], runs), *row[1:]) for row in args["rows"]])
+        elif op == "add_artifact":  # the file itself is in the artefact store already
+            db.add_artifact(ArtifactRow(self._run_id(args[0], runs), *args[1:]))
+        else:
+            raise ValueError(f"unknown spool entry {op!r}: a newer tallyboard wrote this spool")
+
+    def _write(self, batches: list[Batch], runs: dict[int, int]) -> None:
+        """Write consecutive sink batches as one, with the database's run ids, and empty the list:
+        one COPY per series instead of one per batch. A step logged in two of them makes the COPY
+        fail over to the engine's upsert, which keeps the last value, as separate batches would."""
+        if not batches:
+            return
+        merged, series = Batch(), {}
+        for batch in batches:
+            for name, rows in vars(batch).items():
+                if name != "scalars":
+                    getattr(merged, name).extend((self._run_id(row[0], runs), *row[1:]) for row in rows)
+            for run, tag, rows in batch.scalars:
+                series.setdefault((self._run_id(run, runs), tag), []).extend(rows)
+        merged.scalars = [(run_id, tag, rows) for (run_id, tag), rows in series.items()]
+        batches.clear()
+        self.db.write_batch(merged)
+
+    def _create_run(self, fields: dict[str, Any], debug: bool) -> tuple[int, int | None]:
+        """The run in the database: (its id, the run it duplicates or None)."""
+        try:
+            return self.db.create_run(fields, debug), None
+        except DuplicateRunError as duplicate:
+            note = f"duplicate of run {duplicate.run_id}, started while the database was out of reach"
+            if fields.get("note"):
+                note = f"{fields['note']} ({note})"
+            run_id = self.db.create_run({**fields, "unique_key": None, "note": note})  # checks nothing
+            self.db.execute(  # hidden, so that it is no run's duplicate; its key kept for the record
+                "UPDATE runs SET hidden = 1, unique_key = ? WHERE run_id = ?",
+                (fields.get("unique_key"), run_id),
+            )
+            return run_id, duplicate.run_id
+
+
+def ship_once(spool: SpoolStore, destination: Destination, limit: int = ENTRIES_PER_SHIPMENT) -> int:
+    """Ship up to `limit` pending entries; return how many were pending (0: the spool is shipped)."""
+    entries = spool.pending(int(spool.state("shipped") or 0), limit, SHIPMENT_BYTES)
+    if entries:
+        watermark, created = destination.ship(entries)
+        spool.shipped(watermark, [tuple(row) for row in created])
+    return len(entries)
+
+
+def ship_all(spool_path: str) -> int:
+    """Ship everything the spool at `spool_path` holds (`tallyboard sync`); return the entries shipped."""
+    spool = SpoolStore(spool_path)
+    try:
+        destination = Destination(spool.target_url, spool.state("spool_id"))
+        try:
+            total = 0
+            while moved := ship_once(spool, destination):
+                total += moved
+            return total
+        finally:
+            destination.close()
+    finally:
+        spool.close()
+
+
+class Shipper:
+    """The thread that ships one spool while its process lives (one per spool file per process)."""
+
+    def __init__(self, spool_path: str) -> None:
+        self.path = spool_path
+        self.failing = False  # the last pass could not ship
+        self._changed = threading.Condition()
+        self._asked = self._served = 0  # wait() calls, and the last one a pass found nothing left for
+        self._stopping = False
+        name = f"tallyboard-shipper {spool_path}"
+        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
+        self._thread.start()
+
+    def wait(self, timeout: float) -> bool:
+        """Wait until everything committed to the spool before the call is shipped; False on timeout."""
+        with self._changed:
+            self._asked += 1
+            ticket = self._asked
+            self._changed.notify_all()
+            return self._changed.wait_for(lambda: self._served >= ticket, timeout)
+
+    def stop(self, timeout: float = FINAL_WAIT) -> None:
+        """Ship what is left (for up to `timeout` s, unless the database is out of reach: the spool
+        keeps it for the next process or `tallyboard sync`), then end the thread."""
+        if not self.failing:
+            self.wait(timeout)
+        with self._changed:
+            self._stopping = True
+            self._changed.notify_all()
+        self._thread.join(timeout=1.0)
+
+    def _pause(self, seconds: float, until_asked_after: int | None = None) -> None:
+        with self._changed:
+            self._changed.wait_for(
+                lambda: self._stopping or (until_asked_after is not None and self._asked > until_asked_after),
+                seconds,
+            )
+
+    def _loop(self) -> None:
+        spool = SpoolStore(self.path)
+        destination: Destination | None = None
+        backoff, failing_since, reported = FIRST_BACKOFF, None, 0.0
+        while not self._stopping:
+            serving = self._asked
+            try:
+                if destination is None:
+                    destination = Destination(spool.target_url, spool.state("spool_id"))
+                moved = ship_once(spool, destination)
+            except Exception as error:  # the database out of reach (or refusing): keep the spool, retry
+                if destination is not None:
+                    destination.close()
+                    destination = None
+                self.failing = True
+                now = time.monotonic()
+                failing_since = failing_since or now
+                if now - reported >= REPORT_EVERY:
+                    reported = now
+                    self._report(spool, now - failing_since, error)
+                self._pause(backoff, until_asked_after=serving)  # wait() asks for a try now
+                backoff = min(backoff * 2, MAX_BACKOFF)
+                continue
+            if failing_since is not None:
+                log.warning("tallyboard: spool %s ships to %s again", self.path, spool.target_url)
+            self.failing, backoff, failing_since = False, FIRST_BACKOFF, None
+            if not moved:
+                with self._changed:
+                    self._served = max(self._served, serving)
+                    self._changed.notify_all()
+                self._pause(IDLE_WAIT, until_asked_after=serving)
+        if destination is not None:
+            destination.close()
+        spool.close()
+
+    def _report(self, spool: SpoolStore, failing_for: float, error: Exception) -> None:
+        count, oldest = spool.backlog()
+        behind = f", the oldest logged {time.time() - oldest:.0f} s ago" if oldest is not None else ""
+        log.warning(
+            "tallyboard: spool %s could not ship to %s for %.0f s (%s); %d entries wait in the spool%s."
+            " They are safe on disk; shipping resumes on its own, or run `tallyboard sync %s`",
+            self.path, spool.target_url, failing_for, str(error).strip().splitlines()[0] if str(error) else
+            type(error).__name__, count, behind, self.path,
+        )  # fmt: skip
+
+
+_shippers: dict[tuple[int, str], Shipper] = {}
+_shippers_lock = threading.Lock()
+
+
+def shipper_for(spool_path: str) -> Shipper:
+    """This process's shipper of the spool at `spool_path`, started at the first call; it ships
+    what is left when the process exits (after the sinks drained into the spool: registered first,
+    its exit hook runs after theirs)."""
+    key = (os.getpid(), os.path.abspath(spool_path))
+    with _shippers_lock:
+        shipper = _shippers.get(key)
+        if shipper is None:
+            shipper = _shippers[key] = Shipper(key[1])
+            atexit.register(shipper.stop)
+        return shipper
+
+
+def stop_shippers(timeout: float = FINAL_WAIT) -> None:
+    """Stop this process's shippers, each after shipping what it can within `timeout` s; the next
+    `shipper_for` starts a new one (tests end theirs with this)."""
+    with _shippers_lock:
+        stopping = [shipper for (pid, _), shipper in _shippers.items() if pid == os.getpid()]
+        for shipper in stopping:
+            del _shippers[(os.getpid(), shipper.path)]
+    for shipper in stopping:
+        atexit.unregister(shipper.stop)
+        shipper.stop(timeout)
