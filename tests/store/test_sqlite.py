@@ -3,6 +3,8 @@ readers. The engine-neutral `Store` contract is in test_store.py."""
 
 import json
 import sqlite3
+import subprocess
+import sys
 import threading
 
 import pytest
@@ -61,3 +63,38 @@ def test_a_reader_with_an_open_transaction_never_blocks_a_commit(db_url):
     assert reader.execute("SELECT count(*) FROM scalars").fetchone() == (0,)  # its snapshot
     reader.execute("COMMIT")
     assert reader.execute("SELECT count(*) FROM scalars").fetchone() == (100,)
+
+
+FORK_MID_TRANSACTION = """
+import os, sys, threading
+from tallyboard.store import open_store
+path = sys.argv[1]
+store = open_store(path)
+inside, go_on = threading.Event(), threading.Event()
+
+def transaction():
+    inside.set()
+    go_on.wait()
+    store.execute("UPDATE meta SET value = value WHERE key = 'schema_version'")
+
+writer = threading.Thread(target=lambda: store.atomic(transaction))
+writer.start()
+inside.wait()
+threading.Timer(0.2, go_on.set).start()  # the transaction ends while the fork waits for it
+pid = os.fork()
+if pid == 0:  # SQLite's lock bookkeeping, copied by the fork, must not say the write lock is held
+    child = open_store(path)
+    child.atomic(lambda: child.execute("UPDATE meta SET value = value WHERE key = 'schema_version'"))
+    os._exit(0)
+writer.join()
+_, status = os.waitpid(pid, 0)
+print("child", os.waitstatus_to_exitcode(status))
+"""
+
+
+def test_a_child_forked_while_a_thread_is_inside_a_transaction_can_write(db_url):
+    open_store(db_url).close()
+    done = subprocess.run(
+        [sys.executable, "-c", FORK_MID_TRANSACTION, db_url], capture_output=True, text=True, timeout=60
+    )
+    assert done.stdout.strip() == "child 0", done.stderr

@@ -346,3 +346,29 @@ def _same_file(one: SqliteStore, other: SqliteStore) -> bool:
 
 _writers = _Writers()
 atexit.register(_writers.checkpoint_all)  # registered before the sink's hooks, so it runs after them
+
+# SQLite keeps, inside each process, which of its connections holds which lock on a file, and a
+# fork copies that bookkeeping. A child forked while one of our threads (the sink's, say) was inside
+# a transaction believes that lock is still held, by a connection it will never use: its own first
+# write then waits on it forever. So a fork waits, at most FORK_WAIT seconds, for the writing
+# stores' transactions in flight to end (each runs under the store's lock), and none begins until
+# the fork is done.
+FORK_WAIT = 2.0
+_held_for_fork: list[SqliteStore] = []
+
+
+def _before_fork() -> None:
+    deadline = time.monotonic() + FORK_WAIT
+    with _writers._lock:
+        stores = list(_writers._stores.values())
+    for store in stores:
+        if store._lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
+            _held_for_fork.append(store)
+
+
+def _after_fork() -> None:
+    while _held_for_fork:
+        _held_for_fork.pop()._lock.release()
+
+
+os.register_at_fork(before=_before_fork, after_in_parent=_after_fork, after_in_child=_after_fork)
