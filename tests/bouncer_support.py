@@ -18,6 +18,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from own_postgres import free_port
@@ -59,11 +60,15 @@ class Bouncer:
 
     def start(self) -> None:
         command = [BINARY, "-u", USER, self.ini] if os.geteuid() == 0 else [BINARY, self.ini]
-        self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        # pgbouncer logs to stderr as well as to its logfile: a pipe nobody reads would fill up
+        # (64 kB of connection lines) and stop it mid-write, with every client waiting on it
+        stderr = Path(self.folder) / "stderr.log"
+        with open(stderr, "ab") as sink:
+            self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=sink)
         deadline = time.monotonic() + 10
         while not _listening(self.port):
             if self.process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"pgbouncer did not start: {self.process.stderr.read().decode()}")
+                raise RuntimeError(f"pgbouncer did not start: {stderr.read_text(errors='replace')}")
             time.sleep(0.02)
 
     def stop(self) -> None:
