@@ -18,6 +18,7 @@ from importlib import import_module
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from tallyboard.extras import missing_framework
 from tallyboard.relaunch import record_launch, run_to_resume
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -27,15 +28,6 @@ if TYPE_CHECKING:  # pragma: no cover
 log = logging.getLogger(__name__)
 
 JsonScalar = str | int | float | bool | None
-
-
-def missing_framework(error: ImportError, purpose: str) -> ImportError:
-    """The error to raise when a framework import fails: it names the pip extra that installs it."""
-    return ImportError(
-        f"{purpose} needs {error.name or 'a package'!r}, which is not installed: "
-        "pip install 'tallyboard[integrations]'",
-        name=error.name,
-    )
 
 
 def require(module: str, purpose: str) -> ModuleType:

@@ -23,7 +23,8 @@ from argparse import Namespace
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
-from tallyboard.integrations import FrameworkRun, missing_framework
+from tallyboard.extras import missing_framework
+from tallyboard.integrations import FrameworkRun
 
 try:
     from lightning.pytorch.loggers import Logger

@@ -24,7 +24,8 @@ import os
 from numbers import Real
 from typing import TYPE_CHECKING, Any
 
-from tallyboard.integrations import FrameworkRun, missing_framework
+from tallyboard.extras import missing_framework
+from tallyboard.integrations import FrameworkRun
 
 try:
     from transformers import TrainerCallback

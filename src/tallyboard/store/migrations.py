@@ -87,7 +87,7 @@ _NOT_NULL_EMPTY = re.compile(r"\b(note|tag)(\s+TEXT)\s+NOT\s+NULL\s+DEFAULT\s+''
 
 
 def nullable_note_and_tag(store: Engine) -> None:
-    from tallyboard.store import is_postgres_url
+    from tallyboard.store.location import is_postgres_url
 
     if is_postgres_url(store.url):
         store.execute(
@@ -116,7 +116,7 @@ def nullable_note_and_tag(store: Engine) -> None:
 # Why in Python: neither engine's ALTER TABLE ADD COLUMN can say "unless it exists" the same way
 # (SQLite has no IF NOT EXISTS there), and the step must be safe to run on a table that has it.
 def markdown_flag_on_texts(store: Engine) -> None:
-    from tallyboard.store import is_postgres_url
+    from tallyboard.store.location import is_postgres_url
 
     if is_postgres_url(store.url):
         store.execute("ALTER TABLE texts ADD COLUMN IF NOT EXISTS markdown INTEGER NOT NULL DEFAULT 0")
@@ -132,7 +132,7 @@ BACKFILL_CHUNK = 50_000
 
 
 def typed_values(store: Engine) -> None:
-    from tallyboard.store import is_postgres_url
+    from tallyboard.store.location import is_postgres_url
 
     postgres = is_postgres_url(store.url)
     for table in ("hparams", "results"):

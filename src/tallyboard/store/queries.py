@@ -20,15 +20,16 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from tallyboard.store import histograms as histogram_rows
-from tallyboard.store.base import Store
-from tallyboard.store.location import Access, require_current
 from tallyboard.store.logged import artifacts_query, console_query
 from tallyboard.store.records import ArtifactRow, Column, ConsoleLine
 from tallyboard.store.run_row import DETAIL_FIELDS, LISTED_FIELDS
 from tallyboard.store.schema import BLOCK_BITS
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tallyboard.store.base import Store
 
 # A number as JSON writes it; groups 1 and 2 (fraction, exponent) make it a float.
 _JSON_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?")
@@ -72,23 +73,6 @@ class SeriesOfRun(NamedTuple):
     start_time: float
 
 
-def open_for_dashboard(url_or_path: str, read_only: bool) -> tuple[DashboardQueries, Store | None]:
-    """The dashboard's queries and, unless `read_only`, the store its edits go through.
-
-    Opening creates nothing and migrates nothing (store/location.py): a location without a result
-    table, or with an older one, is an error that says what is there or which command migrates it."""
-    from tallyboard.store import open_store
-
-    store = open_store(url_or_path, access=Access.READ if read_only else Access.EDIT)
-    try:
-        require_current(store.url, store.schema_version, "the dashboard")
-        queries = store.reads
-    except BaseException:
-        store.close()
-        raise
-    return queries, None if read_only else store
-
-
 class DashboardQueries:
     """Thread-safe access to one store for the dashboard, through a small pool of connections.
 
@@ -96,14 +80,14 @@ class DashboardQueries:
     and each connection holds its own page cache, so per-thread connections would let memory grow
     with the number of threads that ever served a request."""
 
-    def __init__(self, store: Store | str, connections: int = 4, read_only: bool = False) -> None:
-        """Queries through connections lent by `store` (its engine makes them); given a location
-        instead, the store there is opened to read, and closed with these queries."""
-        from tallyboard.store import open_store
-
-        self._owned: Store | None = None
-        if not isinstance(store, Store):
-            store = self._owned = open_store(store, access=Access.READ)
+    def __init__(
+        self, store: Store, connections: int = 4, read_only: bool = False, owns_store: bool = False
+    ) -> None:
+        """Queries through connections lent by `store` (its engine makes them); `owns_store`: the
+        store is closed with these queries (`tallyboard.store.open_queries` opened it for them).
+        Why the store is given, never a location: opening one needs the engines, which import this
+        module (`Store.reads`)."""
+        self._owned: Store | None = store if owns_store else None
         self.store = store
         self.url = self.store.url
         self.read_only = read_only
