@@ -83,7 +83,7 @@ class FrameworkRun:
     def __init__(
         self,
         writer: LogWriter | None,
-        table: str | os.PathLike[str] | ResultTable,
+        table: str | os.PathLike[str] | ResultTable | None,
         experiment_name: str,
         run_kwargs: dict[str, Any],
         *,
@@ -104,7 +104,7 @@ class FrameworkRun:
     def __getstate__(self) -> dict[str, Any]:
         """What a spawned process needs: the run's id and the table's location, not open connections."""
         state = dict(self.__dict__, _writer=None)
-        if not isinstance(self._table, (str, os.PathLike)):
+        if self._table is not None and not isinstance(self._table, (str, os.PathLike)):
             state["_table"] = self._table.db_path
         return state
 

@@ -15,9 +15,11 @@ from tallyboard.store.run_row import RUN_COLUMNS
 from tallyboard.store.schema import (
     MIGRATIONS,
     SCHEMA_V1,
-    SCHEMA_VERSION,
     TYPED_VALUE_INDEXES,
     TYPED_VALUES_STEP,
+)
+from tallyboard.store.schema import (
+    SCHEMA_VERSION as SCHEMA_VERSION,  # re-exported: engine.py reads it here (tests replace it here)
 )
 from tallyboard.store.typed_values import TYPED_COLUMNS, with_types
 

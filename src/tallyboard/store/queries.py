@@ -17,7 +17,7 @@ import json
 import queue
 import re
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -92,7 +92,7 @@ class DashboardQueries:
         self.url = self.store.url
         self.read_only = read_only
         self.postgres = self.store.dialect == "postgresql"
-        self._idle: queue.LifoQueue = queue.LifoQueue()
+        self._idle: queue.LifoQueue[Any] = queue.LifoQueue()
         self._slots = threading.BoundedSemaphore(connections)
         try:
             self._one("SELECT value FROM meta WHERE key = 'schema_version'")
@@ -126,14 +126,15 @@ class DashboardQueries:
                 cursor = conn.execute(self._sql(sql), tuple(params))
             return cursor.fetchall() if fetch == "all" else cursor.fetchone()
 
-    def _read_only(self, conn: Any) -> AbstractContextManager:
+    def _read_only(self, conn: Any) -> AbstractContextManager[Any]:
         """PostgreSQL opened read-only: the block's statements in one read-only transaction, ended
         with the block (not a session setting, which PgBouncer would pass on to other clients)."""
         if not (self.postgres and self.read_only):
             return nullcontext()
-        return conn.transaction()
+        transaction: AbstractContextManager[Any] = conn.transaction()
+        return transaction
 
-    def _each(self, sql: str, param_rows: Sequence[Sequence[Any]]) -> list[tuple]:
+    def _each(self, sql: str, param_rows: Sequence[Sequence[Any]]) -> list[tuple[Any, ...]]:
         """The first row of `sql` for each parameter row, on one connection: SQLite reruns its
         cached statement; PostgreSQL sends them all in one pipeline (one round trip, not one each)."""
         if not param_rows:
@@ -141,15 +142,17 @@ class DashboardQueries:
         with self._connection() as conn, self._read_only(conn):
             return self.store.first_rows(conn, sql, param_rows)
 
-    def _all(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
-        return self._run(sql, params, "all")
+    def _all(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        rows: list[tuple[Any, ...]] = self._run(sql, params, "all")
+        return rows
 
-    def read(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
+    def read(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         """The rows of a query built elsewhere (the runs table's views: dashboard/runs_sql.py)."""
         return self._all(sql, params)
 
-    def _one(self, sql: str, params: Sequence[Any] = ()) -> tuple | None:
-        return self._run(sql, params, "one")
+    def _one(self, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
+        row: tuple[Any, ...] | None = self._run(sql, params, "one")
+        return row
 
     def close(self) -> None:
         """Close the idle connections (and the store, when these queries opened it)."""
@@ -164,7 +167,7 @@ class DashboardQueries:
     # -- the runs table -----------------------------------------------------------------------
     def runs_version(self) -> tuple[int, float]:
         """(number of runs, latest updated_at): changes whenever any run's row changes."""
-        count, latest = self._one("SELECT COUNT(*), MAX(updated_at) FROM runs")
+        count, latest = self._one("SELECT COUNT(*), MAX(updated_at) FROM runs") or (0, None)  # always a row
         return int(count), float(latest or 0.0)
 
     def runs(self, updated_after: float | None = None) -> list[dict[str, Any]]:
@@ -184,7 +187,7 @@ class DashboardQueries:
         return self._with_values(rows, marks, list(run_ids))
 
     def _with_values(
-        self, rows: list[tuple], run_ids_sql: str, params: Sequence[Any]
+        self, rows: list[tuple[Any, ...]], run_ids_sql: str, params: Sequence[Any]
     ) -> list[dict[str, Any]]:
         """Runs (rows of LISTED_FIELDS) as dicts with their hparams and results."""
         runs = {row[0]: dict(zip(LISTED_FIELDS, row, strict=True), hparams={}, results={}) for row in rows}
@@ -278,10 +281,10 @@ class DashboardQueries:
         first = self._one(f"SELECT step FROM scalars {where} ORDER BY step LIMIT 1", params)
         if first is None:
             return None
-        last = self._one(f"SELECT step FROM scalars {where} ORDER BY step DESC LIMIT 1", params)
+        last = self._one(f"SELECT step FROM scalars {where} ORDER BY step DESC LIMIT 1", params) or first
         return first[0], last[0]
 
-    def points(self, key: SeriesKey, lo: int, hi: int, limit: int | None = None) -> list[tuple]:
+    def points(self, key: SeriesKey, lo: int, hi: int, limit: int | None = None) -> list[tuple[Any, ...]]:
         """Raw (step, epoch, walltime_ms, value) rows with lo <= step <= hi, in step order."""
         sql = (
             "SELECT step, epoch, walltime_ms, value FROM scalars"
@@ -310,7 +313,7 @@ class DashboardQueries:
             [run_id],
         )
 
-    def scalar_events(self, key: SeriesKey, after_seq: int, limit: int) -> list[tuple]:
+    def scalar_events(self, key: SeriesKey, after_seq: int, limit: int) -> list[tuple[Any, ...]]:
         """(seq, step, epoch, walltime_ms, value) of a series' points in source order, from seq
         `after_seq` + 1 on, at most `limit`; [] when the series never repeated a step."""
         return self._all(
@@ -319,7 +322,9 @@ class DashboardQueries:
             [key.run_id, key.tag_id, key.rep, after_seq, limit],
         )
 
-    def buckets(self, key: SeriesKey, lo: int, hi: int, span: int, origin: int | None = None) -> list[tuple]:
+    def buckets(
+        self, key: SeriesKey, lo: int, hi: int, span: int, origin: int | None = None
+    ) -> list[tuple[Any, ...]]:
         """Per bucket that holds points, its last row (step, epoch, walltime_ms, value), then its
         min and max value. Bucket k holds the steps of [origin + k * span, origin + (k + 1) * span)
         that lie in [lo, hi]; `origin` (<= lo) defaults to `lo`. Exactly what MIN, MAX and ORDER BY step
@@ -357,7 +362,7 @@ class DashboardQueries:
             rows = self._all(LAST_ROWS_SQLITE, [*starts, *ids, *ids, lo, span, hi])
         return [(*row, low[k], high[k]) for row, k in ((row, (row[0] - origin) // span) for row in rows)]
 
-    def stream_points(self, key: SeriesKey, batch: int = 5000) -> Iterator[tuple]:
+    def stream_points(self, key: SeriesKey, batch: int = 5000) -> Iterator[tuple[Any, ...]]:
         """Every (step, epoch, walltime_ms, value) of a series, fetched in bounded batches."""
         after = None
         while True:
@@ -495,7 +500,7 @@ def _cut_pieces(lo: int, hi: int, span: int, origin: int) -> list[tuple[int, int
     return [(k, start, stop) for k, start, stop in pieces if start < stop]
 
 
-def _extreme(choose, a: float | None, b: float | None) -> float | None:
+def _extreme(choose: Callable[[float, float], float], a: float | None, b: float | None) -> float | None:
     """min or max of two extremes where None (no finite-or-infinite value: NaN only) loses."""
     if a is None or b is None:
         return b if a is None else a
