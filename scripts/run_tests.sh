@@ -12,6 +12,9 @@ echo "== lint: ruff =="
 python -m ruff check src tests bench examples
 python -m ruff format --check src tests bench examples
 
+echo "== types: mypy (strict on the core; rules in pyproject.toml [tool.mypy]) =="
+python -m mypy
+
 bash scripts/ensure_services.sh
 
 # One worker per core (TALLYBOARD_TEST_WORKERS=0 runs them in this process); work stealing keeps a

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Proves the package as users get it works, not only the source tree: builds the wheel, installs it
 # (not editable) into a fresh venv outside the repository, and checks that
-#   1. `import tallyboard` and `tallyboard --version` work with no extra installed;
+#   1. `import tallyboard` and `tallyboard --version` work with no extra installed, and the
+#      package is marked typed (py.typed, PEP 561) so type checkers use our annotations;
 #   2. with the [demo] extra, `tallyboard demo --no-serve` trains and logs a sweep;
 #   3. `tallyboard serve` answers every page and every static file of the dashboard, i.e. the
 #      package data (scripts, styles, uPlot, the page template) ships in the wheel.
@@ -44,8 +45,10 @@ pip_install "$wheel"
 cd "$work"  # away from the repository: nothing may come from its src/
 env -u PYTHONPATH "$work/venv/bin/python" -c "
 import tallyboard, sys
+from importlib.resources import files
 assert tallyboard.__file__.startswith('$work/venv/'), tallyboard.__file__
-print('import tallyboard:', tallyboard.__file__)"
+assert files('tallyboard').joinpath('py.typed').is_file(), 'py.typed is missing from the wheel'
+print('import tallyboard:', tallyboard.__file__, '(typed)')"
 env -u PYTHONPATH "$work/venv/bin/tallyboard" --version
 
 echo "== the [demo] extra: train, log, serve =="

@@ -8,7 +8,8 @@ import pytest
 
 import tallyboard as tb
 from tallyboard.sink import end_runs
-from tallyboard.store.queries import DashboardQueries, SeriesKey
+from tallyboard.store import open_queries
+from tallyboard.store.queries import SeriesKey
 
 
 @pytest.fixture
@@ -30,7 +31,7 @@ def series(table, run_id, tag):
 
 def block_extremes(url, run_id, tag, rep=0):
     """(lowest, highest) of the first 256-step block, as the dashboard reads it from scalar_blocks."""
-    queries = DashboardQueries(url)
+    queries = open_queries(url)
     try:
         key = SeriesKey(run_id, queries.tag_id(tag), rep)
         ((*_, lowest, highest),) = queries.buckets(key, 0, 255, 256)

@@ -213,7 +213,8 @@ class FsspecBlobs(Blobs):
         return bool(self.fs.exists(self._path(blob_key(sha256))))
 
     def open(self, sha256: str) -> IO[bytes]:
-        return self.fs.open(self._path(blob_key(sha256)), "rb")
+        opened: IO[bytes] = self.fs.open(self._path(blob_key(sha256)), "rb")
+        return opened
 
     def _write_temporary(self, source: IO[bytes]) -> tuple[str, str, int]:
         temporary = self._path(f"tmp/{uuid.uuid4().hex}")

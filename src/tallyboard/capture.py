@@ -159,7 +159,9 @@ def read_config(config: str | os.PathLike[str] | IO[str] | IO[bytes]) -> ConfigF
     The hash is always of the exact bytes, the whole file; the text is decoded as UTF-8,
     undecodable bytes replaced.
     """
-    if hasattr(config, "read"):
+    if not isinstance(config, (str, os.PathLike)):  # an open file
+        if not hasattr(config, "read"):
+            raise TypeError(f"configfile must be a path or an open file, not {type(config).__name__}")
         name = getattr(config, "name", None)
         config_file = _config_from(_BytesOf(config), name if isinstance(name, str) else None)
         if hasattr(config, "seek"):
@@ -175,7 +177,7 @@ def read_config(config: str | os.PathLike[str] | IO[str] | IO[bytes]) -> ConfigF
         raise IsADirectoryError(f"config file is a directory: {path.resolve()}") from None
 
 
-def _config_from(file: IO[bytes], path: str | None) -> ConfigFile:
+def _config_from(file: left_out.Readable, path: str | None) -> ConfigFile:
     head, reason = left_out.read_head(file)
     size, sha256 = left_out.rest_digest(file, head)
     if reason is None:

@@ -196,7 +196,7 @@ def compare(samples: Sequence[RunSample], by: Sequence[str], metric: str, unit: 
     return result
 
 
-def _order(key: dict[str, Any]) -> tuple:
+def _order(key: dict[str, Any]) -> tuple[Any, ...]:
     """Groups in the order of their hparam values: numbers by value, anything else as text."""
     return tuple(
         (0, float(v), "") if isinstance(v, int | float) and not isinstance(v, bool) else (1, 0.0, _shown(v))

@@ -162,7 +162,7 @@ def train_repetition(
     hparams: dict[str, Any],
     seed: int,
     epochs: int,
-    on_step: Callable[[], None],
+    on_step: Callable[[], object],
 ) -> dict[str, float]:
     """Train one model from scratch and log everything about it; returns its final val metrics."""
     import warnings
@@ -262,7 +262,12 @@ def run_demo(
 
 
 def _sweep_run(
-    table: Any, data: Digits, hparams: dict[str, Any], sweep_id: str, epochs: int, on_step: Callable[[], None]
+    table: Any,
+    data: Digits,
+    hparams: dict[str, Any],
+    sweep_id: str,
+    epochs: int,
+    on_step: Callable[[], object],
 ) -> tuple[int, float]:
     """One point of the grid, trained `REPETITIONS` times; its results aggregate the repetitions.
     Returns its run id and mean val accuracy."""

@@ -40,3 +40,12 @@ def install_hint(module: str) -> str:
         f"{package} is not installed; it comes with the [{extra}] extra: pip install 'tallyboard[{extra}]'"
         f" (from a clone: pip install -e '.[{extra}]')"
     )
+
+
+def missing_framework(error: ImportError, purpose: str) -> ImportError:
+    """The error to raise when a framework import fails: it names the pip extra that installs it."""
+    return ImportError(
+        f"{purpose} needs {error.name or 'a package'!r}, which is not installed: "
+        "pip install 'tallyboard[integrations]'",
+        name=error.name,
+    )

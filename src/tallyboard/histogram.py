@@ -214,13 +214,13 @@ def unpack_ints(blob: bytes) -> tuple[int, ...]:
     return tuple(_little_endian(_frombytes("q", blob)))
 
 
-def _frombytes(code: str, blob: bytes) -> array:
+def _frombytes(code: str, blob: bytes) -> array[Any]:
     numbers = array(code)
     numbers.frombytes(bytes(blob))
     return numbers
 
 
-def _little_endian(numbers: array) -> array:
+def _little_endian(numbers: array[Any]) -> array[Any]:
     if sys.byteorder == "big":
         numbers.byteswap()
     return numbers

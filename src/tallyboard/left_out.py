@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict, dataclass
-from typing import IO
+from typing import Protocol
 
 MAX_FILE_BYTES = 256 * 1024
 MAX_TOTAL_BYTES = 2 * 1024 * 1024
@@ -54,7 +54,14 @@ def is_binary(head: bytes) -> bool:
     return b"\0" in head[:_TEXT_PROBE]
 
 
-def read_head(file: IO[bytes]) -> tuple[bytes, str | None]:
+class Readable(Protocol):
+    """What reading a file's head and digest needs: an open binary file, or capture's wrapper of a
+    text one."""
+
+    def read(self, size: int = -1, /) -> bytes: ...
+
+
+def read_head(file: Readable) -> tuple[bytes, str | None]:
     """The first bytes of a file, up to one more than `MAX_FILE_BYTES`, and why it must be left out
     (`TOO_LARGE`, `BINARY`) or None."""
     head = file.read(MAX_FILE_BYTES + 1)
@@ -63,7 +70,7 @@ def read_head(file: IO[bytes]) -> tuple[bytes, str | None]:
     return head, BINARY if is_binary(head) else None
 
 
-def rest_digest(file: IO[bytes], head: bytes) -> tuple[int, str]:
+def rest_digest(file: Readable, head: bytes) -> tuple[int, str]:
     """(size, sha256) of `head` followed by what is left of `file`, read in chunks."""
     digest, size = hashlib.sha256(head), len(head)
     while chunk := file.read(_CHUNK):

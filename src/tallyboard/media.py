@@ -177,12 +177,12 @@ class FigureTracker:
 # never imports matplotlib itself. (Code that did `from matplotlib.pyplot import show` before the
 # hook was installed keeps the unpatched function; use plt.show() or detect_and_log_figures().)
 
-_show_callbacks: list[Callable[[], None]] = []
+_show_callbacks: list[Callable[[], object]] = []
 _show_lock = threading.Lock()
-_patched: tuple[ModuleType, Callable[..., Any], Callable[..., Any]] | None = None  # pyplot, original, ours
+_patched: tuple[Any, Callable[..., Any], Callable[..., Any]] | None = None  # pyplot (untyped), original, ours
 
 
-def install_show_hook(callback: Callable[[], None]) -> Callable[[], None]:
+def install_show_hook(callback: Callable[[], object]) -> Callable[[], None]:
     """Call ``callback()`` before every ``pyplot.show()``; return a function that removes it again.
 
     An exception raised by the callback becomes a warning: logging must never stop a plot showing.
@@ -213,7 +213,7 @@ def _run_show_callbacks() -> None:
             warnings.warn(f"tallyboard could not log figures before show(): {error!r}", stacklevel=3)
 
 
-def _patch_show(pyplot: ModuleType) -> None:
+def _patch_show(pyplot: Any) -> None:  # matplotlib.pyplot, which has no type information
     global _patched
     if _patched is not None:
         return

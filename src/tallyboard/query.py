@@ -23,6 +23,7 @@ from tallyboard.store import Store
 from tallyboard.store.series import (
     DEFAULT_CHUNK_ROWS,
     SeriesChunk,
+    SeriesKey,
     SeriesSummary,
     iter_chunks,
     series_keys,
@@ -145,7 +146,12 @@ def _frame(backend: Backend, data: dict[str, list[Any]], names: list[str]) -> An
 
 
 # ---- series ------------------------------------------------------------------------------------
-def _keys(store: Store, run_ids: int | Iterable[int], tags: str | Iterable[str] | None, reps):
+def _keys(
+    store: Store,
+    run_ids: int | Iterable[int],
+    tags: str | Iterable[str] | None,
+    reps: int | Iterable[int] | None,
+) -> list[SeriesKey]:
     ids = [run_ids] if isinstance(run_ids, int) else list(run_ids)
     wanted_tags = [tags] if isinstance(tags, str) else (None if tags is None else list(tags))
     wanted_reps = [reps] if isinstance(reps, int) else (None if reps is None else list(reps))
@@ -251,7 +257,7 @@ def pivot(frame: Any, values: str = "value") -> Any:
     """A long series frame made wide: one row per (run_id, rep, step), one column per tag."""
     index = ["run_id", "rep", "step"]
     if isinstance(frame, list):
-        rows: dict[tuple, dict[str, Any]] = {}
+        rows: dict[tuple[Any, ...], dict[str, Any]] = {}
         for point in frame:
             key = (point.run_id, point.rep, point.step)
             rows.setdefault(key, dict(zip(index, key, strict=True)))[point.tag] = getattr(point, values)

@@ -19,16 +19,17 @@ def as_lines(value: Any) -> list[str]:
     """A field as lines: text as is, anything else (a CLI dict) as indented sorted JSON."""
     if value is None:
         return []
-    if not isinstance(value, str):
-        value = json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)
-    else:
+    text = (
+        value if isinstance(value, str) else json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)
+    )
+    if isinstance(value, str):
         try:  # the CLI is stored as JSON text: diff it key by key, not as one long line
             parsed = json.loads(value)
             if isinstance(parsed, dict | list):
-                value = json.dumps(parsed, indent=2, sort_keys=True, ensure_ascii=False)
+                text = json.dumps(parsed, indent=2, sort_keys=True, ensure_ascii=False)
         except ValueError:
             pass
-    return value.splitlines()
+    return text.splitlines()
 
 
 def side_by_side(a: list[str], b: list[str], context: int = CONTEXT) -> list[dict[str, Any]]:

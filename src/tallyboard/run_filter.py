@@ -27,6 +27,7 @@ The grammar is small enough to read in one go:
 from __future__ import annotations
 
 import math
+import operator
 import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
@@ -61,7 +62,7 @@ def _tokens(text: str) -> list[tuple[str, Any]]:
         match = _TOKEN.match(text, pos)
         if match is None or match.end() == pos:
             raise FilterError(f"unexpected {text[pos:].strip()[:20]!r} at position {pos}")
-        kind = match.lastgroup
+        kind = str(match.lastgroup)  # every alternative of _TOKEN is a named group
         raw = match.group(kind)
         if kind == "number":
             out.append(("lit", float(raw) if any(c in raw for c in ".eE") else int(raw)))
@@ -79,6 +80,11 @@ def _tokens(text: str) -> list[tuple[str, Any]]:
     return out
 
 
+_ORDER: dict[str, Callable[[Any, Any], bool]] = {
+    "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
+}  # fmt: skip
+
+
 def _compare(op: str, left: Any, right: Any) -> bool:
     if isinstance(left, (list, tuple)):  # several values (a run's tags): any of them matches
         if right is None and op in ("==", "=", "!="):
@@ -93,11 +99,11 @@ def _compare(op: str, left: Any, right: Any) -> bool:
     if op == "~":
         return left is not None and right is not None and str(right).lower() in str(left).lower()
     a, b = _number(left), _number(right)
-    if a is None or b is None:
-        if not (isinstance(left, str) and isinstance(right, str)):
-            return False
-        a, b = left.lower(), right.lower()
-    return {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[op]
+    if a is not None and b is not None:
+        return _ORDER[op](a, b)
+    if isinstance(left, str) and isinstance(right, str):
+        return _ORDER[op](left.lower(), right.lower())
+    return False
 
 
 def _number(value: Any) -> float | None:
@@ -114,14 +120,14 @@ def _equal(left: Any, right: Any) -> bool:
         return a == b
     if isinstance(left, str) and isinstance(right, str):
         return left.lower() == right.lower()
-    return left == right
+    return bool(left == right)
 
 
 # The parsed expression, shared by the Python predicate below and the SQL of the dashboard
 # (dashboard/runs_sql.py): ("lit", value), ("name", column), ("neg", node), ("not", node),
 # ("and", [nodes]), ("or", [nodes]), ("cmp", op, left, right), ("in_list", left, [literals]),
 # ("in_name", item, container) for `x in tags`.
-Node = tuple
+Node = tuple[Any, ...]
 
 
 class _Parser:
@@ -154,8 +160,9 @@ class _Parser:
         if not self.tokens:
             return ("lit", True)
         expr = self.or_()
-        if self.peek() is not None:
-            raise FilterError(f"unexpected {self.peek()[1]!r} at token {self.pos + 1}")
+        extra = self.peek()
+        if extra is not None:
+            raise FilterError(f"unexpected {extra[1]!r} at token {self.pos + 1}")
         return expr
 
     def or_(self) -> Node:

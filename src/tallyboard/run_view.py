@@ -11,7 +11,7 @@ import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Self
+from typing import TYPE_CHECKING, Any, Literal
 
 from tallyboard.media import open_png
 from tallyboard.store import Store
@@ -19,6 +19,8 @@ from tallyboard.store.records import ArtifactRow, ConsoleLine, MediaRow
 from tallyboard.values import check_key, check_text
 
 if TYPE_CHECKING:
+    from typing_extensions import Self  # typing.Self is new in Python 3.11; we support 3.10
+
     from tallyboard.histogram import HistogramRecord
 
 Status = Literal["running", "finished", "failed"]
@@ -277,7 +279,7 @@ class RunView:
         markdown = self._store.markdown_text_ids(self._run_id) if table == "texts" else set()
         for row in read(self._run_id, kind, **filters):
             item_id = row.media_id if isinstance(row, MediaRow) else row.text_id
-            record = {"id": item_id, "step": row.step, "epoch": row.epoch, "run_rep": row.rep}
+            record: dict[str, Any] = {"id": item_id, "step": row.step, "epoch": row.epoch, "run_rep": row.rep}
             record.update(tag=row.tag or None, walltime=row.walltime_ms / 1000)
             if isinstance(row, MediaRow):
                 record.update(width=row.width, height=row.height, png=row.png, image=open_png(row.png))
@@ -328,15 +330,18 @@ class RunView:
 
     @property
     def status(self) -> str:
-        return self._field("status")
+        status: str = self._field("status")
+        return status
 
     @property
     def tag(self) -> str:
-        return self._field("tag")
+        tag: str = self._field("tag")
+        return tag
 
     @property
     def color(self) -> str | None:
-        return self._field("color")
+        color: str | None = self._field("color")
+        return color
 
     @property
     def scalars(self) -> list[str]:

@@ -105,12 +105,12 @@ class SeriesQueue:
     def __init__(self, run_id: int, tag: str) -> None:
         self.run_id = run_id
         self.tag = tag
-        self.rows: list = []
+        self.rows: list[Any] = []
         self.limit = MIN_BUDGET_ROWS
         self.released = False  # its run ended: dropped once drained
 
 
-def record_bytes(row: tuple) -> int:
+def record_bytes(row: tuple[Any, ...]) -> int:
     """Memory of one queued record, counting its text and binary payloads."""
     size = RECORD_BYTES
     for item in row:
@@ -141,7 +141,7 @@ class Sink:
         self.pid = os.getpid()
         self._idle_since = time.monotonic()
         self._series: list[SeriesQueue] = []
-        self._records: list[tuple[str, tuple]] = []  # (Batch field name, row), in logging order
+        self._records: list[tuple[str, tuple[Any, ...]]] = []  # (Batch field name, row), in logging order
         # Batches sent before anything new, head first: one whose commit failed (sent again as it
         # was), or the parts of one the database rejected records of (see `_set_aside`).
         self._resend: list[Batch] = []
@@ -176,7 +176,7 @@ class Sink:
                 queue.limit = max(1, self._budget_rows() // (4 * len(self._series)))
         return queue
 
-    def series(self, run_id: int, tag: str) -> list:
+    def series(self, run_id: int, tag: str) -> list[Any]:
         """A new list that rows of one series are appended to (a `SeriesQueue` without its limit)."""
         return self.track(SeriesQueue(run_id, tag)).rows
 
@@ -358,7 +358,7 @@ class Sink:
             idle = time.monotonic() - self._idle_since >= self.idle_stop
             if self.users > 0 or not idle or self._records or any(q.rows for q in self._series):
                 return False
-            if _sinks.get(self.key) is self:
+            if self.key is not None and _sinks.get(self.key) is self:
                 del _sinks[self.key]
             return True
 

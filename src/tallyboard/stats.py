@@ -166,10 +166,10 @@ def importance(levels: Sequence[Hashable], results: Sequence[float]) -> Importan
 
     n = len(results)
     distinct = len(set(levels))
-    numeric = all(isinstance(v, int | float) and not isinstance(v, bool) for v in levels)
+    numbers = [float(v) for v in levels if isinstance(v, int | float) and not isinstance(v, bool)]
     rho = rho_p = None
-    if numeric and distinct > 1 and n > 2 and len(set(results)) > 1:
-        found = stats.spearmanr([float(v) for v in levels], results)
+    if len(numbers) == len(levels) and distinct > 1 and n > 2 and len(set(results)) > 1:
+        found = stats.spearmanr(numbers, results)
         rho, rho_p = float(found.statistic), float(found.pvalue)
     return Importance(n, distinct, rho, rho_p, eta_squared(levels, results) if distinct > 1 else None)
 

@@ -23,8 +23,8 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from tallyboard import monitor
+from tallyboard.extras import missing_framework
 from tallyboard.handlers import ResultTableEventHandler, exclusive_events
-from tallyboard.integrations import missing_framework
 
 if TYPE_CHECKING:  # pragma: no cover
     from tallyboard.writer import LogWriter

@@ -17,22 +17,24 @@ import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from enum import Enum
-from typing import IO, TYPE_CHECKING, Any, NamedTuple
+from typing import IO, TYPE_CHECKING, Any, NamedTuple, cast
 
 from tallyboard import capture, left_out, run_context
 from tallyboard import query as query_api
 from tallyboard.artifacts import location_for
 from tallyboard.media import open_png
 from tallyboard.run_view import RunView
-from tallyboard.sink import DEFAULT_COMMIT_INTERVAL, NullSink, arm_signals, sink_for
+from tallyboard.sink import DEFAULT_COMMIT_INTERVAL, NullSink, Sink, arm_signals, sink_for
 from tallyboard.store import Column, Quarantined, StoreError, open_store
-from tallyboard.store.records import DEBUG_RUN_ID, ConsoleLine
+from tallyboard.store.records import DEBUG_RUN_ID, ConsoleLine, ResumePoint
 from tallyboard.store.run_row import DEFAULT_UNIQUE_COLUMNS, UNIQUE_CANDIDATES
+from tallyboard.store.series import DEFAULT_CHUNK_ROWS
 from tallyboard.values import check_text, to_int
 from tallyboard.writer import LogWriter, let_go
 
 if TYPE_CHECKING:
     from tallyboard.comparison import Comparison
+    from tallyboard.store.spool import SpoolStore
 
 # DeepBoard's names for the same columns, accepted in `unique_columns`.
 DEEPBOARD_NAMES = {"config": "config_path", "commit_hash": "git_commit", "diff": "git_diff"}
@@ -140,7 +142,15 @@ class ResultTable:
         arm_signals()  # from the main thread, so that runs of any thread are ended on SIGTERM
 
     # ---- starting runs ------------------------------------------------------------------------
-    def _run_fields(self, experiment_name, configfile, cli, comment, tag, with_git) -> dict[str, Any]:
+    def _run_fields(
+        self,
+        experiment_name: str,
+        configfile: str | os.PathLike[str] | IO[str] | None,
+        cli: dict[str, Any] | None,
+        comment: str | None,
+        tag: str,
+        with_git: bool,
+    ) -> dict[str, Any]:
         """The run's row, every text checked first (`values.check_text`): a run the database cannot
         store must not start."""
         if not isinstance(experiment_name, str) or not experiment_name:
@@ -192,9 +202,11 @@ class ResultTable:
             key.append(json.dumps(dict(unique), sort_keys=True, default=str))
         return json.dumps(key)
 
-    def _start(self, debug, name, configfile, cli, comment, tag, flush_each, keep_each, auto_log_plt,
-               disable, system_metrics, unique=True, capture_console=False,
-               environment=True) -> LogWriter:  # fmt: skip
+    def _start(self, debug: bool, name: str, configfile: str | os.PathLike[str] | IO[str] | None,
+               cli: dict[str, Any] | None, comment: str | None, tag: str, flush_each: int, keep_each: int,
+               auto_log_plt: bool, disable: bool, system_metrics: bool,
+               unique: bool | Mapping[str, Any] = True, capture_console: bool = False,
+               environment: bool = True) -> LogWriter:  # fmt: skip
         """What new_run and new_debug_run share; a debug run skips git and uniqueness."""
         if disable:
             return LogWriter(
@@ -213,7 +225,15 @@ class ResultTable:
         run_context.attach(writer, capture_console, environment)
         return writer
 
-    def _writer(self, sink, run_id, keep_each, auto_log_plt, system_metrics, resume=None) -> LogWriter:
+    def _writer(
+        self,
+        sink: Sink,
+        run_id: int,
+        keep_each: int,
+        auto_log_plt: bool,
+        system_metrics: bool,
+        resume: ResumePoint | None = None,
+    ) -> LogWriter:
         """The writer of a run just created or reopened (with where it stopped, if reopened)."""
         writer = LogWriter(
             self._store, sink, run_id, keep_each, auto_log_plt, resume=resume, artifacts=self.artifacts
@@ -408,7 +428,7 @@ class ResultTable:
     def get_config(self, run_id: int) -> str:
         """The content of the run's config file as it was when the run started. `KeyError` if it
         had none, or if it was not stored (binary or too large: the message says which)."""
-        content = self._require(run_id)["config_content"]
+        content: str | None = self._require(run_id)["config_content"]
         if content is None:
             raise KeyError(f"run {run_id} has no config file")
         entry = left_out.listed_config(content)
@@ -475,7 +495,7 @@ class ResultTable:
         step_range: tuple[int | None, int | None] | None = None,
         downsample: int | None = None,
         backend: str | None = None,
-        chunk_rows: int = query_api.DEFAULT_CHUNK_ROWS,
+        chunk_rows: int = DEFAULT_CHUNK_ROWS,
     ) -> Any:
         """Logged scalars as one long frame (run_id, tag, rep, step, epoch, walltime, value).
         `step_range` is inclusive, (low, high), None for an open end; `downsample=n` keeps the
@@ -492,7 +512,7 @@ class ResultTable:
         step_range: tuple[int | None, int | None] | None = None,
         downsample: int | None = None,
         backend: str | None = None,
-        chunk_rows: int = query_api.DEFAULT_CHUNK_ROWS,
+        chunk_rows: int = DEFAULT_CHUNK_ROWS,
     ) -> Iterator[Any]:
         """What `series` returns, as frames of at most `chunk_rows` rows (each from one series)."""
         which = query_api.Selection(run_ids, tags, reps, step_range, downsample)
@@ -579,7 +599,7 @@ class ResultTable:
         spool, `run.run_id` is the spool's own (None before shipping); without one it is `run_id`."""
         if self.spool is None:
             return run_id
-        return self._store.database_run_id(run_id)
+        return cast("SpoolStore", self._store).database_run_id(run_id)  # a spool's table is a SpoolStore
 
     def close(self) -> None:
         """Close the table's own connection (writers keep theirs until they end)."""

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from tallyboard.sink import AT_EXIT, NullSink, SeriesQueue, Sink, closed, end_run, opened
 from tallyboard.store import Store
 from tallyboard.store.records import (
+    QueuedRecord,
     QueuedRepetition,
     QueuedValue,
     ResumePoint,
@@ -106,7 +107,7 @@ class LogWriter(RecordLogging):
         self._uploader: Any = None  # artifacts.Uploader, started by the first log_artifact
         if not self._read_only:
             _writing[(sink.key, run_id)] = self
-            opened(self, sink)
+            opened(self, self._live_sink)
             if resume is not None:
                 self._continue(resume)
             if auto_log_plt:
@@ -220,10 +221,17 @@ class LogWriter(RecordLogging):
         check included), as DeepBoard did. They are rare, so the training thread can afford it.
         An open run writes through its sink's connection, in turn with the sink's batches; a
         loaded or ended one through its table's."""
-        return self._store if self._read_only else self._sink.store
+        return self._store if self._read_only else self._live_sink.store
+
+    @property
+    def _live_sink(self) -> Sink:
+        """The sink of a run being written: a disabled run holds a NullSink and is never written."""
+        if isinstance(self._sink, NullSink):
+            raise RuntimeError(f"run {self._run_id} is disabled: it writes nothing")
+        return self._sink
 
     def _change_row(
-        self, change: Callable[[Store], None], queued: list[tuple[str, tuple]] | None = None
+        self, change: Callable[[Store], None], queued: list[tuple[str, QueuedRecord]] | None = None
     ) -> None:
         """Apply a change to the run's row now; should the database refuse the data itself (a
         constraint, a trigger), the caller gets a ValueError at this call and nothing else is held
@@ -247,7 +255,7 @@ class LogWriter(RecordLogging):
             log.warning("tallyboard: run %s: %s; the change waits for the database", self._run_id, first)
             return self._queue(queued)
 
-    def _queue(self, records: list[tuple[str, tuple]]) -> None:
+    def _queue(self, records: list[tuple[str, QueuedRecord]]) -> None:
         for kind, row in records:
             self._sink.put(kind, row)
 
@@ -289,7 +297,7 @@ class LogWriter(RecordLogging):
         if self._uploader is not None:
             self._uploader.close()  # waits for the copies first
         try:
-            end_run(self._sink, self._run_id, status)
+            end_run(self._live_sink, self._run_id, status)
         finally:
             closed(self)
             if _writing.get((self._sink.key, self._run_id)) is self:

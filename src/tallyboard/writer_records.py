@@ -57,7 +57,17 @@ class RecordLogging(RunView):
         step = to_int("step", step)
         return step, None if epoch is None else to_int("epoch", epoch), _clock() - self._rep_start
 
-    def _put_media(self, kind: str, png: bytes, width: int, height: int, step, tag, epoch, flush) -> None:
+    def _put_media(
+        self,
+        kind: str,
+        png: bytes,
+        width: int,
+        height: int,
+        step: int | None,
+        tag: str | None,
+        epoch: int | None,
+        flush: bool,
+    ) -> None:
         tag = _record_tag(kind, tag)
         step, epoch, walltime = self._position(step, epoch)
         row = QueuedMedia(self._run_id, tag, self._rep, step, epoch, walltime, kind, width, height, png)
@@ -102,7 +112,9 @@ class RecordLogging(RunView):
             self.flush()
         return None
 
-    def _log_figures(self, step: int | None = None, tag: str | None = None, epoch: int | None = None) -> list:
+    def _log_figures(
+        self, step: int | None = None, tag: str | None = None, epoch: int | None = None
+    ) -> list[Any]:
         """Queue the changed figures (also the auto_log_plt hook, called just before plt.show())."""
         if self._read_only:
             return []
@@ -115,7 +127,16 @@ class RecordLogging(RunView):
             self._put_media("figure", png, width, height, step, tag, epoch, False)
         return [figure for figure, _, _, _ in changed]
 
-    def _put_text(self, kind: str, content: Any, step, tag, epoch, flush, markdown: bool = False) -> None:
+    def _put_text(
+        self,
+        kind: str,
+        content: Any,
+        step: int | None,
+        tag: str | None,
+        epoch: int | None,
+        flush: bool,
+        markdown: bool = False,
+    ) -> None:
         if self._read_only:
             return self._refuse()
         check_text(f"{kind} content", content)

@@ -9,6 +9,7 @@ import pytest
 
 import tallyboard as tb
 from tallyboard.dashboard.downsample import Downsampler, bucket_width, raw_after
+from tallyboard.store import open_queries
 from tallyboard.store.queries import DashboardQueries, SeriesKey
 
 POINTS = 20_000
@@ -25,7 +26,7 @@ def long_series(db_url):
         for step, value in enumerate([1.0, math.nan, math.inf, -math.inf, 2.0]):
             run.add_scalar("train/odd", value, step=step)
     table.close()
-    queries = DashboardQueries(db_url)
+    queries = open_queries(db_url)
     yield queries
     queries.close()
 
@@ -58,7 +59,7 @@ def test_the_summary_follows_a_growing_series(db_url):
     for step in range(10_000):
         run.add_scalar("loss", 1.0, step=step)
     run.flush()
-    queries = DashboardQueries(db_url)
+    queries = open_queries(db_url)
     downsampler = Downsampler(queries)
     key = key_of(queries, "loss")
     assert max(downsampler.series(key, 0, 9_999, 100, 0, 9_999).high) == 1.0
@@ -80,7 +81,7 @@ def test_buckets_hold_the_min_max_and_last_point_of_their_steps(db_url):
         for step, value in values.items():
             run.add_scalar("loss", value, step=step, epoch=step // 10)
     table.close()
-    queries = DashboardQueries(db_url)
+    queries = open_queries(db_url)
     rows = queries.buckets(key_of(queries, "loss"), 0, 39, 5)  # buckets of 5 steps from step 0
     queries.close()
     assert [(step, epoch, value, low, high) for step, epoch, _, value, low, high in rows] == [

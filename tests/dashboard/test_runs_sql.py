@@ -11,7 +11,7 @@ import pytest
 import tallyboard as tb
 from tallyboard.dashboard.runs_table import RunsTable, _public
 from tallyboard.run_filter import FilterError, column_resolver, parse_tree
-from tallyboard.store.queries import DashboardQueries
+from tallyboard.store import open_queries
 from tallyboard.store.runs_sql import NotInSql, Translator
 
 NAN, INF = float("nan"), float("inf")
@@ -68,7 +68,7 @@ def runs_table(db_url: str):
         table.hide_run(run_id)
     table.set_column_alias({"lr": "Learning Rate"})
     table.close()
-    queries = DashboardQueries(db_url)
+    queries = open_queries(db_url)
     yield RunsTable(queries)
     queries.close()
 

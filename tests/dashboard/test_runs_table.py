@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import tallyboard as tb
 from tallyboard.dashboard.runs_table import RunsTable, _public
-from tallyboard.store.queries import DashboardQueries
+from tallyboard.store import open_queries
 
 
 def test_refresh_picks_up_new_edited_and_replaced_runs(sample_db):
-    queries = DashboardQueries(str(sample_db))
+    queries = open_queries(str(sample_db))
     runs = RunsTable(queries)
     assert runs.page().total == 4
     table = tb.ResultTable(sample_db, nocommit_action=tb.NoCommitAction.NOP)
@@ -27,7 +27,7 @@ def test_refresh_picks_up_new_edited_and_replaced_runs(sample_db):
 
 
 def test_columns_follow_the_store_and_include_every_value(sample_db):
-    queries = DashboardQueries(str(sample_db))
+    queries = open_queries(str(sample_db))
     runs = RunsTable(queries)
     runs.refresh()
     columns = {c.name: c for c in runs.columns()}
@@ -53,10 +53,10 @@ def test_a_fresh_server_answers_from_sql_with_every_column_and_loads_nothing(sam
     views = ({}, {"descending": True}, {"show_hidden": True}, {"offset": 1, "limit": 2},
              {"sort": "lr", "filter_text": "lr > 0"})  # fmt: skip
     for options in views:
-        fresh = RunsTable(DashboardQueries(str(sample_db)))
+        fresh = RunsTable(open_queries(str(sample_db)))
         page = fresh.page(**options)
         assert not fresh._rows, options  # nothing loaded into memory
-        loaded = RunsTable(DashboardQueries(str(sample_db)))
+        loaded = RunsTable(open_queries(str(sample_db)))
         loaded.refresh()
         view = [options.get(name, default) for name, default in VIEW_DEFAULTS]
         rows = loaded._select(loaded.columns(), *view[:3], "", view[3], None)
@@ -67,7 +67,7 @@ def test_a_fresh_server_answers_from_sql_with_every_column_and_loads_nothing(sam
 
 
 def test_a_kept_view_follows_edits_alias_changes_and_new_runs(sample_db):
-    queries = DashboardQueries(str(sample_db))
+    queries = open_queries(str(sample_db))
     runs = RunsTable(queries)
     view = {"sort": "lr", "filter_text": "lr > 0"}
     first = runs.page(**view)
@@ -103,7 +103,7 @@ def test_values_come_back_with_their_json_types_however_often_they_repeat(tmp_pa
             run.add_hparams(**values)
             run.write_result(nan=float("nan"), inf=float("inf"))
     table.close()
-    queries = DashboardQueries(str(tmp_path / "t.db"))
+    queries = open_queries(str(tmp_path / "t.db"))
     for run in queries.runs():
         assert {name: (type(v), repr(v)) for name, v in run["hparams"].items()} == {
             name: (type(v), repr(v)) for name, v in values.items()

@@ -18,9 +18,8 @@ import tallyboard as tb
 from bouncer_support import bouncer
 from own_postgres import own_server
 from pg_support import connect
-from tallyboard.store import Access, open_store
+from tallyboard.store import Access, open_queries, open_store
 from tallyboard.store.pg_session import OptionsRefused, ServerFull
-from tallyboard.store.queries import DashboardQueries
 
 # One short run of scalars, images and texts, as a job on a cluster logs it.
 JOB = """
@@ -111,7 +110,7 @@ def test_reading_leaves_the_shared_server_connection_writable():
         url = pooler.url_for(server.url)
         writer = open_store(url)
         reader = open_store(url, access=Access.READ)
-        dashboard = DashboardQueries(url, read_only=True)
+        dashboard = open_queries(url, read_only=True)
         for number in range(3):
             writer.create_run({"experiment": f"e{number}", "start_time": 0.0})
             assert len(reader.runs()) == number + 1

@@ -26,19 +26,17 @@ import tallyboard as tb
 from cli_runner import assert_one_line_error, run_cli
 from pg_support import connect
 from support import require
-from tallyboard.store import Access, Batch, NotAResultTable, open_store
-from tallyboard.store.queries import DashboardQueries
+from tallyboard.store import Access, Batch, NotAResultTable, open_queries, open_store
 
 SRC = Path(tb.__file__).resolve().parents[1]
 NOBODY = 65534
 READER = """
 import json, sys
 from tallyboard.runs_view import load_runs
-from tallyboard.store import Access, open_store
-from tallyboard.store.queries import DashboardQueries
+from tallyboard.store import Access, open_queries, open_store
 path = sys.argv[1]
 store = open_store(path, access=Access.READ)
-queries = DashboardQueries(path, read_only=True)
+queries = open_queries(path, read_only=True)
 print(json.dumps({"store": len(store.runs()), "runs_view": len(load_runs(path).rows),
                   "dashboard": queries.runs_version()[0]}))
 """
@@ -136,7 +134,7 @@ def test_a_reading_store_cannot_write(tmp_path: Path) -> None:
     store = open_store(path, access=Access.READ)
     with pytest.raises(sqlite3.OperationalError, match="readonly"):
         store.update_run(1, note="changed")
-    queries = DashboardQueries(str(path), read_only=True)
+    queries = open_queries(str(path), read_only=True)
     with pytest.raises(sqlite3.OperationalError, match="readonly"):
         queries._connect().execute("UPDATE runs SET note = 'changed'")
     assert open_store(path).run(1)["note"] is None  # unchanged: an empty note is NULL (schema v4)
@@ -188,7 +186,7 @@ def test_reading_postgresql_runs_read_only_transactions(pg_url: str) -> None:
     # other clients' writes on the same server connection fail
     assert store.execute("SHOW default_transaction_read_only") == [("off",)]
     store.close()
-    queries = DashboardQueries(pg_url, read_only=True)
+    queries = open_queries(pg_url, read_only=True)
     assert queries._one("SHOW transaction_read_only") == ("on",)
     assert queries._each("SHOW transaction_read_only", [()]) == [("on",)]
     assert queries._one("SHOW default_transaction_read_only") == ("off",)

@@ -11,7 +11,7 @@ import pytest
 import tallyboard as tb
 from store.schema_versions import downgrade
 from tallyboard.dashboard.downsample import Downsampler, grid
-from tallyboard.store import open_store
+from tallyboard.store import open_queries, open_store
 from tallyboard.store.queries import DashboardQueries, SeriesKey
 from tallyboard.store.schema import BLOCK_BITS, BLOCK_STEPS, SCHEMA_VERSION
 
@@ -52,7 +52,7 @@ def logged(db_url: str):
         run.add_scalar("train/loss", value_at(step, 1), step=step)
     run.close()
     table.close()
-    queries = DashboardQueries(db_url)
+    queries = open_queries(db_url)
     yield queries
     queries.close()
 
@@ -171,7 +171,7 @@ def test_steps_at_the_ends_of_the_64_bit_range_are_logged_and_summarised(db_url)
         run.add_scalar("train/loss", value, step=step)
     run.close()
     table.close()
-    queries = DashboardQueries(db_url)
+    queries = open_queries(db_url)
     try:
         key = SeriesKey(run.run_id, queries.tag_id("train/loss"), 0)
         points = queries.points(key, -(2**63), 2**63 - 1)

@@ -8,8 +8,7 @@ import math
 import tallyboard as tb
 from store.schema_versions import downgrade
 from tallyboard.dashboard.runs_table import RunsTable
-from tallyboard.store import open_store
-from tallyboard.store.queries import DashboardQueries
+from tallyboard.store import open_queries, open_store
 from tallyboard.store.schema import SCHEMA_VERSION, TYPED_VALUES_STEP
 from tallyboard.store.typed_values import BOOL, EMPTY_TEXT, NAN, NUMBER, TEXT, typed
 
@@ -76,7 +75,7 @@ def test_a_table_written_before_v10_gets_typed_values_at_its_first_write(db_url:
     store.close()
     rows = stored(db_url)
     assert len(rows) == 3 * (len(VALUES) + 1) + 1 and all(row[1:] == typed(row[0]) for row in rows.values())
-    queries = DashboardQueries(db_url)
+    queries = open_queries(db_url)
     try:
         page = RunsTable(queries).page(filter_text="lr < 0.5", sort="lr", descending=True)
         assert [row["cells"]["lr"] for row in page.rows] == [0.1, 0.01]

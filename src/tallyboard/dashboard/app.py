@@ -28,7 +28,7 @@ from tallyboard.dashboard.openapi import openapi_schema
 from tallyboard.dashboard.params import MAX_ID, BadRequest, Json
 from tallyboard.dashboard.runs_table import RunsTable
 from tallyboard.dashboard.security import FRAGMENT_CSP, BodyTooLarge, SecurityMiddleware, usable_token
-from tallyboard.store.queries import open_for_dashboard
+from tallyboard.store import open_for_dashboard
 
 HERE = Path(__file__).parent
 OUT_OF_RANGE = MAX_ID + 1

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ipaddress
 import secrets
 import socket
+from types import FrameType
 from urllib.parse import quote
 
 from tallyboard.dashboard.app import create_app
@@ -76,7 +77,7 @@ def serve(
     server = uvicorn.Server(config)
     stop = server.handle_exit
 
-    def handle_exit(sig: int, frame: object) -> None:
+    def handle_exit(sig: int, frame: FrameType | None) -> None:
         # uvicorn waits for open responses before its lifespan shutdown: end the event streams first.
         app.state.hub.close()
         stop(sig, frame)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from tallyboard.artifacts import (
     ArtifactError,
@@ -52,7 +53,7 @@ def export_artifacts(listed: list[ArtifactRow], blobs: Blobs, out: Path, file_fo
     return len(listed)
 
 
-def check_exported_files(directory: Path, rows: Iterable[tuple]) -> None:
+def check_exported_files(directory: Path, rows: Iterable[tuple[Any, ...]]) -> None:
     """Raise unless every listed blob is in the export (a valid hash, its file present)."""
     exported = LocalBlobs(directory / ARTIFACTS_DIR)
     for row in rows:

@@ -35,8 +35,8 @@ class RunBundle:
     hparams: dict[str, Any] = field(default_factory=dict)
     results: dict[str, Any] = field(default_factory=dict)
     scalars: dict[str, list[ScalarRow]] = field(default_factory=dict)
-    media: list[tuple] = field(default_factory=list)
-    texts: list[tuple] = field(default_factory=list)
+    media: list[tuple[Any, ...]] = field(default_factory=list)
+    texts: list[tuple[Any, ...]] = field(default_factory=list)
     repetitions: dict[int, float] = field(default_factory=dict)
 
     def record_count(self) -> int:

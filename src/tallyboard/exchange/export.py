@@ -41,7 +41,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -131,7 +131,7 @@ def _select_runs(store: Store, run_ids: Sequence[int] | None) -> list[dict[str, 
     return [run for run in runs if run["run_id"] in wanted]
 
 
-def _by_id(rows_by_kind: dict[str, list[tuple[Any, ...]]]) -> list[tuple[str, tuple[Any, ...]]]:
+def _by_id(rows_by_kind: Mapping[str, Sequence[tuple[Any, ...]]]) -> list[tuple[str, tuple[Any, ...]]]:
     """Records of several kinds merged back into logging order (their ids)."""
     merged = [(kind, row) for kind, rows in rows_by_kind.items() for row in rows]
     return sorted(merged, key=lambda item: item[1][0])
@@ -187,7 +187,7 @@ def _has_console(store: Store) -> bool:
     return (store.schema_version or CONSOLE_SINCE) >= CONSOLE_SINCE
 
 
-def _console_rows(store: Store, run_id: int) -> Iterator[tuple]:
+def _console_rows(store: Store, run_id: int) -> Iterator[tuple[Any, ...]]:
     """The run's console lines in capture order, read a page at a time."""
     after = 0
     while lines := store.console(run_id, after=after, limit=CONSOLE_PAGE):

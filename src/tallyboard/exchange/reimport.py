@@ -49,13 +49,20 @@ from tallyboard.exchange.export import (
     SCALARS,
     TEXTS,
     TEXTS_V1,
-    Layout,
 )
-from tallyboard.exchange.formats import FORMATS, read_rows
+from tallyboard.exchange.formats import FORMATS, Layout, read_rows
 from tallyboard.histogram import Histogram
 from tallyboard.store import Batch
 from tallyboard.store.histograms import queued_row
-from tallyboard.store.records import ArtifactRow, QueuedMedia, QueuedRepetition, QueuedText, QueuedValue
+from tallyboard.store.records import (
+    ArtifactRow,
+    QueuedEnvironment,
+    QueuedLine,
+    QueuedMedia,
+    QueuedRepetition,
+    QueuedText,
+    QueuedValue,
+)
 
 MEDIA_PER_BATCH = 200
 
@@ -64,7 +71,7 @@ def read_manifest(directory: Path) -> dict[str, Any]:
     path = directory / MANIFEST
     if not path.is_file():
         raise FileNotFoundError(f"{str(directory)!r} is not a tallyboard export (no {MANIFEST})")
-    manifest = json.loads(path.read_text(encoding="utf-8"))
+    manifest: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
     if manifest.get("tallyboard_export") not in READABLE_VERSIONS or manifest.get("format") not in FORMATS:
         raise ValueError(f"{path} is not a manifest this version of tallyboard can read")
     return manifest
@@ -84,13 +91,13 @@ class ExportReader:
         """Whether the export has the layout's file (an older export lacks `OPTIONAL_LAYOUTS`)."""
         return layout not in OPTIONAL_LAYOUTS or layout.path(self.directory, self.format).is_file()
 
-    def _read(self, layout: Layout) -> Iterator[list[tuple]]:
+    def _read(self, layout: Layout) -> Iterator[list[tuple[Any, ...]]]:
         """All rows of one file, in the columns its export version wrote (version 1 texts have no
         markdown flag; their rows are one column shorter, which `Batch.texts` reads as 0)."""
         written = TEXTS_V1 if layout is TEXTS and self.version < 2 else layout
         return read_rows(layout.path(self.directory, self.format), written, self.format)
 
-    def rows(self, layout: Layout) -> Iterator[list[tuple]]:
+    def rows(self, layout: Layout) -> Iterator[list[tuple[Any, ...]]]:
         """Batches of rows of the runs being imported, run id already mapped."""
         if not self.has(layout):
             return
@@ -117,7 +124,7 @@ class ExportReader:
                 check_exported_files(self.directory, chunk)
         return total
 
-    def all_rows(self, layout: Layout) -> list[tuple]:
+    def all_rows(self, layout: Layout) -> list[tuple[Any, ...]]:
         return [row for chunk in self._read(layout) for row in chunk]
 
 
@@ -186,9 +193,9 @@ def _record_batches(reader: ExportReader) -> Iterator[Batch]:
     yield from _media_batches(reader)
     yield from _histogram_batches(reader)
     for chunk in reader.rows(CONSOLE):
-        yield Batch(console=chunk)
+        yield Batch(console=[QueuedLine(*row) for row in chunk])
     for chunk in reader.rows(ENVIRONMENTS):
-        yield Batch(environments=chunk)
+        yield Batch(environments=[QueuedEnvironment(*row) for row in chunk])
 
 
 def import_export(

@@ -18,6 +18,7 @@ from importlib import import_module
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from tallyboard.extras import missing_framework
 from tallyboard.relaunch import record_launch, run_to_resume
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -27,15 +28,6 @@ if TYPE_CHECKING:  # pragma: no cover
 log = logging.getLogger(__name__)
 
 JsonScalar = str | int | float | bool | None
-
-
-def missing_framework(error: ImportError, purpose: str) -> ImportError:
-    """The error to raise when a framework import fails: it names the pip extra that installs it."""
-    return ImportError(
-        f"{purpose} needs {error.name or 'a package'!r}, which is not installed: "
-        "pip install 'tallyboard[integrations]'",
-        name=error.name,
-    )
 
 
 def require(module: str, purpose: str) -> ModuleType:
@@ -91,7 +83,7 @@ class FrameworkRun:
     def __init__(
         self,
         writer: LogWriter | None,
-        table: str | os.PathLike[str] | ResultTable,
+        table: str | os.PathLike[str] | ResultTable | None,
         experiment_name: str,
         run_kwargs: dict[str, Any],
         *,
@@ -112,7 +104,7 @@ class FrameworkRun:
     def __getstate__(self) -> dict[str, Any]:
         """What a spawned process needs: the run's id and the table's location, not open connections."""
         state = dict(self.__dict__, _writer=None)
-        if not isinstance(self._table, (str, os.PathLike)):
+        if self._table is not None and not isinstance(self._table, (str, os.PathLike)):
             state["_table"] = self._table.db_path
         return state
 

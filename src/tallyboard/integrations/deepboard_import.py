@@ -21,14 +21,13 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import struct
 from contextlib import closing
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 from tallyboard.exchange.bundle import RunBundle, apply_column_layout, import_bundles, nan_to_none
+from tallyboard.store.deepboard import DeepBoardFile
 
 # DeepBoard's names for the built-in columns that ours names differently.
 COLUMN_NAMES = {
@@ -39,19 +38,6 @@ COLUMN_NAMES = {
 }
 IMAGE_KINDS = {"IMAGE": "image", "PLOT": "figure"}
 TEXT_KINDS = {"RAW": "text", "HTML": "fragment"}
-
-
-def open_deepboard(path: str | os.PathLike[str]) -> sqlite3.Connection:
-    """A read-only connection to a DeepBoard table; a file of any other kind is a clear error."""
-    if not Path(path).is_file():
-        raise FileNotFoundError(f"no DeepBoard table at {str(path)!r}")
-    connection = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True)
-    tables = {name for (name,) in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    missing = {"Experiments", "Results", "Logs"} - tables
-    if missing:
-        connection.close()
-        raise ValueError(f"{str(path)!r} is not a DeepBoard table (no {', '.join(sorted(missing))} table)")
-    return connection
 
 
 def decode_value(value: Any) -> Any:
@@ -81,12 +67,11 @@ def _start_time(text: str) -> float:
     return datetime.fromisoformat(text).timestamp()
 
 
-def read_runs(connection: sqlite3.Connection) -> list[RunBundle]:
+def read_runs(source: DeepBoardFile) -> list[RunBundle]:
     """Every DeepBoard run as a bundle, by run id."""
-    connection.row_factory = sqlite3.Row
-    configs = dict(connection.execute("SELECT run_id, file_content FROM ConfigFile").fetchall())
+    configs = source.config_files()
     bundles: dict[int, RunBundle] = {}
-    for row in connection.execute("SELECT * FROM Experiments ORDER BY run_id"):
+    for row in source.experiments():
         start = _start_time(row["start"])
         fields = {
             "run_id": row["run_id"],
@@ -107,21 +92,17 @@ def read_runs(connection: sqlite3.Connection) -> list[RunBundle]:
             "hidden": int(bool(row["hidden"])),
         }
         bundles[row["run_id"]] = RunBundle(fields=fields, repetitions={0: start})
-    for run_id, metric, value, is_hparam in connection.execute(
-        "SELECT run_id, metric, value, is_hparam FROM Results ORDER BY id_"
-    ):
+    for run_id, metric, value, is_hparam in source.results():
         if run_id in bundles:
             target = bundles[run_id].hparams if is_hparam else bundles[run_id].results
             target[metric] = decode_value(value)
-    for run_id, epoch, step, split, label, value, walltime, rep in connection.execute(
-        "SELECT run_id, epoch, step, split, label, value, wall_time, run_rep FROM Logs ORDER BY id_"
-    ):
+    for run_id, epoch, step, split, label, value, walltime, rep in source.logs():
         if run_id in bundles:
             tag = f"{split}/{label}" if split else label
             bundles[run_id].scalars.setdefault(tag, []).append(
                 (rep, step, epoch, walltime, nan_to_none(value))
             )
-    _read_artefacts(connection, bundles)
+    _read_artefacts(source, bundles)
     for bundle in bundles.values():
         bundle.repetitions.update({rep: bundle.fields["start_time"] for rep in _reps(bundle)})
     return list(bundles.values())
@@ -132,29 +113,25 @@ def _reps(bundle: RunBundle) -> set[int]:
     return reps | {record[1] for record in bundle.media} | {record[1] for record in bundle.texts}
 
 
-def _read_artefacts(connection: sqlite3.Connection, bundles: dict[int, RunBundle]) -> None:
+def _read_artefacts(source: DeepBoardFile, bundles: dict[int, RunBundle]) -> None:
     from tallyboard.media import to_png
 
-    for run_id, step, epoch, rep, kind, tag, image in connection.execute(
-        "SELECT run_id, step, epoch, run_rep, img_type, tag, image FROM Images ORDER BY id_"
-    ):
+    for run_id, step, epoch, rep, kind, tag, image in source.images():
         if run_id in bundles:
             png, _, _ = to_png(image)
             bundles[run_id].media.append(
                 (tag or "", rep, step, epoch, 0.0, IMAGE_KINDS.get(kind, "image"), png)
             )
-    for run_id, step, epoch, rep, kind, tag, content in connection.execute(
-        "SELECT run_id, step, epoch, run_rep, fragment_type, tag, fragment FROM Fragments ORDER BY id_"
-    ):
+    for run_id, step, epoch, rep, kind, tag, content in source.fragments():
         if run_id in bundles:
             bundles[run_id].texts.append(
                 (tag or "", rep, step, epoch, 0.0, TEXT_KINDS.get(kind, "text"), content)
             )
 
 
-def read_column_layout(connection: sqlite3.Connection) -> dict[str, dict[str, Any]]:
+def read_column_layout(source: DeepBoardFile) -> dict[str, dict[str, Any]]:
     """DeepBoard's `ResultDisplay` as changes for `Store.set_columns` ({name: {alias, position}})."""
-    rows = connection.execute("SELECT Name, display_order, alias FROM ResultDisplay").fetchall()
+    rows = source.column_layout()
     return {COLUMN_NAMES.get(name, name): {"alias": alias, "position": order} for name, order, alias in rows}
 
 
@@ -162,9 +139,9 @@ def import_deepboard(path: str | os.PathLike[str], into: str, progress: bool = F
     """Import every run of the DeepBoard table at `path` into `into`; returns a one-line summary."""
     from tallyboard.exchange.target import open_target
 
-    with closing(open_deepboard(path)) as connection:
-        bundles = read_runs(connection)
-        layout = read_column_layout(connection)
+    with closing(DeepBoardFile(path)) as source:
+        bundles = read_runs(source)
+        layout = read_column_layout(source)
     with open_target(into) as store:
         was_empty = not store.runs(show_hidden=True)
         imported = import_bundles(store, bundles, progress, "importing DeepBoard runs")

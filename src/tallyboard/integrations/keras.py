@@ -17,7 +17,8 @@ from collections.abc import Mapping
 from numbers import Real
 from typing import TYPE_CHECKING, Any
 
-from tallyboard.integrations import FrameworkRun, missing_framework
+from tallyboard.extras import missing_framework
+from tallyboard.integrations import FrameworkRun
 
 try:
     from keras.callbacks import Callback

@@ -23,7 +23,8 @@ from argparse import Namespace
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
-from tallyboard.integrations import FrameworkRun, missing_framework
+from tallyboard.extras import missing_framework
+from tallyboard.integrations import FrameworkRun
 
 try:
     from lightning.pytorch.loggers import Logger
@@ -32,6 +33,13 @@ try:
     from lightning.pytorch.utilities import rank_zero_only
 except ImportError as error:
     raise missing_framework(error, "tallyboard.integrations.lightning") from error
+
+
+def _rank() -> int:
+    """This process's rank, which Lightning sets on `rank_zero_only` (its type does not say so)."""
+    rank: int = rank_zero_only.rank  # type: ignore[attr-defined]
+    return rank
+
 
 if TYPE_CHECKING:  # pragma: no cover
     from lightning.pytorch.callbacks import ModelCheckpoint
@@ -83,7 +91,7 @@ class TallyboardLogger(Logger):
         self._last_step: int | None = None
         position = next(_loggers_made)
         launched = [int(i) if i else None for i in os.environ.get(LAUNCHED_RUNS, "").split(",")]
-        if rank_zero_only.rank != 0:  # a ddp child: the launcher made the run and named it
+        if _rank() != 0:  # a ddp child: the launcher made the run and named it
             version = version if version is not None else _nth(launched, position)
             self._run = FrameworkRun(None, table, experiment_name, run_kwargs, run_id=version)
             return
@@ -168,13 +176,13 @@ class TallyboardLogger(Logger):
         """Lightning calls this at the end of every stage: "success", "failed", or "finished" (SIGTERM,
         SLURM's requeue signal). Only a failure ends the run; on any rank it marks the run failed.
         After a successful stage, ``log_model`` keeps the checkpoints left (as WandbLogger does)."""
-        wanted = status == "success" and self._log_model and self._checkpoint_callback is not None
-        if wanted and rank_zero_only.rank == 0:
-            self._log_checkpoints(self._checkpoint_callback, step=None)
+        callback = self._checkpoint_callback
+        if status == "success" and self._log_model and callback is not None and _rank() == 0:
+            self._log_checkpoints(callback, step=None)
         if status != "failed":
-            if rank_zero_only.rank == 0:
+            if _rank() == 0:
                 self._run.release()
-        elif rank_zero_only.rank == 0:
+        elif _rank() == 0:
             self._run.fail()
         elif self._run.run_id is not None:
             self._run.open_table().load_run(self._run.run_id).set_status("failed")

@@ -43,7 +43,7 @@ from tallyboard.progress import ProgressBar
 from tallyboard.store.base import Store
 from tallyboard.store.histograms import queued_row
 from tallyboard.store.imported import FileProgress, ImportRecords
-from tallyboard.store.records import Batch, QueuedMedia, QueuedText, RunUpdate
+from tallyboard.store.records import Batch, QueuedMedia, QueuedText, QueuedValue, RunUpdate
 
 ROWS_PER_BATCH = 50_000
 BYTES_PER_BATCH = 16 << 20  # images: a batch's PNGs stay below this
@@ -130,10 +130,10 @@ class RunImport:
             if path.stat().st_size <= read_to:
                 continue
             result = FileRead(str(path), read_to)
-            with path.open("rb") as file:
+            with path.open("rb") as stream:
                 try:
                     done = read_to
-                    for chunk in read_chunks(file, str(path), read_to, result):
+                    for chunk in read_chunks(stream, str(path), read_to, result):
                         if not self._chunk(path.name, chunk):
                             return False
                         self.bar.update(int(chunk.ends[-1]) - done)
@@ -261,14 +261,14 @@ class RunImport:
         elif kind == IMAGE:
             self._images(tag, step, wall, payload)
         elif kind == TEXT:
-            self.batch.texts.append(QueuedText(self.target.run_id, tag, 0, step, None, wall, "text", payload))
+            self.batch.texts.append(QueuedText(self.run_id, tag, 0, step, None, wall, "text", payload))
             self._added(TEXT, len(payload))
         elif kind == HPARAMS:
             if payload:  # {} for the experiment and session-end parts
                 self.hparams.update(payload)
                 self.tally.imported[HPARAMS] += len(payload)
         elif kind == HISTOGRAM:
-            row = queued_row(self.target.run_id, tag, 0, step, None, wall, payload)
+            row = queued_row(self.run_id, tag, 0, step, None, wall, payload)
             self.batch.histograms.append(row)
             self._added(HISTOGRAM, len(row[-2]) + len(row[-1]))
         else:
@@ -303,7 +303,7 @@ class RunImport:
                 self.tally.skipped["images that do not decode"] += 1
                 continue
             self.batch.media.append(
-                QueuedMedia(self.target.run_id, tag, 0, step, None, wall, "image", width, height, png)
+                QueuedMedia(self.run_id, tag, 0, step, None, wall, "image", width, height, png)
             )
             self._added(IMAGE, len(png))
 
@@ -321,8 +321,8 @@ class RunImport:
         batch, records = self.batch, self.records
         batch.scalars = [(run_id, tag, series.rows) for tag, series in self.series.items() if series.rows]
         records.scalar_events = [(run_id, tag, s.events) for tag, s in self.series.items() if s.events]
-        batch.hparams = [(run_id, name, _json(value)) for name, value in self.hparams.items()]
-        batch.results = [(run_id, name, _json(value)) for name, value in self.results.items()]
+        batch.hparams = [QueuedValue(run_id, name, _json(value)) for name, value in self.hparams.items()]
+        batch.results = [QueuedValue(run_id, name, _json(value)) for name, value in self.results.items()]
         plugins = json.dumps(self.decoder.plugins)
         records.files = [
             (self.source, name, run_id, read_to, self.walls.get(name), plugins)

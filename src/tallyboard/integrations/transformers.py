@@ -22,9 +22,10 @@ import json
 import math
 import os
 from numbers import Real
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
-from tallyboard.integrations import FrameworkRun, missing_framework
+from tallyboard.extras import missing_framework
+from tallyboard.integrations import FrameworkRun
 
 try:
     from transformers import TrainerCallback
@@ -151,7 +152,7 @@ class TallyboardCallback(TrainerCallback):
     ) -> None:
         if not state.is_world_process_zero:
             return
-        resumed = os.path.join(args.output_dir, f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}")
+        resumed = _checkpoint(args, state.global_step)
         self._start(args, kwargs.get("model"), resumed if state.global_step > 0 else None)
         self._run.in_phase = True
 
@@ -174,7 +175,7 @@ class TallyboardCallback(TrainerCallback):
         # HF's epoch is fractional progress (1.0 once the first epoch is done), kept as train/epoch;
         # ours is the index of the epoch the step belongs to.
         epoch = None if state.epoch is None else max(0, math.ceil(state.epoch) - 1)
-        self._run.log_metrics(metrics, step=state.global_step, epoch=epoch)
+        self._run.log_metrics(cast("dict[str, float]", metrics), step=state.global_step, epoch=epoch)
 
     def on_predict(
         self,
@@ -192,7 +193,7 @@ class TallyboardCallback(TrainerCallback):
     ) -> None:
         if not state.is_world_process_zero:
             return
-        path = os.path.join(args.output_dir, f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}")
+        path = _checkpoint(args, state.global_step)
         self._run.writer.add_text(path, tag="checkpoints/latest", step=state.global_step)
         if os.path.isdir(path):
             with open(os.path.join(path, RUN_FILE), "w", encoding="utf-8") as file:
@@ -212,3 +213,8 @@ class TallyboardCallback(TrainerCallback):
 def _model_config(model: Any) -> Any:
     config = getattr(model, "config", None)
     return None if config is None else json.dumps(config.to_diff_dict(), sort_keys=True, default=str)
+
+
+def _checkpoint(args: TrainingArguments, step: int) -> str:
+    """The folder where the Trainer saves the checkpoint of `step`."""
+    return os.path.join(args.output_dir or "", f"{PREFIX_CHECKPOINT_DIR}-{step}")

@@ -14,6 +14,7 @@ import operator
 import time
 from collections.abc import Callable, Iterable
 from datetime import timedelta
+from typing import Any
 
 from tallyboard.monitor.aggregation import Aggregation
 from tallyboard.monitor.window import STAT_EVENT, StatWindow
@@ -28,7 +29,7 @@ _PLAIN_NUMBERS = (float, int)  # what the fast path stores without calling out
 def _uncapped_add(clock: Callable[[], float], window: StatWindow) -> Callable[[object], None]:
     append = window.buffer.append
 
-    def add(value: float) -> None:
+    def add(value: Any) -> None:  # any object: the type is checked here, in the hot path
         """Adds one number to the open window (TypeError for anything else; ValueError once closed)."""
         now = clock()
         if now < window.deadline:
@@ -47,7 +48,7 @@ def _capped_add(clock: Callable[[], float], window: StatWindow) -> Callable[[obj
     buffer = window.buffer
     append = buffer.append
 
-    def add(value: float) -> None:
+    def add(value: Any) -> None:  # any object: the type is checked here, in the hot path
         """Adds one number to the open window, unless it is full (TypeError for anything else)."""
         now = clock()
         if now < window.deadline:
@@ -117,13 +118,11 @@ class Stat:
         limit = max(1, operator.index(max_samples))
         ordered = tuple(agg for agg in Aggregation if agg in wanted)
         self._name = name
-        if clock is None:
-            clock, ticks_per_ms = time.monotonic, 0.001
-        else:
-            ticks_per_ms = _NS_PER_MS
+        read: Callable[[], float] = time.monotonic if clock is None else clock
+        ticks_per_ms = 0.001 if clock is None else _NS_PER_MS
         self._window = StatWindow(name, ordered, _window_ms(window_size), ticks_per_ms, limit)
         make_add = _uncapped_add if limit >= _UNLIMITED else _capped_add
-        self.add = make_add(clock, self._window)
+        self.add = make_add(read, self._window)
 
     @property
     def name(self) -> str:

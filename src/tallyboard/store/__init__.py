@@ -10,19 +10,19 @@ migrate, or nothing at all): see store/location.py.
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from tallyboard.store.base import Store
-from tallyboard.store.location import Access, NotAResultTable
+from tallyboard.store.location import Access, NotAResultTable, is_postgres_url, require_current
 from tallyboard.store.records import Batch, Column, DuplicateRunError, Quarantined, StoreError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tallyboard.store.queries import DashboardQueries
 
 __all__ = [
     "Access", "Batch", "Column", "DuplicateRunError", "NotAResultTable", "Quarantined", "Store", "StoreError",
-    "is_postgres_url", "open_store",
+    "is_postgres_url", "open_for_dashboard", "open_queries", "open_store",
 ]  # fmt: skip
-
-
-def is_postgres_url(url_or_path: str | os.PathLike[str]) -> bool:
-    return isinstance(url_or_path, str) and url_or_path.startswith(("postgresql://", "postgres://"))
 
 
 def open_store(
@@ -46,3 +46,25 @@ def open_store(
     from tallyboard.store.sqlite import SqliteStore
 
     return SqliteStore(url_or_path, unique_columns=unique_columns, access=access)
+
+
+def open_queries(url_or_path: str | os.PathLike[str], read_only: bool = False) -> DashboardQueries:
+    """The dashboard's queries of the table at a location, opened to read and closed with them."""
+    from tallyboard.store.queries import DashboardQueries
+
+    return DashboardQueries(open_store(url_or_path, access=Access.READ), read_only=read_only, owns_store=True)
+
+
+def open_for_dashboard(url_or_path: str, read_only: bool) -> tuple[DashboardQueries, Store | None]:
+    """The dashboard's queries and, unless `read_only`, the store its edits go through.
+
+    Opening creates nothing and migrates nothing (store/location.py): a location without a result
+    table, or with an older one, is an error that says what is there or which command migrates it."""
+    store = open_store(url_or_path, access=Access.READ if read_only else Access.EDIT)
+    try:
+        require_current(store.url, store.schema_version, "the dashboard")
+        queries = store.reads
+    except BaseException:
+        store.close()
+        raise
+    return queries, None if read_only else store

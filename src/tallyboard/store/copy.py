@@ -20,6 +20,9 @@ Why it is built this way:
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from functools import partial
+from typing import Any
 
 from tallyboard.progress import progress_bar
 from tallyboard.store import Access, Store, StoreError, is_postgres_url, open_store
@@ -124,7 +127,7 @@ def _copy(src: Store, dst: Store, unique_columns: tuple[str, ...], progress: boo
         for table, key, columns, chunk in TABLES:
             upsert = _upsert_sql(table, key, columns)
             for rows in _chunks(src, table, key, columns, chunk):
-                dst.atomic(lambda sql=upsert, rows=rows: dst.executemany(sql, rows))
+                dst.atomic(partial(dst.executemany, upsert, rows))
                 bar.update(len(rows))
     dst.sync_id_sequences()  # new ids must start above the copied ones
     return counts
@@ -155,7 +158,9 @@ def _refuse_conflicts(src: Store, dst: Store) -> None:
         dst.delete_run(DEBUG_RUN_ID)
 
 
-def _chunks(src: Store, table: str, key: tuple[str, ...], columns: tuple[str, ...], size: int):
+def _chunks(
+    src: Store, table: str, key: tuple[str, ...], columns: tuple[str, ...], size: int
+) -> Iterator[list[Any]]:
     """Rows of `table` (key columns first) in key order, `size` at a time."""
     select = f"SELECT {', '.join(key + columns)} FROM {table}"
     order = f" ORDER BY {', '.join(key)} LIMIT {int(size)}"

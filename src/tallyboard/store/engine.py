@@ -102,7 +102,7 @@ class Engine(ABC):
         run `work` again (so `work` must only touch the database), never raising "busy" to the caller."""
 
     @abstractmethod
-    def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         """Execute one statement (in the current transaction, if any, else on its own under the
         store's lock) and return all its rows."""
 
@@ -131,7 +131,7 @@ class Engine(ABC):
         """`sql`, written with `?` placeholders, in the engine's own paramstyle."""
 
     @abstractmethod
-    def first_rows(self, conn: Any, sql: str, param_rows: Sequence[Sequence[Any]]) -> list[tuple]:
+    def first_rows(self, conn: Any, sql: str, param_rows: Sequence[Sequence[Any]]) -> list[tuple[Any, ...]]:
         """The first row of `sql` for each parameter row, on the reader connection `conn`."""
 
     @abstractmethod

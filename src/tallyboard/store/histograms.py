@@ -8,7 +8,7 @@ their true size.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tallyboard.histogram import (
     Histogram,
@@ -45,13 +45,13 @@ def insert(
     )
 
 
-def stored(h: Histogram) -> tuple:
+def stored(h: Histogram) -> tuple[Any, ...]:
     """The column values of `h` after `walltime_ms`, in the order of `STATS`."""
     return (h.count, h.nonfinite, h.minimum, h.maximum, h.total, h.total_squares,
             pack_floats(h.edges), pack_ints(h.counts))  # fmt: skip
 
 
-def from_columns(row: tuple | list) -> Histogram:
+def from_columns(row: tuple[Any, ...] | list[Any]) -> Histogram:
     """The `Histogram` of the eight `STATS` columns of a row."""
     count, nonfinite, minimum, maximum, total, squares, edges, counts = row
     return Histogram(
@@ -66,7 +66,7 @@ def read(
     from a table older than v5, which reading commands (export) read as it is, unmigrated."""
     if not store.table_exists("histograms"):
         return []
-    where, params = ["h.run_id = ?"], [run_id]
+    where, params = ["h.run_id = ?"], list[int | str]([run_id])
     for column, value in (("t.name", tag), ("h.rep", repetition)):
         if value is not None:
             where.append(f"{column} = ?")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from tallyboard.store.writes import BatchWrites
 
@@ -38,7 +38,7 @@ class ImportRecords:
     """
 
     scalar_events: list[tuple[int, str, list[EventRow]]] = field(default_factory=list)
-    raw: list[tuple] = field(default_factory=list)
+    raw: list[tuple[Any, ...]] = field(default_factory=list)
     files: list[tuple[str, str, int, int, float | None, str]] = field(default_factory=list)
 
 
@@ -163,14 +163,14 @@ class ImportedLogs(BatchWrites):
 
             return self.atomic(copy)
 
-    def scalar_events(self, run_id: int, tag: str, rep: int | None = None) -> list[tuple]:
+    def scalar_events(self, run_id: int, tag: str, rep: int | None = None) -> list[tuple[Any, ...]]:
         """Every point of an imported series that repeats steps, in source order: rows of
         (rep, seq, step, epoch, walltime_ms, value); [] for a series without repeated steps."""
         sql = (
             "SELECT rep, seq, step, epoch, walltime_ms, value FROM scalar_events WHERE run_id = ?"
             " AND tag_id = (SELECT tag_id FROM tags WHERE name = ?)"
         )
-        params: tuple = (run_id, tag)
+        params: tuple[Any, ...] = (run_id, tag)
         if rep is not None:
             sql, params = sql + " AND rep = ?", (*params, rep)
         with self._lock:

@@ -29,6 +29,11 @@ MAX_LISTED_TABLES = 5
 NO_FILE = "no file"
 
 
+def is_postgres_url(url_or_path: str | os.PathLike[str]) -> bool:
+    """Whether a location names a PostgreSQL database (a URL) rather than a SQLite file (a path)."""
+    return isinstance(url_or_path, str) and url_or_path.startswith(("postgresql://", "postgres://"))
+
+
 class Access(Enum):
     """How a table is opened (see the module docstring)."""
 

@@ -42,7 +42,7 @@ def console_query(
 
 def artifacts_query(run_id: int, name: str | None) -> tuple[str, list[Any]]:
     """The SELECT of a run's artefacts (or the one called `name`), by name, and its parameters."""
-    sql, params = f"SELECT {ARTIFACT_COLUMNS} FROM artifacts WHERE run_id = ?", [run_id]
+    sql, params = f"SELECT {ARTIFACT_COLUMNS} FROM artifacts WHERE run_id = ?", list[Any]([run_id])
     if name is not None:
         sql, params = sql + " AND name = ?", [run_id, name]
     return sql + " ORDER BY name", params
@@ -75,7 +75,7 @@ class LoggedReads(Engine):
     def quarantined(self, run_id: int | None = None) -> list[Quarantined]:
         """The records set aside (of one run, or all), oldest first."""
         sql = "SELECT quarantine_id, run_id, kind, tag, error, record, quarantined_at FROM quarantine"
-        params: tuple = ()
+        params: tuple[Any, ...] = ()
         if run_id is not None:
             sql, params = sql + " WHERE run_id = ?", (run_id,)
         with self._lock:
@@ -131,7 +131,7 @@ class LoggedReads(Engine):
         tag: str,
         rep: int | None = None,
         columns: tuple[str, ...] = ("rep", "step", "epoch", "walltime_ms", "value"),
-    ) -> list[tuple]:
+    ) -> list[tuple[Any, ...]]:
         """One series ordered by (rep, step), as rows of `columns` (names of `scalars` columns, or
         'value_or_nan': the value with NaN as the text 'nan', which float() and numpy read as NaN,
         or 'epoch_or_minus_one'; a fast path asks only for what it needs)."""
@@ -143,7 +143,7 @@ class LoggedReads(Engine):
             f"SELECT {selected} FROM scalars WHERE run_id = ?"
             " AND tag_id = (SELECT tag_id FROM tags WHERE name = ?)"
         )
-        params: tuple = (run_id, tag)
+        params: tuple[Any, ...] = (run_id, tag)
         if rep is not None:
             sql, params = sql + " AND rep = ?", (*params, rep)
         with self._lock:
@@ -203,8 +203,18 @@ class LoggedReads(Engine):
             rows = self.execute("SELECT content FROM environments WHERE run_id = ?", (run_id,))
         return rows[0][0] if rows else None
 
-    def _records(self, table, alias, id_column, columns, run_id, kind, filters) -> list[tuple]:
-        where, params = [], []
+    def _records(
+        self,
+        table: str,
+        alias: str,
+        id_column: str,
+        columns: str,
+        run_id: int | None,
+        kind: str | None,
+        filters: dict[str, Any],
+    ) -> list[tuple[Any, ...]]:
+        where: list[str] = []
+        params: list[Any] = []
         names = {"id": id_column, "step": "step", "epoch": "epoch", "repetition": "rep", "tag": "tag"}
         if run_id is not None:
             where.append(f"{alias}.run_id = ?")

@@ -15,9 +15,11 @@ from tallyboard.store.run_row import RUN_COLUMNS
 from tallyboard.store.schema import (
     MIGRATIONS,
     SCHEMA_V1,
-    SCHEMA_VERSION,
     TYPED_VALUE_INDEXES,
     TYPED_VALUES_STEP,
+)
+from tallyboard.store.schema import (
+    SCHEMA_VERSION as SCHEMA_VERSION,  # re-exported: engine.py reads it here (tests replace it here)
 )
 from tallyboard.store.typed_values import TYPED_COLUMNS, with_types
 
@@ -87,7 +89,7 @@ _NOT_NULL_EMPTY = re.compile(r"\b(note|tag)(\s+TEXT)\s+NOT\s+NULL\s+DEFAULT\s+''
 
 
 def nullable_note_and_tag(store: Engine) -> None:
-    from tallyboard.store import is_postgres_url
+    from tallyboard.store.location import is_postgres_url
 
     if is_postgres_url(store.url):
         store.execute(
@@ -116,7 +118,7 @@ def nullable_note_and_tag(store: Engine) -> None:
 # Why in Python: neither engine's ALTER TABLE ADD COLUMN can say "unless it exists" the same way
 # (SQLite has no IF NOT EXISTS there), and the step must be safe to run on a table that has it.
 def markdown_flag_on_texts(store: Engine) -> None:
-    from tallyboard.store import is_postgres_url
+    from tallyboard.store.location import is_postgres_url
 
     if is_postgres_url(store.url):
         store.execute("ALTER TABLE texts ADD COLUMN IF NOT EXISTS markdown INTEGER NOT NULL DEFAULT 0")
@@ -132,7 +134,7 @@ BACKFILL_CHUNK = 50_000
 
 
 def typed_values(store: Engine) -> None:
-    from tallyboard.store import is_postgres_url
+    from tallyboard.store.location import is_postgres_url
 
     postgres = is_postgres_url(store.url)
     for table in ("hparams", "results"):

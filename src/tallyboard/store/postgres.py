@@ -103,7 +103,7 @@ MERGE_BLOCK = (
 )
 
 
-def block_extremes(run_id: int, tag_id: int, rows: Iterable[ScalarRow]) -> list[tuple]:
+def block_extremes(run_id: int, tag_id: int, rows: Iterable[ScalarRow]) -> list[tuple[Any, ...]]:
     """`MERGE_BLOCK`'s parameters: the min and max value of `rows` in each block (None: NaN only)."""
     blocks: dict[tuple[int, int], list[float]] = {}
     for rep, step, _, _, value in rows:
@@ -282,7 +282,8 @@ class PostgresStore(Store):
                 done = conn.execute("SELECT result FROM tallyboard_commits WHERE txn_id = %s", (txn_id,))
                 row = done.fetchone()
                 if row is not None:
-                    return json.loads(row[0])
+                    landed: T = json.loads(row[0])
+                    return landed
                 outcome_unknown = False
             conn.execute("BEGIN READ ONLY" if self.access is Access.READ else "BEGIN")
             self._in_transaction = True
@@ -335,8 +336,8 @@ class PostgresStore(Store):
             self._disconnect()  # the next write starts on a fresh connection
             log.info("tallyboard: pruning tallyboard_commits on %s failed (%s); later", self.url, error)
 
-    def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
-        def run() -> list[tuple]:
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        def run() -> list[tuple[Any, ...]]:
             conn = self._connection()
             if self.access is Access.READ and not self._in_transaction:
                 with pg_session.read_only_transaction(conn):
@@ -370,7 +371,7 @@ class PostgresStore(Store):
     def reader_sql(self, sql: str) -> str:
         return _psycopg_sql(sql)
 
-    def first_rows(self, conn: Any, sql: str, param_rows: Sequence[Sequence[Any]]) -> list[tuple]:
+    def first_rows(self, conn: Any, sql: str, param_rows: Sequence[Sequence[Any]]) -> list[tuple[Any, ...]]:
         """All in one pipeline: one round trip, not one per parameter row."""
         cursor = conn.cursor()
         cursor.executemany(_psycopg_sql(sql), param_rows, returning=True)
@@ -435,8 +436,9 @@ class PostgresStore(Store):
     def _intern_tags(self, names: list[str], new_tags: dict[str, int]) -> dict[str, int]:
         """{name: tag_id} for `names`, inserting the missing ones (sorted, so that two writers
         interning the same new tags take their row locks in the same order)."""
-        ids = {name: self._tag_ids.get(name) or new_tags.get(name) for name in names}
-        missing = sorted(name for name, tag_id in ids.items() if tag_id is None)
+        known = {name: self._tag_ids.get(name) or new_tags.get(name) for name in names}
+        ids = {name: tag_id for name, tag_id in known.items() if tag_id is not None}
+        missing = sorted(name for name in known if name not in ids)
         if missing:
             self.execute(
                 "INSERT INTO tags (name) SELECT unnest(?::text[]) ORDER BY 1 ON CONFLICT (name) DO NOTHING",
@@ -460,7 +462,9 @@ class PostgresStore(Store):
         self.execute("RELEASE SAVEPOINT scalars_copy")
         return True
 
-    def _copy_scalars(self, table: str, series, tag_ids: dict[str, int]) -> None:
+    def _copy_scalars(
+        self, table: str, series: list[tuple[int, str, list[ScalarRow]]], tag_ids: dict[str, int]
+    ) -> None:
         with (
             self._connection().cursor() as cursor,
             cursor.copy(f"COPY {table} ({SCALAR_COLUMNS}) FROM STDIN (FORMAT BINARY)") as copy,
@@ -472,7 +476,9 @@ class PostgresStore(Store):
                 for rep, step, epoch, walltime, value in rows:
                     write_row((run_id, tag_id, rep, step, epoch, walltime_ms(walltime), value))
 
-    def _upsert_scalars(self, series, tag_ids: dict[str, int]) -> None:
+    def _upsert_scalars(
+        self, series: list[tuple[int, str, list[ScalarRow]]], tag_ids: dict[str, int]
+    ) -> None:
         """COPY into a temporary table, then merge keeping the last row logged for each key."""
         self.execute(
             "CREATE TEMPORARY TABLE IF NOT EXISTS incoming_scalars"

@@ -84,7 +84,9 @@ def describe(batch: Batch, error: BaseException) -> Quarantined:
     return _row(run_id, "run_update", None, error, dict(values))
 
 
-def _row(run_id: int, kind: str, tag: str | None, error: BaseException, record: dict) -> Quarantined:
+def _row(
+    run_id: int, kind: str, tag: str | None, error: BaseException, record: dict[str, Any]
+) -> Quarantined:
     return Quarantined(
         None, run_id, kind, None if tag is None else storable(tag), storable(str(error)),
         record_json(record), time.time(),

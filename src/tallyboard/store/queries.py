@@ -17,18 +17,19 @@ import json
 import queue
 import re
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from tallyboard.store import histograms as histogram_rows
-from tallyboard.store.base import Store
-from tallyboard.store.location import Access, require_current
 from tallyboard.store.logged import artifacts_query, console_query
 from tallyboard.store.records import ArtifactRow, Column, ConsoleLine
 from tallyboard.store.run_row import DETAIL_FIELDS, LISTED_FIELDS
 from tallyboard.store.schema import BLOCK_BITS
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tallyboard.store.base import Store
 
 # A number as JSON writes it; groups 1 and 2 (fraction, exponent) make it a float.
 _JSON_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?")
@@ -72,23 +73,6 @@ class SeriesOfRun(NamedTuple):
     start_time: float
 
 
-def open_for_dashboard(url_or_path: str, read_only: bool) -> tuple[DashboardQueries, Store | None]:
-    """The dashboard's queries and, unless `read_only`, the store its edits go through.
-
-    Opening creates nothing and migrates nothing (store/location.py): a location without a result
-    table, or with an older one, is an error that says what is there or which command migrates it."""
-    from tallyboard.store import open_store
-
-    store = open_store(url_or_path, access=Access.READ if read_only else Access.EDIT)
-    try:
-        require_current(store.url, store.schema_version, "the dashboard")
-        queries = store.reads
-    except BaseException:
-        store.close()
-        raise
-    return queries, None if read_only else store
-
-
 class DashboardQueries:
     """Thread-safe access to one store for the dashboard, through a small pool of connections.
 
@@ -96,19 +80,19 @@ class DashboardQueries:
     and each connection holds its own page cache, so per-thread connections would let memory grow
     with the number of threads that ever served a request."""
 
-    def __init__(self, store: Store | str, connections: int = 4, read_only: bool = False) -> None:
-        """Queries through connections lent by `store` (its engine makes them); given a location
-        instead, the store there is opened to read, and closed with these queries."""
-        from tallyboard.store import open_store
-
-        self._owned: Store | None = None
-        if not isinstance(store, Store):
-            store = self._owned = open_store(store, access=Access.READ)
+    def __init__(
+        self, store: Store, connections: int = 4, read_only: bool = False, owns_store: bool = False
+    ) -> None:
+        """Queries through connections lent by `store` (its engine makes them); `owns_store`: the
+        store is closed with these queries (`tallyboard.store.open_queries` opened it for them).
+        Why the store is given, never a location: opening one needs the engines, which import this
+        module (`Store.reads`)."""
+        self._owned: Store | None = store if owns_store else None
         self.store = store
         self.url = self.store.url
         self.read_only = read_only
         self.postgres = self.store.dialect == "postgresql"
-        self._idle: queue.LifoQueue = queue.LifoQueue()
+        self._idle: queue.LifoQueue[Any] = queue.LifoQueue()
         self._slots = threading.BoundedSemaphore(connections)
         try:
             self._one("SELECT value FROM meta WHERE key = 'schema_version'")
@@ -142,14 +126,15 @@ class DashboardQueries:
                 cursor = conn.execute(self._sql(sql), tuple(params))
             return cursor.fetchall() if fetch == "all" else cursor.fetchone()
 
-    def _read_only(self, conn: Any) -> AbstractContextManager:
+    def _read_only(self, conn: Any) -> AbstractContextManager[Any]:
         """PostgreSQL opened read-only: the block's statements in one read-only transaction, ended
         with the block (not a session setting, which PgBouncer would pass on to other clients)."""
         if not (self.postgres and self.read_only):
             return nullcontext()
-        return conn.transaction()
+        transaction: AbstractContextManager[Any] = conn.transaction()
+        return transaction
 
-    def _each(self, sql: str, param_rows: Sequence[Sequence[Any]]) -> list[tuple]:
+    def _each(self, sql: str, param_rows: Sequence[Sequence[Any]]) -> list[tuple[Any, ...]]:
         """The first row of `sql` for each parameter row, on one connection: SQLite reruns its
         cached statement; PostgreSQL sends them all in one pipeline (one round trip, not one each)."""
         if not param_rows:
@@ -157,15 +142,17 @@ class DashboardQueries:
         with self._connection() as conn, self._read_only(conn):
             return self.store.first_rows(conn, sql, param_rows)
 
-    def _all(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
-        return self._run(sql, params, "all")
+    def _all(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        rows: list[tuple[Any, ...]] = self._run(sql, params, "all")
+        return rows
 
-    def read(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
+    def read(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         """The rows of a query built elsewhere (the runs table's views: dashboard/runs_sql.py)."""
         return self._all(sql, params)
 
-    def _one(self, sql: str, params: Sequence[Any] = ()) -> tuple | None:
-        return self._run(sql, params, "one")
+    def _one(self, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
+        row: tuple[Any, ...] | None = self._run(sql, params, "one")
+        return row
 
     def close(self) -> None:
         """Close the idle connections (and the store, when these queries opened it)."""
@@ -180,7 +167,7 @@ class DashboardQueries:
     # -- the runs table -----------------------------------------------------------------------
     def runs_version(self) -> tuple[int, float]:
         """(number of runs, latest updated_at): changes whenever any run's row changes."""
-        count, latest = self._one("SELECT COUNT(*), MAX(updated_at) FROM runs")
+        count, latest = self._one("SELECT COUNT(*), MAX(updated_at) FROM runs") or (0, None)  # always a row
         return int(count), float(latest or 0.0)
 
     def runs(self, updated_after: float | None = None) -> list[dict[str, Any]]:
@@ -200,7 +187,7 @@ class DashboardQueries:
         return self._with_values(rows, marks, list(run_ids))
 
     def _with_values(
-        self, rows: list[tuple], run_ids_sql: str, params: Sequence[Any]
+        self, rows: list[tuple[Any, ...]], run_ids_sql: str, params: Sequence[Any]
     ) -> list[dict[str, Any]]:
         """Runs (rows of LISTED_FIELDS) as dicts with their hparams and results."""
         runs = {row[0]: dict(zip(LISTED_FIELDS, row, strict=True), hparams={}, results={}) for row in rows}
@@ -294,10 +281,10 @@ class DashboardQueries:
         first = self._one(f"SELECT step FROM scalars {where} ORDER BY step LIMIT 1", params)
         if first is None:
             return None
-        last = self._one(f"SELECT step FROM scalars {where} ORDER BY step DESC LIMIT 1", params)
+        last = self._one(f"SELECT step FROM scalars {where} ORDER BY step DESC LIMIT 1", params) or first
         return first[0], last[0]
 
-    def points(self, key: SeriesKey, lo: int, hi: int, limit: int | None = None) -> list[tuple]:
+    def points(self, key: SeriesKey, lo: int, hi: int, limit: int | None = None) -> list[tuple[Any, ...]]:
         """Raw (step, epoch, walltime_ms, value) rows with lo <= step <= hi, in step order."""
         sql = (
             "SELECT step, epoch, walltime_ms, value FROM scalars"
@@ -326,7 +313,7 @@ class DashboardQueries:
             [run_id],
         )
 
-    def scalar_events(self, key: SeriesKey, after_seq: int, limit: int) -> list[tuple]:
+    def scalar_events(self, key: SeriesKey, after_seq: int, limit: int) -> list[tuple[Any, ...]]:
         """(seq, step, epoch, walltime_ms, value) of a series' points in source order, from seq
         `after_seq` + 1 on, at most `limit`; [] when the series never repeated a step."""
         return self._all(
@@ -335,7 +322,9 @@ class DashboardQueries:
             [key.run_id, key.tag_id, key.rep, after_seq, limit],
         )
 
-    def buckets(self, key: SeriesKey, lo: int, hi: int, span: int, origin: int | None = None) -> list[tuple]:
+    def buckets(
+        self, key: SeriesKey, lo: int, hi: int, span: int, origin: int | None = None
+    ) -> list[tuple[Any, ...]]:
         """Per bucket that holds points, its last row (step, epoch, walltime_ms, value), then its
         min and max value. Bucket k holds the steps of [origin + k * span, origin + (k + 1) * span)
         that lie in [lo, hi]; `origin` (<= lo) defaults to `lo`. Exactly what MIN, MAX and ORDER BY step
@@ -373,7 +362,7 @@ class DashboardQueries:
             rows = self._all(LAST_ROWS_SQLITE, [*starts, *ids, *ids, lo, span, hi])
         return [(*row, low[k], high[k]) for row, k in ((row, (row[0] - origin) // span) for row in rows)]
 
-    def stream_points(self, key: SeriesKey, batch: int = 5000) -> Iterator[tuple]:
+    def stream_points(self, key: SeriesKey, batch: int = 5000) -> Iterator[tuple[Any, ...]]:
         """Every (step, epoch, walltime_ms, value) of a series, fetched in bounded batches."""
         after = None
         while True:
@@ -511,7 +500,7 @@ def _cut_pieces(lo: int, hi: int, span: int, origin: int) -> list[tuple[int, int
     return [(k, start, stop) for k, start, stop in pieces if start < stop]
 
 
-def _extreme(choose, a: float | None, b: float | None) -> float | None:
+def _extreme(choose: Callable[[float, float], float], a: float | None, b: float | None) -> float | None:
     """min or max of two extremes where None (no finite-or-infinite value: NaN only) loses."""
     if a is None or b is None:
         return b if a is None else a

@@ -68,7 +68,7 @@ class RunRows(Engine):
             rows = self.execute(
                 f"INSERT INTO runs ({', '.join(cols)}) VALUES ({marks}) RETURNING run_id", values
             )
-            run_id = rows[0][0]
+            run_id: int = rows[0][0]
             self.execute(
                 "INSERT INTO repetitions (run_id, rep, start_time) VALUES (?, 0, ?)",
                 (run_id, fields["start_time"]),
@@ -196,7 +196,7 @@ class RunRows(Engine):
         with self._lock:
             if (stored_version(self) or 0) < RUN_TAGS_SINCE:
                 return {}
-        sql, params = "SELECT run_id, tag FROM run_tags", ()
+        sql, params = "SELECT run_id, tag FROM run_tags", tuple[int, ...]()
         if run_id is not None:
             sql, params = sql + " WHERE run_id = ?", (run_id,)
         with self._lock:
@@ -231,7 +231,7 @@ class RunRows(Engine):
         if kind not in ("hparams", "results"):
             raise ValueError(f"kind must be 'hparams' or 'results', not {kind!r}")
         sql = f"SELECT run_id, name, value FROM {kind}"
-        params: tuple = ()
+        params: tuple[Any, ...] = ()
         if run_id is not None:
             sql, params = sql + " WHERE run_id = ?", (run_id,)
         with self._lock:

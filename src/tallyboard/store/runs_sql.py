@@ -133,6 +133,7 @@ class Translator:
         holds_for_none = (op in ("==", "=") and literal is None) or (op == "!=" and literal is not None)
         if holds_for_none:  # true for a missing cell: the negation of a condition on present ones
             inner = self.value_test("==" if op == "!=" else "!=", literal)
+            assert inner is not None  # `!= null` and `== literal` always have a test
             return self.negated(self.value_cell(name, *inner))
         test = self.value_test(op, literal)
         return self.value_cell(name, *test) if test is not None else FALSE
@@ -185,6 +186,7 @@ class Translator:
 
     def run_field(self, name: str, kind: str, op: str, literal: Any) -> Condition:
         """A condition on a column of `runs` (its row always exists)."""
+        params: list[Any]
         if op in ("truthy", "bool"):  # no run field holds NaN: both truths agree
             test, params = (f"r.{name} <> ''" if kind == "text" else f"r.{name} <> 0"), []
         elif op == "in":

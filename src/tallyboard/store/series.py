@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from tallyboard.store.base import Store
 
@@ -56,7 +56,7 @@ class SeriesSummary(NamedTuple):
     mean: float
 
 
-def _select(store: Store, sql: str, params: Sequence[object] = ()) -> list[tuple]:
+def _select(store: Store, sql: str, params: Sequence[object] = ()) -> list[tuple[Any, ...]]:
     return store.execute(sql, params)
 
 
@@ -87,7 +87,7 @@ def series_keys(
     return [SeriesKey(*row) for row in rows]
 
 
-def _chunk(key: SeriesKey, rows: list[tuple]) -> SeriesChunk:
+def _chunk(key: SeriesKey, rows: list[tuple[Any, ...]]) -> SeriesChunk:
     steps, epochs, walltimes_ms, values = zip(*rows, strict=True)
     return SeriesChunk(
         key.run_id,
@@ -146,7 +146,7 @@ def iter_chunks(
 
 def _downsampled(
     store: Store, where: tuple[int, int, int], in_range: str, range_params: list[int], buckets: int
-) -> list[tuple]:
+) -> list[tuple[Any, ...]]:
     if buckets < 1:
         raise ValueError(f"downsample must be 1 or more, got {buckets}")
     bounds = "SELECT MIN(step), MAX(step), COUNT(*) FROM scalars WHERE run_id = ? AND tag_id = ? AND rep = ?"

@@ -52,7 +52,7 @@ def location(spool_path: str | os.PathLike[str], target_url: str, unique_columns
     """Bind the spool file at `spool_path` to `target_url` (the first time, creating it with these
     unique columns; a spool bound to another database is refused) and return the location
     `open_store` opens it by."""
-    from tallyboard.store import is_postgres_url
+    from tallyboard.store.location import is_postgres_url
 
     if not is_postgres_url(target_url):
         raise ValueError(

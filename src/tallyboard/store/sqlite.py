@@ -212,7 +212,7 @@ class SqliteStore(Store):
         with self._lock:
             return self._retry(attempt)
 
-    def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         with self._lock:
             return self._connection().execute(sql, params).fetchall()
 
@@ -285,7 +285,7 @@ class SqliteStore(Store):
     def reader_sql(self, sql: str) -> str:
         return sql
 
-    def first_rows(self, conn: Any, sql: str, param_rows: Sequence[Sequence[Any]]) -> list[tuple]:
+    def first_rows(self, conn: Any, sql: str, param_rows: Sequence[Sequence[Any]]) -> list[tuple[Any, ...]]:
         """SQLite reruns its cached statement."""
         return [conn.execute(sql, tuple(params)).fetchone() for params in param_rows]
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from typing import Any
 
 NUMBER, TEXT, BOOL, EMPTY_TEXT, NAN = range(5)
@@ -62,7 +63,7 @@ def typed(text: Any) -> Typed:
 
 
 def with_types(
-    rows: list[tuple[int, str, str]],
+    rows: Sequence[tuple[int, str, str]],
 ) -> list[tuple[int, str, str, int | None, float | None, str | None]]:
     """(run_id, name, json_value) rows with their typed columns appended; each distinct text is
     parsed once (a sweep repeats its values)."""
