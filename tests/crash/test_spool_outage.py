@@ -2,7 +2,7 @@
 that is stopped while runs log, and a writer killed with SIGKILL while it is down: training goes on,
 a warning says how far behind shipping is, and once the server is back every row is there once.
 
-Longer outages (60 s) and more processes are in bench/cluster.py.
+More processes, and the memory of a 60 s outage, are in bench/cluster.py.
 """
 
 from __future__ import annotations
@@ -47,7 +47,8 @@ def same_rows(url: str, run_id: int, spool: str, spool_run: int) -> tuple[int, i
         local.close()
 
 
-def test_a_5_s_outage_while_logging_through_a_spool_ships_every_row_once(tmp_path, shipper_log):
+@pytest.mark.parametrize("seconds", [5, 60])
+def test_an_outage_while_logging_through_a_spool_ships_every_row_once(tmp_path, shipper_log, seconds):
     spool = str(tmp_path / "spool.db")
     with own_server() as server:
         table = tb.ResultTable(server.url, spool=spool, nocommit_action=tb.NoCommitAction.NOP)
@@ -68,7 +69,7 @@ def test_a_5_s_outage_while_logging_through_a_spool_ships_every_row_once(tmp_pat
         time.sleep(1)
         server.stop()
         down_at = steps[0]
-        time.sleep(5)
+        time.sleep(seconds)
         assert steps[0] > down_at  # training went on
         run.flush()  # durable in the spool while the database is down: no NotDurableError
         server.start()
