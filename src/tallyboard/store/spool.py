@@ -31,10 +31,25 @@ import sys
 import time
 import uuid
 from array import array
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
 
 from tallyboard.store.location import Access
-from tallyboard.store.records import ArtifactRow, Batch, ResumePoint, StoreError
+from tallyboard.store.records import (
+    ArtifactRow,
+    Batch,
+    QueuedEnvironment,
+    QueuedHistogram,
+    QueuedLine,
+    QueuedMedia,
+    QueuedRecord,
+    QueuedRepetition,
+    QueuedText,
+    QueuedValue,
+    ResumePoint,
+    RunUpdate,
+    StoreError,
+)
 from tallyboard.store.sqlite import SqliteStore
 
 PREFIX = "spool:"  # what `open_store` recognises: "spool:" + the spool file's path
@@ -93,9 +108,30 @@ def _from_json(item: dict[str, Any]) -> Any:
 
 
 PACKED = ("$q", "$d")  # a column of 8-byte little-endian ints, or of doubles
+# The record each `Batch` list holds but scalars: a journal entry stores its fields as a JSON list
+BATCH_RECORDS: dict[str, Callable[..., QueuedRecord]] = {
+    "media": QueuedMedia,
+    "texts": QueuedText,
+    "histograms": QueuedHistogram,
+    "hparams": QueuedValue,
+    "results": QueuedValue,
+    "repetitions": QueuedRepetition,
+    "console": QueuedLine,
+    "environments": QueuedEnvironment,
+    "run_updates": RunUpdate,
+}
 
 
-def _column(values: tuple) -> Any:
+class ShippedRun(NamedTuple):
+    """A run of the spool as the database holds it (a row of `spool_runs`): its id there, and the
+    run it duplicates when the database's uniqueness check found one at shipping."""
+
+    spool_run: int
+    run_id: int
+    duplicate_of: int | None
+
+
+def _column(values: tuple[Any, ...]) -> dict[str, str] | list[Any]:
     """One column of a series of scalars: packed when all ints or all floats (C speed both ways,
     floats bit-exact; float repr in JSON cost the spool's writer more than SQLite's insert), else
     a JSON list (an epoch column with None, say)."""
@@ -110,10 +146,12 @@ def _column(values: tuple) -> Any:
     return list(values)
 
 
-def batch_to_json(batch: Batch) -> dict[str, list]:
+def batch_to_json(batch: Batch) -> dict[str, list[Any]]:
     """A batch's journal entry. A series of scalars goes as columns (rep, step, epoch, walltime,
     value), packed where it can be (`_column`)."""
-    fields = {name: rows for name, rows in vars(batch).items() if rows and name != "scalars"}
+    fields: dict[str, list[Any]] = {
+        name: rows for name, rows in vars(batch).items() if rows and name != "scalars"
+    }
     if batch.scalars:
         fields["scalars"] = [
             [run_id, tag, *map(_column, zip(*rows, strict=True))] for run_id, tag, rows in batch.scalars
@@ -121,10 +159,13 @@ def batch_to_json(batch: Batch) -> dict[str, list]:
     return fields
 
 
-def batch_from_json(fields: dict[str, list]) -> Batch:
-    """The `Batch` a journal entry describes (JSON gave lists where the sink had tuples)."""
+def batch_from_json(fields: dict[str, list[Any]]) -> Batch:
+    """The `Batch` a journal entry describes (JSON gave lists where the sink had named records)."""
     columns = fields.pop("scalars", [])
-    batch = Batch(**{name: [tuple(row) for row in rows] for name, rows in fields.items()})
+    batch = Batch()
+    for name, rows in fields.items():
+        record = BATCH_RECORDS[name]
+        getattr(batch, name).extend(record(*row) for row in rows)
     batch.scalars = [(run_id, tag, list(zip(*series, strict=True))) for run_id, tag, *series in columns]
     return batch
 
@@ -163,6 +204,13 @@ class SpoolStore(SqliteStore):
             self._set_state("spool_id", str(uuid.uuid4()))  # names this spool in the database
             self._set_state("shipped", "0")
 
+    def bound_to(self) -> tuple[str, str]:
+        """(the database this spool ships to, the id that names the spool there)."""
+        target, spool_id = self.state("target"), self.state("spool_id")
+        if target is None or spool_id is None:
+            raise StoreError(f"{self.path!r} is not a spool: it was never bound to a database")
+        return target, spool_id
+
     def state(self, key: str) -> str | None:
         rows = self.execute("SELECT value FROM spool_state WHERE key = ?", (key,))
         return rows[0][0] if rows else None
@@ -180,12 +228,17 @@ class SpoolStore(SqliteStore):
             (time.time(), op, encode(args)),
         )
 
-    def _journaled(self, op: str, args: Any, write: Any) -> Any:
+    def _journaled(self, op: str, args: Any, write: Callable[[], None]) -> None:
         """Journal first, then write: should the write fail, neither is committed (and no id the
         write caches, a tag's say, survives a rolled-back transaction)."""
         self.ready_for_writing()
+
+        def both() -> None:
+            self._journal(op, args)
+            write()
+
         with self._lock:
-            return self.atomic(lambda: (self._journal(op, args), write())[1])
+            self.atomic(both)
 
     # ---- the writes that are shipped ------------------------------------------------------------
     def create_run(self, fields: dict[str, Any], debug: bool = False) -> int:
@@ -203,12 +256,12 @@ class SpoolStore(SqliteStore):
         args = {"run": run_id, "values": values}
         self._journaled("update_run", args, lambda: SqliteStore.update_run(self, run_id, **values))
 
-    def change_run_tags(self, run_id: int, add=(), remove=()) -> None:
+    def change_run_tags(self, run_id: int, add: Sequence[str] = (), remove: Sequence[str] = ()) -> None:
         args = {"run": run_id, "add": list(add), "remove": list(remove)}
         change = SqliteStore.change_run_tags
         self._journaled("change_run_tags", args, lambda: change(self, run_id, add, remove))
 
-    def put_values(self, kind: str, rows: list[tuple[int, str, str]]) -> None:
+    def put_values(self, kind: str, rows: list[QueuedValue]) -> None:
         args = {"kind": kind, "rows": rows}
         self._journaled("put_values", args, lambda: SqliteStore.put_values(self, kind, rows))
 
@@ -252,7 +305,7 @@ class SpoolStore(SqliteStore):
         )[0]
         return count, oldest
 
-    def shipped(self, upto: int, runs: list[tuple[int, int, int | None]]) -> None:
+    def shipped(self, upto: int, runs: list[ShippedRun]) -> None:
         """Record that the database holds everything up to seq `upto` (its own record is the one that
         counts; this copy saves re-reading shipped entries) and the run ids it assigned; drop the
         shipped entries (the spool's tables keep the rows)."""

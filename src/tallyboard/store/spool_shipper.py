@@ -30,8 +30,15 @@ import time
 from typing import Any
 
 from tallyboard.store.postgres import SCHEMA_LOCK, PostgresStore
-from tallyboard.store.records import ArtifactRow, Batch, DuplicateRunError
-from tallyboard.store.spool import SpoolStore, batch_from_json, decode
+from tallyboard.store.records import (
+    ArtifactRow,
+    Batch,
+    DuplicateRunError,
+    QueuedRecord,
+    QueuedValue,
+    ScalarRow,
+)
+from tallyboard.store.spool import ShippedRun, SpoolStore, batch_from_json, decode
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +69,7 @@ class Destination:
             (spool_id,),
         )
         self.runs: dict[int, int] = {spool_run: run_id for spool_run, run_id, _ in known}
-        self._unnoted = [list(row) for row in known]  # for the spool's copy, with the next shipment
+        self._unnoted = [ShippedRun(*row) for row in known]  # for the spool's copy, with the next shipment
 
     def _create_tables(self) -> None:
         """Under the schema lock: two shippers racing to CREATE TABLE IF NOT EXISTS both create it."""
@@ -73,13 +80,13 @@ class Destination:
     def close(self) -> None:
         self.db.close()
 
-    def ship(self, entries: list[tuple[int, float, str, str]]) -> tuple[int, list[list[int | None]]]:
+    def ship(self, entries: list[tuple[int, float, str, str]]) -> tuple[int, list[ShippedRun]]:
         """Apply `entries` (seq order) in one transaction, skipping those the database has; return
-        the watermark after it and the runs the spool has yet to note: [spool_run, run_id,
-        duplicate_of] of those it created, and the first time of those shipped before."""
+        the watermark after it and the runs the spool has yet to note: those it created, and the
+        first time those shipped before."""
         db, spool_id = self.db, self.spool_id
 
-        def work() -> list[Any]:
+        def work() -> tuple[int, list[ShippedRun]]:
             db._tag_ids.clear()  # an attempt rolled back must not leave ids of tags it inserted
             db.execute(
                 "INSERT INTO tallyboard_spools (spool_id, shipped) VALUES (?, 0)"
@@ -89,7 +96,7 @@ class Destination:
             shipped = db.execute(
                 "SELECT shipped FROM tallyboard_spools WHERE spool_id = ? FOR UPDATE", (spool_id,)
             )[0][0]
-            created: list[list[int | None]] = []
+            created: list[ShippedRun] = []
             runs = dict(self.runs)
             batches: list[Batch] = []  # consecutive sink batches, written as one
             for seq, _, op, args in entries:
@@ -103,7 +110,7 @@ class Destination:
             self._write(batches, runs)
             watermark = max(shipped, entries[-1][0])
             db.execute("UPDATE tallyboard_spools SET shipped = ? WHERE spool_id = ?", (watermark, spool_id))
-            return [watermark, created]
+            return watermark, created
 
         watermark, created = db.atomic(work)
         self.runs.update((spool_run, run_id) for spool_run, run_id, _ in created)
@@ -121,12 +128,14 @@ class Destination:
             runs[spool_run] = found[0][0]
         return runs[spool_run]
 
-    def _apply(self, op: str, args: dict[str, Any], runs: dict[int, int], created: list) -> None:
+    def _apply(self, op: str, args: Any, runs: dict[int, int], created: list[ShippedRun]) -> None:
+        """Apply one journal entry other than a batch; `args` is its JSON: an object, or for an artefact
+        the list of its `ArtifactRow` fields."""
         db = self.db
         if op == "create_run":
             run_id, duplicate_of = self._create_run(args["fields"], args["debug"])
             runs[args["run"]] = run_id
-            created.append([args["run"], run_id, duplicate_of])
+            created.append(ShippedRun(args["run"], run_id, duplicate_of))
             db.execute(
                 "INSERT INTO tallyboard_spool_runs (spool_id, spool_run, run_id, duplicate_of)"
                 " VALUES (?, ?, ?, ?)"
@@ -139,7 +148,8 @@ class Destination:
         elif op == "change_run_tags":
             db.change_run_tags(self._run_id(args["run"], runs), args["add"], args["remove"])
         elif op == "put_values":
-            db.put_values(args["kind"], [(self._run_id(row[0], runs), *row[1:]) for row in args["rows"]])
+            rows = [QueuedValue(self._run_id(run, runs), name, value) for run, name, value in args["rows"]]
+            db.put_values(args["kind"], rows)
         elif op == "add_artifact":  # the file itself is in the artefact store already
             db.add_artifact(ArtifactRow(self._run_id(args[0], runs), *args[1:]))
         else:
@@ -151,11 +161,15 @@ class Destination:
         fail over to the engine's upsert, which keeps the last value, as separate batches would."""
         if not batches:
             return
-        merged, series = Batch(), {}
+        merged = Batch()
+        series: dict[tuple[int, str], list[ScalarRow]] = {}
         for batch in batches:
-            for name, rows in vars(batch).items():
+            for name, kept in vars(batch).items():
                 if name != "scalars":
-                    getattr(merged, name).extend((self._run_id(row[0], runs), *row[1:]) for row in rows)
+                    records: list[QueuedRecord] = kept
+                    getattr(merged, name).extend(
+                        record._replace(run_id=self._run_id(record.run_id, runs)) for record in records
+                    )
             for run, tag, rows in batch.scalars:
                 series.setdefault((self._run_id(run, runs), tag), []).extend(rows)
         merged.scalars = [(run_id, tag, rows) for (run_id, tag), rows in series.items()]
@@ -183,7 +197,7 @@ def ship_once(spool: SpoolStore, destination: Destination, limit: int = ENTRIES_
     entries = spool.pending(int(spool.state("shipped") or 0), limit, SHIPMENT_BYTES)
     if entries:
         watermark, created = destination.ship(entries)
-        spool.shipped(watermark, [tuple(row) for row in created])
+        spool.shipped(watermark, created)
     return len(entries)
 
 
@@ -191,7 +205,7 @@ def ship_all(spool_path: str) -> int:
     """Ship everything the spool at `spool_path` holds (`tallyboard sync`); return the entries shipped."""
     spool = SpoolStore(spool_path)
     try:
-        destination = Destination(spool.target_url, spool.state("spool_id"))
+        destination = Destination(*spool.bound_to())
         try:
             total = 0
             while moved := ship_once(spool, destination):
@@ -249,7 +263,7 @@ class Shipper:
             serving = self._asked
             try:
                 if destination is None:
-                    destination = Destination(spool.target_url, spool.state("spool_id"))
+                    destination = Destination(*spool.bound_to())
                 moved = ship_once(spool, destination)
             except Exception as error:  # the database out of reach (or refusing): keep the spool, retry
                 if destination is not None:
