@@ -33,6 +33,8 @@ from tallyboard.values import check_text, to_int
 from tallyboard.writer import LogWriter, let_go
 
 if TYPE_CHECKING:
+    from typing_extensions import Self  # typing.Self is new in Python 3.11; we support 3.10
+
     from tallyboard.comparison import Comparison
     from tallyboard.store.spool import SpoolStore
 
@@ -604,3 +606,9 @@ class ResultTable:
     def close(self) -> None:
         """Close the table's own connection (writers keep theirs until they end)."""
         self._store.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

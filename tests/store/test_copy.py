@@ -86,13 +86,13 @@ def test_copying_twice_changes_nothing_and_new_ids_follow_the_copied_ones(tmp_pa
     once = dump_postgres(pg_url)
     copy_table(original, pg_url, progress=False)
     assert dump_postgres(pg_url) == once
-    table = tb.ResultTable(pg_url, nocommit_action=tb.NoCommitAction.NOP)
-    run = table.new_run("after the copy")
-    run.add_image(png((0, 255, 0)), tag="fresh")
-    run.add_scalar("brand/new", 1.0)
-    run.write_result(accuracy=1.0)
-    assert run.run_id == max(row[0] for row in once["runs"]) + 1
-    assert len(run.get_images()) == 1
+    with tb.ResultTable(pg_url, nocommit_action=tb.NoCommitAction.NOP) as table:
+        run = table.new_run("after the copy")
+        run.add_image(png((0, 255, 0)), tag="fresh")
+        run.add_scalar("brand/new", 1.0)
+        run.write_result(accuracy=1.0)
+        assert run.run_id == max(row[0] for row in once["runs"]) + 1
+        assert len(run.get_images()) == 1
 
 
 def test_a_source_that_logged_more_is_brought_up_to_date(tmp_path, pg_url):
@@ -105,9 +105,10 @@ def test_a_source_that_logged_more_is_brought_up_to_date(tmp_path, pg_url):
     run.add_scalar("train/loss", 0.5)
     run.write_result(accuracy=0.5)
     copy_table(original, pg_url, progress=False)
-    copied = tb.ResultTable(pg_url).load_run(run.run_id)
-    assert [s.value for s in copied.get_scalar("train/loss")] == [1.0, 0.5]
-    assert copied.status == "finished"
+    with tb.ResultTable(pg_url) as destination:
+        copied = destination.load_run(run.run_id)
+        assert [s.value for s in copied.get_scalar("train/loss")] == [1.0, 0.5]
+        assert copied.status == "finished"
 
 
 def test_a_destination_with_other_runs_under_the_same_ids_is_refused_untouched(tmp_path, pg_url):

@@ -49,7 +49,7 @@ def jobs(url: str, count: int, steps: int, wave: int) -> list[int]:
         if len(running) >= wave:
             codes.append(running.pop(0).wait(timeout=120))
         command = [sys.executable, "-c", script, url, f"job-{index}"]
-        running.append(subprocess.Popen(command, stderr=subprocess.PIPE, text=True))
+        running.append(subprocess.Popen(command))
     codes.extend(process.wait(timeout=120) for process in running)
     return codes
 
@@ -61,7 +61,8 @@ def test_more_jobs_than_server_connections_store_every_row_once():
     with own_server(max_connections=3, superuser_reserved_connections=0) as server:
         with bouncer(server.url, pool_size=2) as pooler:
             url = pooler.url_for(server.url)
-            tb.ResultTable(url, nocommit_action=tb.NoCommitAction.NOP).new_debug_run("schema").close()
+            with tb.ResultTable(url, nocommit_action=tb.NoCommitAction.NOP) as table:
+                table.new_debug_run("schema").close()
             assert jobs(url, count=count, steps=steps, wave=4) == [0] * count
         with connect(server.url) as conn:
             runs = conn.execute("SELECT status, count(*) FROM runs WHERE run_id > 0 GROUP BY status")
@@ -83,7 +84,8 @@ def test_restarting_pgbouncer_mid_run_loses_and_doubles_nothing():
     steps = 20_000
     with own_server() as server, bouncer(server.url, pool_size=2) as pooler:
         url = pooler.url_for(server.url)
-        tb.ResultTable(url, nocommit_action=tb.NoCommitAction.NOP).new_debug_run("schema").close()
+        with tb.ResultTable(url, nocommit_action=tb.NoCommitAction.NOP) as table:
+            table.new_debug_run("schema").close()
         job = subprocess.Popen([sys.executable, "-c", JOB.format(steps=steps, png=PNG_1X1), url, "job"])
         restarts, seen = 0, 0
         while job.poll() is None and restarts < 3:

@@ -91,7 +91,8 @@ def test_processes_opening_a_new_database_at_once_create_it_once(pg_url):
     script = "import sys; from tallyboard.store import open_store; open_store(sys.argv[1]).close()"
     procs = [subprocess.Popen([sys.executable, "-c", script, pg_url]) for _ in range(4)]
     assert [proc.wait(timeout=60) for proc in procs] == [0] * 4
-    assert open_store(pg_url).meta("schema_version") == str(schema.SCHEMA_VERSION)
+    with open_store(pg_url) as store:
+        assert store.meta("schema_version") == str(schema.SCHEMA_VERSION)
 
 
 def test_opening_a_ready_table_writes_nothing(pg_url):
@@ -166,11 +167,11 @@ def test_a_wrong_url_fails_at_once_with_the_servers_reason(pg_url):
 
 def test_result_table_without_a_path_uses_tallyboard_url(pg_url, monkeypatch):
     monkeypatch.setenv("TALLYBOARD_URL", pg_url)
-    table = tb.ResultTable(nocommit_action=tb.NoCommitAction.NOP)
-    run = table.new_run("from-env")
-    run.write_result(acc=1.0)
-    with connect(pg_url) as conn:
-        assert conn.execute("SELECT experiment FROM runs").fetchall() == [("from-env",)]
+    with tb.ResultTable(nocommit_action=tb.NoCommitAction.NOP) as table:
+        run = table.new_run("from-env")
+        run.write_result(acc=1.0)
+        with connect(pg_url) as conn:
+            assert conn.execute("SELECT experiment FROM runs").fetchall() == [("from-env",)]
 
 
 def test_four_writer_processes_log_every_row_once(pg_url):
@@ -326,23 +327,23 @@ def test_two_hosts_racing_to_start_the_same_run_create_one(pg_url):
 
 
 def test_a_reader_never_blocks_the_writer_thread(pg_url):
-    store = open_store(pg_url)
-    run = store.create_run({"experiment": "e", "start_time": 0.0})
-    with connect(pg_url) as reader:
-        reader.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
-        assert reader.execute("SELECT count(*) FROM scalars").fetchone() == (0,)
-        done = threading.Event()
-        thread = threading.Thread(
-            target=lambda: (
-                store.write_batch(Batch(scalars=[(run, "x", [(0, 1, None, 0.0, 2.0)])])),
-                done.set(),
+    with open_store(pg_url) as store:
+        run = store.create_run({"experiment": "e", "start_time": 0.0})
+        with connect(pg_url) as reader:
+            reader.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+            assert reader.execute("SELECT count(*) FROM scalars").fetchone() == (0,)
+            done = threading.Event()
+            thread = threading.Thread(
+                target=lambda: (
+                    store.write_batch(Batch(scalars=[(run, "x", [(0, 1, None, 0.0, 2.0)])])),
+                    done.set(),
+                )
             )
-        )
-        thread.start()
-        assert done.wait(30)
-        assert reader.execute("SELECT count(*) FROM scalars").fetchone() == (0,)  # its snapshot
-    thread.join()
-    assert store.scalars(run, "x") == [(0, 1, None, 0, 2.0)]
+            thread.start()
+            assert done.wait(30)
+            assert reader.execute("SELECT count(*) FROM scalars").fetchone() == (0,)  # its snapshot
+        thread.join()
+        assert store.scalars(run, "x") == [(0, 1, None, 0, 2.0)]
 
 
 class LostAfterCommit(PostgresStore):

@@ -195,6 +195,8 @@ def test_reading_postgresql_runs_read_only_transactions(pg_url: str) -> None:
 
 @pytest.mark.postgres
 def test_a_role_that_may_only_select_browses_a_postgresql_table(pg_url: str) -> None:
+    from starlette.testclient import TestClient
+
     from tallyboard.dashboard import create_app
 
     writer = open_store(pg_url)
@@ -210,7 +212,8 @@ def test_a_role_that_may_only_select_browses_a_postgresql_table(pg_url: str) -> 
         admin.execute(f'GRANT SELECT ON ALL TABLES IN SCHEMA "{schema}" TO "{role}"')
     try:
         assert "seen by a reader" in run_cli("runs", reader_url).stdout
-        create_app(reader_url, read_only=True)
+        with TestClient(create_app(reader_url, read_only=True), base_url="http://127.0.0.1") as client:
+            assert "seen by a reader" in client.get("/api/runs").text
     finally:
         with connect(pg_url, autocommit=True) as admin:
             admin.execute(f'DROP OWNED BY "{role}"')

@@ -46,12 +46,13 @@ def log_run(table: tb.ResultTable, name: str, steps: int) -> tb.LogWriter:
 
 def test_a_batch_survives_the_journal_unchanged():
     from tallyboard.store import Batch
+    from tallyboard.store.records import QueuedMedia, QueuedText, RunUpdate
 
     batch = Batch(
         scalars=[(1, "loss", [(0, 3, None, 1.5, math.inf), (0, 4, 1, 1.75, -0.0)])],
-        media=[(1, "img", 0, 0, None, 0.0, "image", 2, 2, b"\x00\xff png")],
-        texts=[(1, "log", 0, 0, None, 0.0, "text", "ünïcode \U0001f600")],
-        run_updates=[(1, {"status": "finished", "end_time": 2.0})],
+        media=[QueuedMedia(1, "img", 0, 0, None, 0.0, "image", 2, 2, b"\x00\xff png")],
+        texts=[QueuedText(1, "log", 0, 0, None, 0.0, "text", "ünïcode \U0001f600")],
+        run_updates=[RunUpdate(1, {"status": "finished", "end_time": 2.0})],
     )
     assert batch_from_json(decode(encode(batch_to_json(batch)))) == batch
     assert math.isnan(decode(encode([math.nan]))[0])
@@ -61,6 +62,7 @@ def test_everything_logged_through_a_spool_arrives_once_with_the_databases_run_i
     spool = str(tmp_path / "spool.db")
     direct = tb.ResultTable(pg_url, nocommit_action=tb.NoCommitAction.NOP)
     direct.new_run("taken first", auto_log_plt=False).close()
+    direct.close()
     table = spooled_table(pg_url, spool)
     run = log_run(table, "spooled", 1000)
     assert table.ship(timeout=60)
@@ -111,7 +113,7 @@ def test_a_shipment_sent_again_is_skipped_by_the_databases_watermark(pg_url, tmp
     first, _ = destinations[0].ship(entries)
     destinations.append(Destination(pg_url, local.state("spool_id")))  # the next process
     again, created = destinations[1].ship(entries)
-    assert again == first and created == [[run.run_id, 1, None]]  # known, for the spool to note
+    assert again == first and created == [(run.run_id, 1, None)]  # known, for the spool to note
     assert table.database_run_id(run.run_id) is None  # the killed process never noted it
     destinations.append(Destination(pg_url, local.state("spool_id")))
     ship_once(local, destinations[2])
@@ -123,7 +125,8 @@ def test_a_shipment_sent_again_is_skipped_by_the_databases_watermark(pg_url, tmp
 
 
 def test_a_run_that_duplicates_one_in_the_database_is_shipped_hidden_and_marked(pg_url, tmp_path):
-    tb.ResultTable(pg_url, nocommit_action=tb.NoCommitAction.NOP).new_run("same", auto_log_plt=False).close()
+    with tb.ResultTable(pg_url, nocommit_action=tb.NoCommitAction.NOP) as table:
+        table.new_run("same", auto_log_plt=False).close()
     table = spooled_table(pg_url, str(tmp_path / "spool.db"))
     run = table.new_run("same", auto_log_plt=False)  # unique in the spool, not in the database
     run.add_scalar("x", 1.0)
@@ -159,7 +162,8 @@ def test_sync_of_a_table_that_is_not_a_spool_is_refused_and_changes_nothing(tmp_
     from tallyboard.cli import main
 
     path = str(tmp_path / "results.db")
-    tb.ResultTable(path, nocommit_action=tb.NoCommitAction.NOP).new_run("r", auto_log_plt=False).close()
+    with tb.ResultTable(path, nocommit_action=tb.NoCommitAction.NOP) as table:
+        table.new_run("r", auto_log_plt=False).close()
 
     def tables() -> list[str]:
         with sqlite3.connect(path) as conn:

@@ -148,9 +148,9 @@ def create_app(
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         yield
         hub.close()  # open event streams end, so the server can stop
-        queries.close()  # then the connections, so none is left to the garbage collector
-        if store is not None:
-            store.close()
+        # then the connections, so none is left to the garbage collector: the store's (read-only
+        # too, where `store` is None) after the pool it lends to `queries`
+        queries.store.close()
 
     app = Starlette(
         routes=routes,

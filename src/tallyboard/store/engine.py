@@ -25,6 +25,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
+    from typing_extensions import Self  # typing.Self is new in Python 3.11; we support 3.10
+
     from tallyboard.store.location import Access, Found
 
 T = TypeVar("T")
@@ -137,6 +139,12 @@ class Engine(ABC):
     @abstractmethod
     def close(self) -> None:
         """Close the connection; the store is unusable afterwards."""
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
     @abstractmethod
     def is_record_error(self, error: BaseException) -> bool:

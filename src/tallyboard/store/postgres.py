@@ -180,9 +180,13 @@ class PostgresStore(Store):
         self._resend_id: uuid.UUID | None = None
         self._gave_up_on: uuid.UUID | None = None  # the id of an atomic that raised, outcome unknown
         self._connection()  # a wrong URL or a server that is down fails here, at once
-        found = self._describe()
-        found.check(access)
-        self._opened(found, access, unique_columns)
+        try:
+            found = self._describe()
+            found.check(access)
+            self._opened(found, access, unique_columns)
+        except BaseException:  # refused (not a result table, too new, ...): nobody will close it
+            self._disconnect()
+            raise
 
     def _describe(self) -> Found:
         """What the connection's schema holds (read only; see store/location.py)."""

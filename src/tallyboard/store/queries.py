@@ -94,6 +94,8 @@ class DashboardQueries:
         self.postgres = self.store.dialect == "postgresql"
         self._idle: queue.LifoQueue[Any] = queue.LifoQueue()
         self._slots = threading.BoundedSemaphore(connections)
+        self._closing = threading.Lock()  # a connection in use when the pool closes is closed on return
+        self._closed = False
         try:
             self._one("SELECT value FROM meta WHERE key = 'schema_version'")
         except Exception as error:
@@ -115,7 +117,11 @@ class DashboardQueries:
             try:
                 yield conn
             finally:
-                self._idle.put(conn)
+                with self._closing:
+                    if self._closed:
+                        conn.close()
+                    else:
+                        self._idle.put(conn)
 
     def _sql(self, sql: str) -> str:
         return self.store.reader_sql(sql)
@@ -155,12 +161,15 @@ class DashboardQueries:
         return row
 
     def close(self) -> None:
-        """Close the idle connections (and the store, when these queries opened it)."""
-        while True:
-            try:
-                self._idle.get_nowait().close()
-            except queue.Empty:
-                break
+        """Close the idle connections, and those in use as they come back (and the store, when these
+        queries opened it)."""
+        with self._closing:
+            self._closed = True
+            while True:
+                try:
+                    self._idle.get_nowait().close()
+                except queue.Empty:
+                    break
         if self._owned is not None:
             self._owned.close()
 

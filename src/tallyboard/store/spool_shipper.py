@@ -62,12 +62,16 @@ class Destination:
     def __init__(self, url: str, spool_id: str) -> None:
         self.db = PostgresStore(url, retry_for=RETRY_FOR)
         self.spool_id = spool_id
-        self.db.atomic(self._create_tables)
-        # Runs shipped before (by a process that may have died before noting them in the spool)
-        known = self.db.execute(
-            "SELECT spool_run, run_id, duplicate_of FROM tallyboard_spool_runs WHERE spool_id = ?",
-            (spool_id,),
-        )
+        try:
+            self.db.atomic(self._create_tables)
+            # Runs shipped before (by a process that may have died before noting them in the spool)
+            known = self.db.execute(
+                "SELECT spool_run, run_id, duplicate_of FROM tallyboard_spool_runs WHERE spool_id = ?",
+                (spool_id,),
+            )
+        except BaseException:  # the shipper retries with a new one: this one's connection is closed
+            self.db.close()
+            raise
         self.runs: dict[int, int] = {spool_run: run_id for spool_run, run_id, _ in known}
         self._unnoted = [ShippedRun(*row) for row in known]  # for the spool's copy, with the next shipment
 

@@ -159,7 +159,12 @@ class SqliteStore(Store):
         self._connect()
         if access is not Access.READ:
             _writers.add(self)
-        self._opened(found, access, unique_columns)
+        try:
+            self._opened(found, access, unique_columns)
+        except BaseException:  # the schema could not be created: nobody will close the connection
+            _writers.remove(self)
+            self._conn.close()
+            raise
 
     def _connect(self) -> None:
         """Open this process's connection. A forked child (a DataLoader worker, say) opens its own:
