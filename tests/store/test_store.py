@@ -148,7 +148,10 @@ def test_filters_of_media_and_texts(db_url):
                     (run, "a", 0, 1, None, 0.0, "image", 1, 1, b"png1"),
                     (run, "b", 1, 2, 5, 0.0, "figure", 1, 1, b"p2"),
                 ],
-                texts=[(run, "", 0, 3, None, 0.0, "text", "hi"), (run, "t", 0, 4, None, 0.0, "fragment", "<b>")],
+                texts=[
+                    (run, "", 0, 3, None, 0.0, "text", "hi"),
+                    (run, "t", 0, 4, None, 0.0, "fragment", "<b>"),
+                ],
             )
         )
         assert [r[-1] for r in store.media(run, "image")] == [b"png1"]
