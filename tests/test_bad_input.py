@@ -19,8 +19,9 @@ from tallyboard.values import MAX_KEY_BYTES, check_text
 
 @pytest.fixture
 def table(db_url):
-    yield tb.ResultTable(db_url, nocommit_action=tb.NoCommitAction.NOP)
-    end_runs("failed")
+    with tb.ResultTable(db_url, nocommit_action=tb.NoCommitAction.NOP) as table:
+        yield table
+        end_runs("failed")
 
 
 @pytest.fixture

@@ -19,8 +19,9 @@ from test_quarantine import refuse
 
 @pytest.fixture
 def table(db_url):
-    yield tb.ResultTable(db_url, nocommit_action=tb.NoCommitAction.NOP, commit_interval=0.05)
-    end_runs("failed")
+    with tb.ResultTable(db_url, nocommit_action=tb.NoCommitAction.NOP, commit_interval=0.05) as table:
+        yield table
+        end_runs("failed")
 
 
 def expected(values: np.ndarray, bins: int):

@@ -25,8 +25,9 @@ from tallyboard.store.schema import SCHEMA_VERSION
 
 @pytest.fixture
 def table(db_url):
-    yield tb.ResultTable(db_url, nocommit_action=tb.NoCommitAction.NOP, commit_interval=0.05)
-    end_runs("failed")
+    with tb.ResultTable(db_url, nocommit_action=tb.NoCommitAction.NOP, commit_interval=0.05) as table:
+        yield table
+        end_runs("failed")
 
 
 def run_sql(db_url: str, sql: str) -> None:
@@ -207,15 +208,15 @@ def test_a_version_2_table_gets_the_quarantine_and_keeps_its_runs_unique(db_url)
         " CREATE INDEX runs_by_unique_key ON runs (unique_key);"
         " UPDATE meta SET value = '2' WHERE key = 'schema_version'",
     )
-    table = tb.ResultTable(db_url, nocommit_action=tb.NoCommitAction.NOP)
-    with pytest.raises(tb.DuplicateRunError):
-        table.new_run("exp", cli={"lr": 1}, auto_log_plt=False)
-    refuse(db_url, "texts", "content", "'poison'")
-    run = table.new_run("exp", cli={"lr": 2}, auto_log_plt=False)
-    run.add_text("poison")
-    run.close()
-    assert [q.kind for q in table.quarantined(run.run_id)] == ["text"]
-    assert table._store.meta("schema_version") == str(SCHEMA_VERSION)
+    with tb.ResultTable(db_url, nocommit_action=tb.NoCommitAction.NOP) as table:
+        with pytest.raises(tb.DuplicateRunError):
+            table.new_run("exp", cli={"lr": 1}, auto_log_plt=False)
+        refuse(db_url, "texts", "content", "'poison'")
+        run = table.new_run("exp", cli={"lr": 2}, auto_log_plt=False)
+        run.add_text("poison")
+        run.close()
+        assert [q.kind for q in table.quarantined(run.run_id)] == ["text"]
+        assert table._store.meta("schema_version") == str(SCHEMA_VERSION)
 
 
 def test_records_that_skip_the_checks_are_quarantined_by_the_engines_own_refusal(table):

@@ -15,10 +15,11 @@ from tallyboard.store.queries import SeriesKey
 @pytest.fixture
 def table(db_url):
     """A table on each engine; the runs a test leaves open are ended before its database goes."""
-    try:
-        yield tb.ResultTable(db_url, nocommit_action=tb.NoCommitAction.NOP)
-    finally:
-        end_runs("failed")
+    with tb.ResultTable(db_url, nocommit_action=tb.NoCommitAction.NOP) as table:
+        try:
+            yield table
+        finally:
+            end_runs("failed")
 
 
 def start(table):

@@ -34,15 +34,15 @@ def tagged_table(url: str) -> tb.ResultTable:
 
 
 def test_tags_are_written_at_once_and_read_back_sorted(db_url):
-    table = open_table(db_url)
-    run = table.new_run("exp")
-    run.add_tags("zeta", "alpha", "zeta")
-    other = open_table(db_url)  # another connection sees them while the run is still open
-    assert other.load_run(run.run_id).get_tags() == ["alpha", "zeta"]
-    run.remove_tags("zeta", "never-set")
-    assert run.tags == ["alpha"] and other.load_run(run.run_id).tags == ["alpha"]
-    assert run.tag is None  # empty (NULL since schema v4); DeepBoard's single tag is a separate thing
-    run.close()
+    with open_table(db_url) as table:
+        run = table.new_run("exp")
+        run.add_tags("zeta", "alpha", "zeta")
+        with open_table(db_url) as other:  # another connection sees them while the run is still open
+            assert other.load_run(run.run_id).get_tags() == ["alpha", "zeta"]
+            run.remove_tags("zeta", "never-set")
+            assert run.tags == ["alpha"] and other.load_run(run.run_id).tags == ["alpha"]
+            assert run.tag is None  # empty (NULL since schema v4); DeepBoard's single tag is a separate thing
+            run.close()
 
 
 @pytest.mark.parametrize(
@@ -50,34 +50,36 @@ def test_tags_are_written_at_once_and_read_back_sorted(db_url):
     [("", ValueError), ("nul\x00", ValueError), (3, TypeError), ("x" * 5000, ValueError)],
 )
 def test_a_bad_tag_is_refused_and_none_of_the_call_is_stored(db_url, bad, error):
-    table = open_table(db_url)
-    run = table.new_run("exp")
-    with pytest.raises(error, match="run tag"):
-        run.add_tags("fine", bad)
-    assert run.get_tags() == []
-    run.close()
+    with open_table(db_url) as table:
+        run = table.new_run("exp")
+        with pytest.raises(error, match="run tag"):
+            run.add_tags("fine", bad)
+        assert run.get_tags() == []
+        run.close()
 
 
 def test_query_api_filters_on_tags(db_url):
-    table = tagged_table(db_url)
+    with tagged_table(db_url) as table:
 
-    def ids(text: str) -> list[int]:
-        return [run.run_id for run in table.query(filter=text, backend="records")]
+        def ids(text: str) -> list[int]:
+            return [run.run_id for run in table.query(filter=text, backend="records")]
 
-    assert ids('"baseline" in tags') == [1, 2]
-    assert ids('"BASELINE" in tags and not "ablation-3" in tags') == [2]
-    assert ids('tags ~ "abl"') == [1]
-    assert ids('tags == "baseline"') == [1, 2]
-    assert ids('tags != "ablation-3"') == [2, 3]
-    assert ids("tags == null") == ids("not tags") == [3]
-    assert ids('`Tags` ~ "line" and tag == null') == [1, 2]  # by alias, next to DeepBoard's tag (empty: NULL)
-    assert table.query(columns=["tags"])["tags"].tolist() == [["ablation-3", "baseline"], ["baseline"], []]
-    with pytest.raises(FilterError):
-        ids('"baseline" in nosuchcolumn')
+        assert ids('"baseline" in tags') == [1, 2]
+        assert ids('"BASELINE" in tags and not "ablation-3" in tags') == [2]
+        assert ids('tags ~ "abl"') == [1]
+        assert ids('tags == "baseline"') == [1, 2]
+        assert ids('tags != "ablation-3"') == [2, 3]
+        assert ids("tags == null") == ids("not tags") == [3]
+        # by alias, next to DeepBoard's tag (empty: NULL)
+        assert ids('`Tags` ~ "line" and tag == null') == [1, 2]
+        tags = table.query(columns=["tags"])["tags"].tolist()
+        assert tags == [["ablation-3", "baseline"], ["baseline"], []]
+        with pytest.raises(FilterError):
+            ids('"baseline" in nosuchcolumn')
 
 
 def test_cli_runs_filter_on_tags(db_url):
-    tagged_table(db_url)
+    tagged_table(db_url).close()
     out = run_cli("runs", db_url, "--json", "--filter", '"ablation-3" in tags')
     runs = json.loads(out.stdout)
     assert [run["run_id"] for run in runs] == [1] and runs[0]["tags"] == ["ablation-3", "baseline"]
@@ -86,25 +88,27 @@ def test_cli_runs_filter_on_tags(db_url):
 
 
 def test_copy_and_export_carry_the_tags(db_url, tmp_path):
-    tagged_table(str(tmp_path / "src.db"))
+    tagged_table(str(tmp_path / "src.db")).close()
     copy_table(str(tmp_path / "src.db"), db_url, progress=False)
     copy_table(str(tmp_path / "src.db"), db_url, progress=False)  # idempotent
-    copied = open_table(db_url)
-    assert [copied.load_run(i).tags for i in (1, 2, 3)] == [["ablation-3", "baseline"], ["baseline"], []]
-    counts = export_table(db_url, tmp_path / "out")
-    assert counts["run_tags"] == 3
-    import_export(tmp_path / "out", str(tmp_path / "back.db"))
-    back = open_table(str(tmp_path / "back.db"))
-    assert [back.load_run(i).tags for i in (1, 2, 3)] == [["ablation-3", "baseline"], ["baseline"], []]
+    with open_table(db_url) as copied:
+        assert [copied.load_run(i).tags for i in (1, 2, 3)] == [["ablation-3", "baseline"], ["baseline"], []]
+        counts = export_table(db_url, tmp_path / "out")
+        assert counts["run_tags"] == 3
+        import_export(tmp_path / "out", str(tmp_path / "back.db"))
+        with open_table(str(tmp_path / "back.db")) as back:
+            tags = [back.load_run(i).tags for i in (1, 2, 3)]
+            assert tags == [["ablation-3", "baseline"], ["baseline"], []]
 
 
 def test_an_export_without_tags_file_still_imports(tmp_path):
     """Exports written before schema v6 have no run_tags file."""
-    tagged_table(str(tmp_path / "src.db"))
+    tagged_table(str(tmp_path / "src.db")).close()
     export_table(str(tmp_path / "src.db"), tmp_path / "out")
     (tmp_path / "out" / "run_tags.csv").unlink()
     import_export(tmp_path / "out", str(tmp_path / "back.db"))
-    assert open_table(str(tmp_path / "back.db")).load_run(1).tags == []
+    with open_table(str(tmp_path / "back.db")) as back:
+        assert back.load_run(1).tags == []
 
 
 def test_a_version_5_table_is_read_as_it_is_and_migrated_by_the_first_write(tmp_path):
@@ -113,22 +117,22 @@ def test_a_version_5_table_is_read_as_it_is_and_migrated_by_the_first_write(tmp_
     downgrade(str(path), 5)  # back to what a version-5 tallyboard wrote
     with sqlite3.connect(path) as db:
         db.execute("DELETE FROM columns WHERE name = 'tags'")
-    table = open_table(str(path))
-    assert table.load_run(1).tags == []
-    assert table._store.meta("schema_version") == "5"  # reading changed nothing
-    table.load_run(1).add_tags("later")
-    assert table._store.meta("schema_version") == str(SCHEMA_VERSION)
-    assert [r.run_id for r in table.query('"later" in tags', backend="records")] == [1]
-    assert table.result_columns["tags"] == (None, "Tags", False)  # hidden by default
+    with open_table(str(path)) as table:
+        assert table.load_run(1).tags == []
+        assert table._store.meta("schema_version") == "5"  # reading changed nothing
+        table.load_run(1).add_tags("later")
+        assert table._store.meta("schema_version") == str(SCHEMA_VERSION)
+        assert [r.run_id for r in table.query('"later" in tags', backend="records")] == [1]
+        assert table.result_columns["tags"] == (None, "Tags", False)  # hidden by default
 
 
 def test_deleting_the_debug_run_deletes_its_tags(db_url):
-    table = open_table(db_url)
-    first = table.new_debug_run("dbg")
-    first.add_tags("scratch")
-    first.close()
-    table.new_debug_run("dbg").close()  # replaces run -1 and everything under it
-    assert table.load_run(-1).tags == []
+    with open_table(db_url) as table:
+        first = table.new_debug_run("dbg")
+        first.add_tags("scratch")
+        first.close()
+        table.new_debug_run("dbg").close()  # replaces run -1 and everything under it
+        assert table.load_run(-1).tags == []
 
 
 def test_dashboard_rows_carry_tags_and_filter_on_them(tmp_path: Path):
@@ -148,9 +152,10 @@ def test_dashboard_rows_carry_tags_and_filter_on_them(tmp_path: Path):
 
 
 def test_a_shown_tags_column_is_in_the_deepboard_results(db_url):
-    table = tagged_table(db_url)
-    assert "tags" not in table.get_results().col_ids  # hidden by default: the DeepBoard layout is unchanged
-    table.show_column("tags")
-    results = table.get_results()
-    column = results.col_ids.index("tags")
-    assert [row[column] for row in results.data] == [["ablation-3", "baseline"], ["baseline"], None]
+    with tagged_table(db_url) as table:
+        # hidden by default: the DeepBoard layout is unchanged
+        assert "tags" not in table.get_results().col_ids
+        table.show_column("tags")
+        results = table.get_results()
+        column = results.col_ids.index("tags")
+        assert [row[column] for row in results.data] == [["ablation-3", "baseline"], ["baseline"], None]

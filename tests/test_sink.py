@@ -16,9 +16,9 @@ from tallyboard.store import open_store
 
 @pytest.fixture
 def store(db_url):
-    store = open_store(db_url)
-    store.run_id = store.create_run({"experiment": "e", "start_time": time.time()})
-    return store
+    with open_store(db_url) as store:
+        store.run_id = store.create_run({"experiment": "e", "start_time": time.time()})
+        yield store
 
 
 def test_rows_appended_from_many_threads_while_it_commits_all_arrive_once(db_url, store):
@@ -145,44 +145,44 @@ def test_hooks_are_installed_while_a_run_is_open_and_restored_after(db_url):
 
 
 def test_a_thread_dying_fails_only_the_runs_it_started(db_url):
-    table = tb.ResultTable(db_url, nocommit_action=tb.NoCommitAction.NOP)
-    main_run = table.new_run("main", auto_log_plt=False)
-    finished = table.new_run("done", auto_log_plt=False)
-    finished.write_result(acc=1.0)
-    started = []
+    with tb.ResultTable(db_url, nocommit_action=tb.NoCommitAction.NOP) as table:
+        main_run = table.new_run("main", auto_log_plt=False)
+        finished = table.new_run("done", auto_log_plt=False)
+        finished.write_result(acc=1.0)
+        started = []
 
-    def work():
-        run = table.new_run("worker", auto_log_plt=False)
-        started.append(run)
-        run.add_scalar("x", 1.0)
-        raise ValueError("worker crashed")
+        def work():
+            run = table.new_run("worker", auto_log_plt=False)
+            started.append(run)
+            run.add_scalar("x", 1.0)
+            raise ValueError("worker crashed")
 
-    previous = sink_module._previous["threading_excepthook"]
-    sink_module._previous["threading_excepthook"] = lambda args: None  # keep the test output clean
-    try:
-        thread = threading.Thread(target=work)
-        thread.start()
-        thread.join()
-    finally:
-        sink_module._previous["threading_excepthook"] = previous
-    assert (started[0].status, main_run.status, finished.status) == ("failed", "running", "finished")
-    assert [s.value for s in started[0].get_scalar("x")] == [1.0]
-    main_run.close()
+        previous = sink_module._previous["threading_excepthook"]
+        sink_module._previous["threading_excepthook"] = lambda args: None  # keep the test output clean
+        try:
+            thread = threading.Thread(target=work)
+            thread.start()
+            thread.join()
+        finally:
+            sink_module._previous["threading_excepthook"] = previous
+        assert (started[0].status, main_run.status, finished.status) == ("failed", "running", "finished")
+        assert [s.value for s in started[0].get_scalar("x")] == [1.0]
+        main_run.close()
 
 
 def test_exit_paths_leave_alone_a_run_that_another_process_opened(db_url):
     """What a forked child holds: copies of its parent's runs (tests/crash has the real fork)."""
-    table = tb.ResultTable(db_url, nocommit_action=tb.NoCommitAction.NOP)
-    parents = table.new_run("parent", auto_log_plt=False)
-    parents.pid = os.getpid() + 1  # opened by another process
-    sink_module.end_runs("failed")  # what atexit and SIGTERM do
-    assert parents.status == "running"
-    parents.close()  # what leaving a with block does: the copy only becomes read-only
-    assert parents.status == "running"
-    with pytest.raises(RuntimeError, match="read-only"):
-        parents.add_scalar("x", 1.0)
-    sink_module.closed(parents)
-    parents._sink.flush()  # what new_run queued, before the test's database goes
+    with tb.ResultTable(db_url, nocommit_action=tb.NoCommitAction.NOP) as table:
+        parents = table.new_run("parent", auto_log_plt=False)
+        parents.pid = os.getpid() + 1  # opened by another process
+        sink_module.end_runs("failed")  # what atexit and SIGTERM do
+        assert parents.status == "running"
+        parents.close()  # what leaving a with block does: the copy only becomes read-only
+        assert parents.status == "running"
+        with pytest.raises(RuntimeError, match="read-only"):
+            parents.add_scalar("x", 1.0)
+        sink_module.closed(parents)
+        parents._sink.flush()  # what new_run queued, before the test's database goes
 
 
 def test_one_sink_per_database_per_process_until_it_is_idle_without_runs(db_url, tmp_path, monkeypatch):

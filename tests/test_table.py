@@ -17,8 +17,9 @@ from tallyboard.store import DuplicateRunError, StoreError, open_store
 
 @pytest.fixture
 def table(db_url):
-    yield tb.ResultTable(db_url, nocommit_action=tb.NoCommitAction.NOP)
-    end_runs("failed")  # a run a test left open must not outlive its database
+    with tb.ResultTable(db_url, nocommit_action=tb.NoCommitAction.NOP) as table:
+        yield table
+        end_runs("failed")  # a run a test left open must not outlive its database
 
 
 def start(table, name="exp", **kwargs):
@@ -79,8 +80,9 @@ def test_failed_and_hidden_runs_can_be_run_again(table):
 
 
 def test_unique_columns_are_fixed_at_creation(db_url):
-    tb.ResultTable(db_url, unique_columns=("experiment", "config"))
-    assert tb.ResultTable(db_url).unique_columns == ("experiment", "config_path")
+    tb.ResultTable(db_url, unique_columns=("experiment", "config")).close()
+    with tb.ResultTable(db_url) as table:
+        assert table.unique_columns == ("experiment", "config_path")
     with pytest.raises(StoreError, match="unique columns"):
         tb.ResultTable(db_url, unique_columns=("experiment",))
     with pytest.raises(ValueError, match="invalid unique column"):
@@ -94,11 +96,12 @@ def test_a_table_created_without_unique_columns_checks_no_uniqueness(db_url, cre
         table = tb.ResultTable(db_url, nocommit_action=tb.NoCommitAction.NOP)
     else:
         table = tb.ResultTable(db_url, nocommit_action=tb.NoCommitAction.NOP, unique_columns=())
-    assert table.unique_columns == ()
-    first, second = start(table), start(table)
-    assert second.run_id > first.run_id
-    first.close()
-    second.close()
+    with table:
+        assert table.unique_columns == ()
+        first, second = start(table), start(table)
+        assert second.run_id > first.run_id
+        first.close()
+        second.close()
 
 
 def test_debug_runs_replace_each_other_and_skip_git(table):
@@ -134,25 +137,25 @@ def test_run_ids_stay_dense_when_a_duplicate_is_refused(table):
 
 
 def test_row_changes_are_visible_to_this_process_at_once(db_url):
-    table = tb.ResultTable(db_url, nocommit_action=tb.NoCommitAction.NOP, commit_interval=3600)
-    try:  # the sink would not commit for an hour: each change must not wait for it
-        run = start(table)
-        run.set_status("failed")
-        again = start(table)  # the uniqueness check sees the failure
-        again.set_tag("best")
-        again.set_note("lr too high")
-        again.set_color("#00ff00")
-        again.add_hparams(lr=0.1)
-        row = table.get_experiment_raw(again.run_id)
-        assert (row["tag"], row["note"], row["color"]) == ("best", "lr too high", "#00ff00")
-        assert table.get_results(run_id=again.run_id).data[0][-1] == 0.1
-        again.write_result(acc=0.5)
-        assert table.get_results(run_id=again.run_id).data[0][-2:] == [0.1, 0.5]
-        table.hide_run(again.run_id)
-        assert start(table).run_id == 3  # hidden: the configuration may run again
-    finally:
-        end_runs("failed")
-        table.close()
+    with tb.ResultTable(db_url, nocommit_action=tb.NoCommitAction.NOP, commit_interval=3600) as table:
+        try:  # the sink would not commit for an hour: each change must not wait for it
+            run = start(table)
+            run.set_status("failed")
+            again = start(table)  # the uniqueness check sees the failure
+            again.set_tag("best")
+            again.set_note("lr too high")
+            again.set_color("#00ff00")
+            again.add_hparams(lr=0.1)
+            row = table.get_experiment_raw(again.run_id)
+            assert (row["tag"], row["note"], row["color"]) == ("best", "lr too high", "#00ff00")
+            assert table.get_results(run_id=again.run_id).data[0][-1] == 0.1
+            again.write_result(acc=0.5)
+            assert table.get_results(run_id=again.run_id).data[0][-2:] == [0.1, 0.5]
+            table.hide_run(again.run_id)
+            assert start(table).run_id == 3  # hidden: the configuration may run again
+        finally:
+            end_runs("failed")
+            table.close()
 
 
 def test_get_results_shows_hparams_and_results_as_columns(table):
@@ -224,13 +227,18 @@ def test_uncommitted_changes_warn_raise_or_pass(db_url, tmp_path, monkeypatch):
     git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "init")
     (repo / "new.py").write_text("x = 1\n")
     monkeypatch.chdir(repo)
-    with pytest.raises(RuntimeError, match="uncommitted"):
-        tb.ResultTable(db_url, nocommit_action=tb.NoCommitAction.RAISE).new_run("e")
-    with pytest.warns(RuntimeWarning, match="uncommitted"):
-        writer = tb.ResultTable(db_url, nocommit_action=tb.NoCommitAction.WARN).new_run(
-            "e", auto_log_plt=False
-        )
-    row = tb.ResultTable(db_url).get_experiment_raw(writer.run_id)
+    with (
+        tb.ResultTable(db_url, nocommit_action=tb.NoCommitAction.RAISE) as table,
+        pytest.raises(RuntimeError, match="uncommitted"),
+    ):
+        table.new_run("e")
+    with (
+        tb.ResultTable(db_url, nocommit_action=tb.NoCommitAction.WARN) as table,
+        pytest.warns(RuntimeWarning, match="uncommitted"),
+    ):
+        writer = table.new_run("e", auto_log_plt=False)
+    with tb.ResultTable(db_url) as table:
+        row = table.get_experiment_raw(writer.run_id)
     assert len(row["git_commit"]) == 40 and "new.py" in row["git_diff"]
     writer.close()
 
@@ -244,21 +252,21 @@ def test_a_run_lists_the_large_and_binary_files_it_did_not_store(db_url, tmp_pat
     (repo / "train.csv").write_bytes(dataset)
     (repo / "config.bin").write_bytes(b"\0config")
     monkeypatch.chdir(repo)
-    table = tb.ResultTable(db_url, nocommit_action=tb.NoCommitAction.NOP)
-    run = table.new_run("e", configfile="config.bin", auto_log_plt=False)
-    row = table.get_experiment_raw(run.run_id)
-    assert len(row["git_diff"]) + len(row["config_content"]) < 2_000
-    assert row["config_hash"] == tb.ResultTable.get_file_hash(repo / "config.bin")
-    binary = {"path": "config.bin", "size": 7, "sha256": row["config_hash"], "reason": "binary"}
-    csv = {"path": "train.csv", "size": len(dataset), "sha256": hashlib.sha256(dataset).hexdigest()}
-    assert table.get_left_out(run.run_id) == [
-        {"source": "config", **binary},
-        {"source": "git", **binary},
-        {"source": "git", **csv, "reason": "larger than 256 kB"},
-    ]
-    with pytest.raises(KeyError, match=r"config file of run 1 \(config.bin, 7 bytes.*not stored: binary"):
-        table.get_config(run.run_id)
-    run.close()
+    with tb.ResultTable(db_url, nocommit_action=tb.NoCommitAction.NOP) as table:
+        run = table.new_run("e", configfile="config.bin", auto_log_plt=False)
+        row = table.get_experiment_raw(run.run_id)
+        assert len(row["git_diff"]) + len(row["config_content"]) < 2_000
+        assert row["config_hash"] == tb.ResultTable.get_file_hash(repo / "config.bin")
+        binary = {"path": "config.bin", "size": 7, "sha256": row["config_hash"], "reason": "binary"}
+        csv = {"path": "train.csv", "size": len(dataset), "sha256": hashlib.sha256(dataset).hexdigest()}
+        assert table.get_left_out(run.run_id) == [
+            {"source": "config", **binary},
+            {"source": "git", **binary},
+            {"source": "git", **csv, "reason": "larger than 256 kB"},
+        ]
+        with pytest.raises(KeyError, match=r"config file of run 1 \(config.bin, 7 bytes.*not stored: binary"):
+            table.get_config(run.run_id)
+        run.close()
 
 
 def test_two_processes_racing_create_one_run(db_url):
@@ -275,7 +283,7 @@ def test_two_processes_racing_create_one_run(db_url):
             print("duplicate")
         """
     )
-    tb.ResultTable(db_url)  # create the file first so both only race on the run
+    tb.ResultTable(db_url).close()  # create the file first so both only race on the run
     procs = [
         subprocess.Popen(
             [sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
@@ -284,7 +292,8 @@ def test_two_processes_racing_create_one_run(db_url):
     ]
     outputs = [proc.communicate("go\n", timeout=60)[0].strip() for proc in procs]
     assert sorted(outputs) == ["created", "duplicate", "duplicate", "duplicate"]
-    assert len(tb.ResultTable(db_url).runs) == 1
+    with tb.ResultTable(db_url) as table:
+        assert len(table.runs) == 1
 
 
 def test_system_metrics_log_under_sys_and_stop_with_the_run(table):

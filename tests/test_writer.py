@@ -15,8 +15,9 @@ from tallyboard.sink import end_runs
 
 @pytest.fixture
 def table(db_url):
-    yield tb.ResultTable(db_url, nocommit_action=tb.NoCommitAction.NOP)
-    end_runs("failed")  # a run a test left open must not outlive its database
+    with tb.ResultTable(db_url, nocommit_action=tb.NoCommitAction.NOP) as table:
+        yield table
+        end_runs("failed")  # a run a test left open must not outlive its database
 
 
 @pytest.fixture

@@ -38,7 +38,9 @@ def running_dashboard(path: str, **options) -> Iterator[str]:
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
+    # a response still open after 5 s of the shutdown is cancelled; the lifespan's end still runs
+    config = uvicorn.Config(app, log_level="warning", access_log=False, timeout_graceful_shutdown=5)
+    server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     while not server.started:
@@ -46,8 +48,10 @@ def running_dashboard(path: str, **options) -> Iterator[str]:
     try:
         yield f"http://127.0.0.1:{port}"
     finally:
+        # A page still open holds a live stream: end the streams first, as `tallyboard serve` does,
+        # so the server stops and its lifespan closes the table's connections (`force_exit` would skip it)
+        app.state.hub.close()
         server.should_exit = True
-        server.force_exit = True  # a page still open holds a live stream: do not wait for it to end
         thread.join(10)
         sock.close()
 
