@@ -84,8 +84,10 @@ def test_a_5_s_outage_with_flushes_every_second_arrives_exactly_once(outage_log)
         server.start()
         logger.log(1000)
         run.close()
+        table.close()
         steps, texts, status = stored(server.url, run.run_id)
-        flushed = [row[1] for row in open_store(server.url).scalars(run.run_id, "train/flushed")]
+        with open_store(server.url) as store:
+            flushed = [row[1] for row in store.scalars(run.run_id, "train/flushed")]
     assert steps == list(range(logger.step))
     assert texts == logger.texts()  # each once: media and texts have no key that would hide a double
     assert flushed == list(range(0, len(refusals), 2))  # every other refusal came from flush=True
@@ -132,9 +134,11 @@ def test_a_60_s_outage_holds_the_queue_at_its_bound_and_close_reports_after_its_
         stop.set()
         trainer.join(timeout=120)
         run.close()
+        table.close()
         steps, texts, status = stored(server.url, run.run_id)
-        other_row = open_store(server.url).run(other.run_id)
-        other_results = open_store(server.url).values("results", other.run_id)
+        with open_store(server.url) as store:
+            other_row = store.run(other.run_id)
+            other_results = store.values("results", other.run_id)
     assert steps == list(range(logger.step)) and texts == logger.texts() and status == "finished"
     assert other_row["status"] == "finished" and other_results == {other.run_id: {"acc": 1.0}}
     assert peak_queue <= sink_module.MAX_QUEUE_BYTES

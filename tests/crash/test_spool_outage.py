@@ -79,7 +79,8 @@ def test_an_outage_while_logging_through_a_spool_ships_every_row_once(tmp_path, 
         assert table.ship(timeout=60)
         run_id = table.database_run_id(run.run_id)
         assert same_rows(server.url, run_id, spool, run.run_id) == (steps[0], len(range(0, steps[0], 500)))
-        assert open_store(server.url).run(run_id)["status"] == "finished"
+        with open_store(server.url) as store:
+            assert store.run(run_id)["status"] == "finished"
     warnings = [r.getMessage() for r in shipper_log.records]
     assert any("could not ship" in w and "entries wait in the spool" in w for w in warnings), warnings
     assert any("ships to" in w and "again" in w for w in warnings)
@@ -88,7 +89,8 @@ def test_an_outage_while_logging_through_a_spool_ships_every_row_once(tmp_path, 
 def test_a_run_started_while_the_database_is_down_gets_its_id_when_it_returns(tmp_path):
     spool = str(tmp_path / "spool.db")
     with own_server() as server:
-        tb.ResultTable(server.url, nocommit_action=tb.NoCommitAction.NOP).new_run("earlier").close()
+        with tb.ResultTable(server.url, nocommit_action=tb.NoCommitAction.NOP) as table:
+            table.new_run("earlier").close()
         server.stop()
         table = tb.ResultTable(server.url, spool=spool, nocommit_action=tb.NoCommitAction.NOP)
         run = table.new_run("offline", auto_log_plt=False)
@@ -122,15 +124,15 @@ while True:
 def test_a_writer_killed_while_the_database_is_down_is_shipped_by_tallyboard_sync(tmp_path):
     spool = str(tmp_path / "spool.db")
     with own_server() as server:
-        tb.ResultTable(server.url, nocommit_action=tb.NoCommitAction.NOP).new_debug_run("schema").close()
+        with tb.ResultTable(server.url, nocommit_action=tb.NoCommitAction.NOP) as table:
+            table.new_debug_run("schema").close()
         server.stop()
-        writer = subprocess.Popen(
-            [sys.executable, "-c", WRITER, server.url, spool], stdout=subprocess.PIPE, text=True
-        )
-        assert writer.stdout.readline() == "flushed\n"
-        time.sleep(0.5)
-        os.kill(writer.pid, signal.SIGKILL)
-        writer.wait(timeout=30)
+        command = [sys.executable, "-c", WRITER, server.url, spool]
+        with subprocess.Popen(command, stdout=subprocess.PIPE, text=True) as writer:  # closes its pipe
+            assert writer.stdout.readline() == "flushed\n"
+            time.sleep(0.5)
+            os.kill(writer.pid, signal.SIGKILL)
+            writer.wait(timeout=30)
         server.start()
         assert main(["sync", spool]) == 0
         db = open_store(server.url)
