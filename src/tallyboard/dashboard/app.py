@@ -116,6 +116,7 @@ def create_app(
         Route("/fragments/{text_id:sint}", fragment),
         Route("/api/openapi.json", openapi),
         Route("/api/runs", api.runs),
+        Route("/api/runs/count", api.runs_count),
         Route("/api/version", api.version),
         Route("/api/tags", api.run_tags),
         Route("/api/columns", api.columns, methods=["GET"]),

@@ -30,7 +30,7 @@ from tallyboard.dashboard import api, params
 from tallyboard.dashboard.downsample import raw_after
 from tallyboard.dashboard.params import BadRequest
 from tallyboard.json_numbers import dumps
-from tallyboard.store.queries import DashboardQueries, SeriesKey
+from tallyboard.store.queries import DashboardQueries, RunsVersion, SeriesKey
 
 INTERVAL = 1.0  # seconds between polls of the store
 KEEP = 300  # updates kept for reconnects (5 minutes at the default interval)
@@ -103,7 +103,7 @@ class Hub:
         self._names: dict[SeriesKey, tuple[str, float]] = {}
         self._states: dict[int, dict[str, Any]] = {}
         self._items: tuple[int, int] | None = None
-        self._version: tuple[int, float] | None = None
+        self._version: RunsVersion | None = None
         self._table_pages = 0  # runs tables open: only then is the table's version asked
         self._watched: dict[int, Watch] = {}
         self._updates: deque[Update] = deque(maxlen=keep)
@@ -174,7 +174,7 @@ class Hub:
             if self._table_pages > 0:
                 version = self.queries.runs_version()
                 if version != self._version:
-                    update.version = {"runs": version[0], "updated_at": version[1]}
+                    update.version = api.version_json(version)
                     self._version = version
             self.tick = update.tick
             self._updates.append(update)
@@ -331,8 +331,7 @@ async def stream(request: Request) -> Response:
             else:
                 first = await asyncio.to_thread(_catch_up, hub.queries, run_ids, sub, after, metric)
                 if table:  # what the page loaded may already be older than this
-                    count, latest = await asyncio.to_thread(hub.queries.runs_version)
-                    first["version"] = {"runs": count, "updated_at": latest}
+                    first["version"] = api.version_json(await asyncio.to_thread(hub.queries.runs_version))
                 yield sse("update", first, hub.event_id(tick))
             tick = max([tick, *(u.tick for u in sub.replay or [])])
             clock = asyncio.get_running_loop().time

@@ -54,6 +54,21 @@ LAST_ROWS_POSTGRES = f"""{_BUCKET_STARTS}
     SELECT t.* FROM b CROSS JOIN LATERAL ({_LAST_ROW_IN_BUCKET}) t ORDER BY t.step"""
 
 
+class RunsVersion(NamedTuple):
+    """The runs' version (`DashboardQueries.runs_version`). A new run has the largest id and the
+    latest `updated_at`; an edit sets `updated_at`; a deletion raises `meta` 'runs_deleted'
+    (schema v11; None before it, read as 0)."""
+
+    last_run_id: int
+    deleted: int
+    updated_at: float
+
+
+RUNS_VERSION = """SELECT (SELECT MAX(run_id) FROM runs),
+    (SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'runs_deleted'),
+    (SELECT MAX(updated_at) FROM runs)"""
+
+
 @dataclass(frozen=True)
 class SeriesKey:
     """One logged series: a tag of a repetition of a run."""
@@ -165,10 +180,12 @@ class DashboardQueries:
             self._owned.close()
 
     # -- the runs table -----------------------------------------------------------------------
-    def runs_version(self) -> tuple[int, float]:
-        """(number of runs, latest updated_at): changes whenever any run's row changes."""
-        count, latest = self._one("SELECT COUNT(*), MAX(updated_at) FROM runs") or (0, None)  # always a row
-        return int(count), float(latest or 0.0)
+    def runs_version(self) -> RunsVersion:
+        """What changes whenever a run is added, deleted or edited: three index seeks, whatever the
+        number of runs (a count of the runs read them all)."""
+        row = self._one(RUNS_VERSION) or (None, None, None)  # always a row
+        last, deleted, latest = row
+        return RunsVersion(int(last or 0), int(deleted or 0), float(latest or 0.0))
 
     def runs(self, updated_after: float | None = None) -> list[dict[str, Any]]:
         """Runs with their hparams and results (all, or those changed at or after a time)."""

@@ -18,7 +18,10 @@ from tallyboard.store.records import DEBUG_RUN_ID, Column, DuplicateRunError, Re
 from tallyboard.store.run_row import EDITABLE_RUN_FIELDS, RUN_FIELDS, empty_text_as_null
 from tallyboard.store.schema import RUN_TAGS_SINCE, UNIQUE_KEY_PREFIX
 
-# Tables that hold a run's rows, children first: what deleting a run clears.
+# Raises the deleted runs' count (schema v11) in the deleting transaction.
+COUNT_DELETION = "UPDATE meta SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT) WHERE key = 'runs_deleted'"
+
+# Tables that hold a run's rows, children first (`runs` last): what deleting a run clears.
 RUN_TABLES = (
     *("scalars", "scalar_blocks", "media", "texts", "histograms", "hparams", "results", "repetitions"),
     "quarantine",
@@ -143,8 +146,10 @@ class RunRows(Engine):
         return ResumePoint(rep, start, next_steps)
 
     def _delete_run(self, run_id: int) -> None:
-        for table in RUN_TABLES:
+        for table in RUN_TABLES[:-1]:
             self.execute(f"DELETE FROM {table} WHERE run_id = ?", (run_id,))
+        if self.execute("DELETE FROM runs WHERE run_id = ? RETURNING run_id", (run_id,)):
+            self.execute(COUNT_DELETION)  # readers see a deletion without counting the runs (v11)
 
     def delete_run(self, run_id: int) -> None:
         """Delete a run and everything logged under it, in its own transaction."""
