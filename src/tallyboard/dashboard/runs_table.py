@@ -84,7 +84,7 @@ class RunsTable:
         self._version: RunsVersion | None = None
         self._lock = threading.Lock()
         self._views: dict[tuple, list[dict[str, Any]]] = {}  # view -> its rows in order (one version)
-        self._totals: dict[tuple, int] = {}  # (version, what selects) -> exact number of runs
+        self._totals: dict[tuple, tuple[int, bool]] = {}  # (version, what selects) -> (runs, exact)
         self._names: tuple[RunsVersion, ValueNames] | None = None  # for one version
 
     def refresh(self) -> RunsVersion:
@@ -190,9 +190,9 @@ class RunsTable:
         selects = (version, filter_text.strip(), search.strip(), show_hidden,
                    None if run_ids is None else tuple(run_ids))  # fmt: skip
         with self._lock:
-            total = self._totals.get(selects)
-        if total is not None:
-            return total
+            known = self._totals.get(selects)
+        if known is not None and known[1]:
+            return known[0]
         try:
             if search.strip():
                 raise NotInSql("a search")
@@ -201,7 +201,7 @@ class RunsTable:
         except NotInSql:
             total = len(self._memory_view(selects, columns, "run_id", False))
         with self._lock:
-            _keep(self._totals, selects, total)
+            _keep(self._totals, selects, (total, True))
         return total
 
     def _condition(self, selects: tuple, columns: list[Column], per_run: bool) -> tuple[Condition, bool]:
@@ -224,16 +224,14 @@ class RunsTable:
         per_run, show_hidden = self._condition(selects, columns, per_run=True)
         as_set, _ = self._condition(selects, columns, per_run=False)
         with self._lock:
-            total = self._totals.get(selects)
-        exact = total is not None
-        if total is None:
+            known = self._totals.get(selects)
+        if known is None:
             sql, params = runs_walk.count_sql(per_run, show_hidden, runs_walk.COUNT_CAP)
             total = int(self.queries.read(sql, params)[0][0])
-            exact = total <= runs_walk.COUNT_CAP
-            if exact:
-                with self._lock:
-                    _keep(self._totals, selects, total)
-            total = min(total, runs_walk.COUNT_CAP)
+            known = (min(total, runs_walk.COUNT_CAP), total <= runs_walk.COUNT_CAP)
+            with self._lock:
+                _keep(self._totals, selects, known)
+        total, exact = known
         ids, last = self._walk((per_run, as_set), show_hidden, order, start, limit)
         runs = {run["run_id"]: run for run in self.queries.runs_of(ids)}
         rows = [_public(_flatten(runs[run_id])) for run_id in ids if run_id in runs]
@@ -266,18 +264,20 @@ class RunsTable:
         last: Position | None = None
         while parts and len(ids) < limit:
             part = parts.pop(0)
-            if budget > 0:
-                rows = self.queries.read(*part.bounded(budget))
-                budget -= len(rows)
-                for row in rows:
-                    walked = Position(*row[:4]) if part.valued else Position(row[0])
-                    if row[-1] and len(ids) < limit:
-                        ids.append(row[0])
-                        last = walked
-                if budget <= 0 and len(ids) < limit:  # read on after the last row walked, as a set
-                    parts = runs_walk.segments(
-                        as_set, show_hidden, order, self.dialect, walked, per_run=False
-                    )
+            if budget:
+                sql, params = part.bounded(budget)
+                rows = self.queries.read(sql, [*params, limit - len(ids)])
+                ids += [row[0] for row in rows]
+                if rows:
+                    last = Position(*rows[-1]) if part.valued else Position(rows[-1][0])
+                if len(ids) < limit:  # the budget ran out in this part, or the part did
+                    end = self.queries.read(*part.row_at(budget - 1))
+                    if end:  # read on after the last row walked, as a set
+                        walked = Position(*end[0]) if part.valued else Position(end[0][0])
+                        parts = runs_walk.segments(
+                            as_set, show_hidden, order, self.dialect, walked, per_run=False
+                        )
+                        budget = 0
                 continue
             sql, params = part.page()
             rows = self.queries.read(sql, [*params, limit - len(ids), skip])

@@ -77,11 +77,19 @@ class Segment:
         ]
 
     def bounded(self, rows: int) -> tuple[str, list[Any]]:
-        """The first `rows` rows of the range, each with whether it passes (1 or 0)."""
+        """The rows that pass among the range's first `rows`, `LIMIT ?` to bind after the params.
+        The walk is lazy on both engines: it stops once the LIMIT is reached."""
         order = self.order.replace(f"{self.alias}.", "w.")
-        sql = (f"SELECT w.*, CASE WHEN {self.test.replace('{run}', 'w.run_id')} THEN 1 ELSE 0 END"
-               f" FROM ({self.walk} ORDER BY {self.order} LIMIT {int(rows)}) w ORDER BY {order}")  # fmt: skip
-        return sql, [*self.test_params, *self.walk_params]
+        test = self.test.replace("{run}", "w.run_id")
+        window = f"{self.walk} ORDER BY {self.order} LIMIT {int(rows)}"
+        return f"SELECT w.* FROM ({window}) w WHERE {test} ORDER BY {order} LIMIT ?", [
+            *self.walk_params,
+            *self.test_params,
+        ]
+
+    def row_at(self, offset: int) -> tuple[str, list[Any]]:
+        """The range's row at `offset` (none when the range is shorter): where a bounded walk ended."""
+        return f"{self.walk} ORDER BY {self.order} LIMIT 1 OFFSET {int(offset)}", list(self.walk_params)
 
     def count(self) -> tuple[str, list[Any]]:
         test = self.test.replace("{run}", f"{self.alias}.run_id")
