@@ -63,6 +63,8 @@ def open_for_dashboard(url_or_path: str, read_only: bool) -> tuple[DashboardQuer
     store = open_store(url_or_path, access=Access.READ if read_only else Access.EDIT)
     try:
         require_current(store.url, store.schema_version, "the dashboard")
+        if not read_only:
+            store.gather_statistics()
         queries = store.reads
     except BaseException:
         store.close()

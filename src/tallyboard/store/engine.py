@@ -85,6 +85,7 @@ class Engine(ABC):
                 return
             if migrations.stored_version(self) != migrations.SCHEMA_VERSION or not self._engine_ready():
                 self._prepare_schema(self._migrate_with)
+                self.gather_statistics()  # a migration may have rewritten every value row
             self._migrate_with = None
 
     @contextlib.contextmanager
@@ -143,6 +144,12 @@ class Engine(ABC):
         """Whether a failed write was refused for its data (the same records fail again whatever
         happens: split the batch and quarantine them), rather than because the database cannot be
         used now (busy, gone, disk full: keep the records and try again later)."""
+
+    def gather_statistics(self) -> None:  # noqa: B027 (a no-op most engines keep)
+        """Give the planner statistics of the tables the runs table's views read, where it has
+        none (a table bulk-loaded, copied or migrated on a server whose autovacuum has not come by).
+        Called where the store may write: the dashboard opened to edit, after a migration, a copy,
+        an import. Nothing to do where the planner needs none (SQLite)."""
 
     def sync_id_sequences(self) -> None:  # noqa: B027 (a no-op most engines keep)
         """After rows were inserted with explicit ids (a copy), make new ids start above them.

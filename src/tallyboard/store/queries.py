@@ -22,10 +22,13 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from tallyboard.run_filter import Node
 from tallyboard.store import histograms as histogram_rows
 from tallyboard.store.logged import artifacts_query, console_query
 from tallyboard.store.records import ArtifactRow, Column, ConsoleLine
 from tallyboard.store.run_row import DETAIL_FIELDS, LISTED_FIELDS
+from tallyboard.store.runs_sql import Dialect, Translator, value_names_sql
+from tallyboard.store.runs_walk import matching_sql
 from tallyboard.store.schema import BLOCK_BITS
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -186,6 +189,16 @@ class DashboardQueries:
         row = self._one(RUNS_VERSION) or (None, None, None)  # always a row
         last, deleted, latest = row
         return RunsVersion(int(last or 0), int(deleted or 0), float(latest or 0.0))
+
+    def run_ids_where(self, tree: Node, show_hidden: bool) -> list[int]:
+        """The ids of the runs a parsed filter selects, by run id, answered in SQL from the typed
+        values (store/runs_sql.py); raises `NotInSql` where SQL cannot say it exactly (the caller
+        filters in memory then)."""
+        hparams, results = (
+            {row[0] for row in self._all(value_names_sql(table))} for table in ("hparams", "results")
+        )
+        condition = Translator(hparams, results, Dialect.of(self.postgres)).condition(tree)
+        return [row[0] for row in self._all(*matching_sql(condition, show_hidden))]
 
     def runs(self, updated_after: float | None = None) -> list[dict[str, Any]]:
         """Runs with their hparams and results (all, or those changed at or after a time)."""

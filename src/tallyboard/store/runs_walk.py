@@ -193,3 +193,9 @@ def _by_run_id(
     return Segment(
         walk, walk_params, test, params, f"x.run_id{' DESC' if descending else ''}", "x", valued=False
     )
+
+
+def matching_sql(condition: Condition, show_hidden: bool) -> tuple[str, list[Any]]:
+    """The ids of every run of the view, by run id (`tallyboard runs --filter`): a set condition."""
+    sql, params = visible(condition, show_hidden, "x.run_id", per_run=False)
+    return f"SELECT x.run_id FROM runs x WHERE {sql} ORDER BY x.run_id", params
