@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 
 import tallyboard as tb
+from pg_support import scratch_schema
 from store.schema_versions import downgrade
-from tallyboard.store import Access, open_store
+from tallyboard.store import Access, open_for_dashboard, open_store
 
 
 @pytest.fixture
@@ -65,3 +66,31 @@ def test_the_runs_version_changes_with_every_new_edited_or_deleted_run_and_a_v10
         store.close()
     assert [v.last_run_id for v in seen] == [2, 2, 2, 2] and [v.deleted for v in seen] == [0, 0, 1, 1]
     assert seen[1].updated_at > seen[0].updated_at and len(set(seen)) == 3
+
+
+def test_a_dashboard_that_may_edit_gives_postgres_its_statistics_and_a_read_only_one_does_not(
+    pg_database, monkeypatch
+):
+    """Tables never analysed (bulk-loaded; autovacuum off or not yet by) are analysed once by a
+    dashboard opened to edit, never by a read-only one (it may not write)."""
+    monkeypatch.setattr("tallyboard.store.postgres.ANALYZE_FROM_BYTES", 0)  # the tables here are small
+    with scratch_schema(pg_database) as url:
+        table = tb.ResultTable(url, nocommit_action=tb.NoCommitAction.NOP)
+        with table.new_run("stats") as run:
+            run.add_hparams(lr=0.1)
+        table.close()
+        analysed = (
+            "SELECT relname FROM pg_stat_user_tables WHERE schemaname = current_schema()"
+            " AND last_analyze IS NOT NULL ORDER BY relname"
+        )
+        for read_only, expected in (
+            (True, []),
+            (False, [("hparams",), ("results",), ("run_tags",), ("runs",)]),
+        ):
+            queries, store = open_for_dashboard(url, read_only)
+            try:
+                assert queries.read(analysed) == expected, read_only
+            finally:
+                queries.close()
+                if store is not None:
+                    store.close()

@@ -204,29 +204,31 @@ class DashboardQueries:
         """Runs with their hparams and results (all, or those changed at or after a time)."""
         where, params = ("WHERE updated_at >= ?", [updated_after]) if updated_after is not None else ("", [])
         rows = self._all(f"SELECT {', '.join(LISTED_FIELDS)} FROM runs {where}", params)
-        return self._with_values(rows, f"(SELECT run_id FROM runs {where})", params)
+        return self._with_values(rows, f"IN (SELECT run_id FROM runs {where})", params)
 
     def runs_of(self, run_ids: Sequence[int]) -> list[dict[str, Any]]:
         """Some runs by id (hidden ones too) with their hparams and results."""
         if not run_ids:
             return []
-        marks = f"({', '.join('?' * len(run_ids))})"
-        rows = self._all(
-            f"SELECT {', '.join(LISTED_FIELDS)} FROM runs WHERE run_id IN {marks}", list(run_ids)
-        )
-        return self._with_values(rows, marks, list(run_ids))
+        # PostgreSQL without statistics plans `IN (100 ids)` as a scan of every value row (0.5 s at
+        # 100,000 runs): an `= ANY` of one array is planned as the index's 100 seeks.
+        among, params = ("= ANY(?)", [list(run_ids)]) if self.postgres else (
+            f"IN ({', '.join('?' * len(run_ids))})", list(run_ids))  # fmt: skip
+        rows = self._all(f"SELECT {', '.join(LISTED_FIELDS)} FROM runs WHERE run_id {among}", params)
+        return self._with_values(rows, among, params)
 
     def _with_values(
-        self, rows: list[tuple[Any, ...]], run_ids_sql: str, params: Sequence[Any]
+        self, rows: list[tuple[Any, ...]], among: str, params: Sequence[Any]
     ) -> list[dict[str, Any]]:
-        """Runs (rows of LISTED_FIELDS) as dicts with their hparams and results."""
+        """Runs (rows of LISTED_FIELDS) as dicts with their hparams and results (those whose
+        `run_id {among}` holds)."""
         runs = {row[0]: dict(zip(LISTED_FIELDS, row, strict=True), hparams={}, results={}) for row in rows}
         if not runs:
             return []
         parsed: dict[str, Any] = {}  # a sweep repeats its values: each distinct text is parsed once
         for table in ("hparams", "results"):
             for run_id, name, value in self._all(
-                f"SELECT run_id, name, value FROM {table} WHERE run_id IN {run_ids_sql}", params
+                f"SELECT run_id, name, value FROM {table} WHERE run_id {among}", params
             ):
                 if run_id in runs:
                     if value not in parsed:
@@ -235,7 +237,7 @@ class DashboardQueries:
         for run in runs.values():
             run["tags"] = []
         for run_id, tag in self._all(
-            f"SELECT run_id, tag FROM run_tags WHERE run_id IN {run_ids_sql} ORDER BY tag", params
+            f"SELECT run_id, tag FROM run_tags WHERE run_id {among} ORDER BY tag", params
         ):
             if run_id in runs:
                 runs[run_id]["tags"].append(tag)

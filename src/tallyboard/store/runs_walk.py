@@ -78,11 +78,12 @@ class Segment:
 
     def bounded(self, rows: int) -> tuple[str, list[Any]]:
         """The rows that pass among the range's first `rows`, `LIMIT ?` to bind after the params.
-        The walk is lazy on both engines: it stops once the LIMIT is reached."""
-        order = self.order.replace(f"{self.alias}.", "w.")
+        In the window's order without an ORDER BY of its own: both engines keep a subquery's order
+        through a filter, and an outer sort would test every row of the window before the first
+        is sent (the walk stops at the LIMIT only without it)."""
         test = self.test.replace("{run}", "w.run_id")
         window = f"{self.walk} ORDER BY {self.order} LIMIT {int(rows)}"
-        return f"SELECT w.* FROM ({window}) w WHERE {test} ORDER BY {order} LIMIT ?", [
+        return f"SELECT w.* FROM ({window}) w WHERE {test} LIMIT ?", [
             *self.walk_params,
             *self.test_params,
         ]
