@@ -52,6 +52,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from tallyboard.store import Batch, Store, open_store
+from tallyboard.store.location import redacted
 from tallyboard.store.quarantine import describe, halves
 from tallyboard.store.records import QueuedRecord, RunUpdate
 
@@ -248,7 +249,7 @@ class Sink:
     def _outage_text(self) -> str:
         down = 0.0 if self._down_since is None else time.monotonic() - self._down_since
         text = (
-            f"tallyboard could not write to {self.store.url} for {down:.0f} s ({self._error}); "
+            f"tallyboard could not write to {redacted(self.store.url)} for {down:.0f} s ({self._error}); "
             f"{self.pending():,} records wait in memory, not yet durable: they are written when the "
             "database accepts them again, as long as this process lives"
         )

@@ -134,6 +134,11 @@ class Engine(ABC):
     def first_rows(self, conn: Any, sql: str, param_rows: Sequence[Sequence[Any]]) -> list[tuple[Any, ...]]:
         """The first row of `sql` for each parameter row, on the reader connection `conn`."""
 
+    def reader_lost(self, conn: Any) -> bool:
+        """Whether the reader connection `conn` is dead after an error (its server restarted or went
+        away): the pool must drop it rather than lend it again. A file's connection never is."""
+        return False
+
     @abstractmethod
     def close(self) -> None:
         """Close the connection; the store is unusable afterwards."""
