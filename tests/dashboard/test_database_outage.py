@@ -44,7 +44,8 @@ def test_a_restart_goes_unnoticed_and_a_stop_is_a_503_until_the_server_is_back(r
             back = client.get("/api/runs")
     for answer in down:
         assert answer.status_code == 503 and answer.headers["retry-after"] == "5"
-        assert "does not answer" in answer.json()["error"] and "ask again once it is back" in answer.json()["error"]
+        error = answer.json()["error"]
+        assert "does not answer" in error and "ask again once it is back" in error
         assert PASSWORD not in answer.text and "postgres:***@" in answer.text
     assert back.status_code == 200 and back.json()["rows"][0]["run_id"] == run_id
 
