@@ -17,18 +17,20 @@ import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from enum import Enum
-from typing import IO, TYPE_CHECKING, Any, NamedTuple, cast
+from typing import IO, TYPE_CHECKING, Any, Literal, NamedTuple, cast
 
 from tallyboard import capture, left_out, run_context
 from tallyboard import query as query_api
 from tallyboard.artifacts import location_for
+from tallyboard.exchange.target import require_existing
 from tallyboard.media import open_png
 from tallyboard.run_view import RunView
 from tallyboard.sink import DEFAULT_COMMIT_INTERVAL, NullSink, Sink, arm_signals, sink_for
-from tallyboard.store import Column, Quarantined, StoreError, open_store
+from tallyboard.store import Access, Column, Quarantined, StoreError, open_store
 from tallyboard.store.records import DEBUG_RUN_ID, ConsoleLine, ResumePoint
 from tallyboard.store.run_row import DEFAULT_UNIQUE_COLUMNS, UNIQUE_CANDIDATES
 from tallyboard.store.series import DEFAULT_CHUNK_ROWS
+from tallyboard.table_commands import TableCommands
 from tallyboard.values import check_text, to_int
 from tallyboard.writer import LogWriter, let_go
 
@@ -94,10 +96,16 @@ def _normalise_unique(columns: tuple[str, ...] | list[str]) -> tuple[str, ...]:
     return names
 
 
-class ResultTable:
+class ResultTable(TableCommands):
     """The result table in a SQLite file (created if missing) or a `postgresql://` database; with
     `spool`, logged into that node-local SQLite file first and shipped to the database from there
-    (store/spool.py)."""
+    (store/spool.py; `spool=None` takes $TALLYBOARD_SPOOL, `spool=False` never spools).
+
+    `read_only=True` opens an existing table only to read it (what the reading commands do): it
+    creates nothing, migrates nothing and writes nothing, and every method that would write raises
+    `ReadOnlyTableError`. `create=False` opens an existing table to write, but never makes a new one
+    (`tallyboard migrate`). Either way a missing file is a FileNotFoundError. Every `tallyboard`
+    command is one method of this class (table_commands.py)."""
 
     def __init__(
         self,
@@ -106,7 +114,9 @@ class ResultTable:
         unique_columns: tuple[str, ...] | None = None,
         commit_interval: float = DEFAULT_COMMIT_INTERVAL,
         artifacts: str | os.PathLike[str] | None = None,
-        spool: str | os.PathLike[str] | None = None,
+        spool: str | os.PathLike[str] | Literal[False] | None = None,
+        read_only: bool = False,
+        create: bool = True,
     ) -> None:
         if db_path is None:  # $TALLYBOARD_URL lets a cluster point every job at one table
             db_path = os.environ.get("TALLYBOARD_URL") or "results.db"
@@ -114,14 +124,19 @@ class ResultTable:
         self.db_path = db_path if isinstance(db_path, str) and "://" in db_path else os.fspath(db_path)
         self.nocommit_action = NoCommitAction(nocommit_action)
         self.commit_interval = commit_interval
-        if "://" not in self.db_path:
+        self.read_only = read_only
+        if spool and read_only:
+            raise ValueError("a spool is where runs are logged: a read_only table has none")
+        if read_only or not create:
+            require_existing(self.db_path)  # before anything is opened, so nothing is created
+        elif "://" not in self.db_path:
             require_writable_file(self.db_path)
         # Where `log_artifact` copies files: a folder or an fsspec URL; by default `results.db` ->
         # `results.artifacts/`; None for PostgreSQL unless configured (tallyboard/artifacts.py).
         self.artifacts = location_for(self.db_path, artifacts)
-        if spool is None:  # $TALLYBOARD_SPOOL: a node-local file that ships to db_path (docs/cluster.md)
-            spool = os.environ.get("TALLYBOARD_SPOOL") or None
-        self.spool = None if spool is None else os.path.abspath(os.fspath(spool))
+        if spool is None and not read_only:  # $TALLYBOARD_SPOOL: a node-local file that ships to
+            spool = os.environ.get("TALLYBOARD_SPOOL") or None  # db_path (docs/cluster.md)
+        self.spool = os.path.abspath(os.fspath(spool)) if spool else None
         if self.spool is not None:
             from tallyboard.store import spool as spool_module
             from tallyboard.store.spool_shipper import shipper_for
@@ -130,7 +145,10 @@ class ResultTable:
             unique = DEFAULT_UNIQUE_COLUMNS if wanted is None else wanted
             self.db_path = spool_module.location(self.spool, self.db_path, unique)
             shipper_for(self.spool)
-        self._store = open_store(self.db_path, DEFAULT_UNIQUE_COLUMNS if wanted is None else wanted)
+        if not create and not read_only:  # a table must be there: look without writing first
+            open_store(self.db_path, access=Access.READ).close()
+        access = Access.READ if read_only else Access.WRITE
+        self._store = open_store(self.db_path, DEFAULT_UNIQUE_COLUMNS if wanted is None else wanted, access)
         stored = tuple(json.loads(self._store.meta("unique_columns") or "[]"))
         if wanted is not None and set(wanted) != set(stored):
             self._store.close()
@@ -139,7 +157,8 @@ class ResultTable:
                 f"open it with ResultTable({self.db_path!r}, unique_columns={stored}) or use a new table"
             )
         self.unique_columns = stored
-        arm_signals()  # from the main thread, so that runs of any thread are ended on SIGTERM
+        if not read_only:
+            arm_signals()  # from the main thread, so that runs of any thread are ended on SIGTERM
 
     # ---- starting runs ------------------------------------------------------------------------
     def _run_fields(
@@ -208,6 +227,7 @@ class ResultTable:
                unique: bool | Mapping[str, Any] = True, capture_console: bool = False,
                environment: bool = True) -> LogWriter:  # fmt: skip
         """What new_run and new_debug_run share; a debug run skips git and uniqueness."""
+        self._refuse_if_read_only("start a run")
         if disable:
             return LogWriter(
                 self._store, NullSink(), DEBUG_RUN_ID if debug else DISABLED_RUN_ID, disable=True
@@ -309,6 +329,7 @@ class ResultTable:
         A writer of the same run still open in this process is drained and let go first (the run
         is not ended). Raises `KeyError` for an unknown run, and `DuplicateRunError` if the run
         had failed and a visible run of the same configuration was started since."""
+        self._refuse_if_read_only("resume a run")
         if keep_each < 1:
             raise ValueError(f"keep_each must be 1 or more, got {keep_each}")
         self._require(run_id)
@@ -548,10 +569,12 @@ class ResultTable:
     # ---- editing the table ----------------------------------------------------------------------
     def hide_run(self, run_id: int) -> None:
         """Hide a run from the default view (and from the uniqueness check); nothing is deleted."""
+        self._refuse_if_read_only("hide a run")
         self._require(run_id)
         self._store.update_run(run_id, hidden=1)
 
     def show_run(self, run_id: int) -> None:
+        self._refuse_if_read_only("show a run")
         self._require(run_id)
         self._store.update_run(run_id, hidden=0)
 
@@ -565,21 +588,25 @@ class ResultTable:
 
     def set_column_order(self, columns: dict[str, int | None]) -> None:
         """Set positions ({name: position}); None hides a column."""
+        self._refuse_if_read_only("change the columns")
         self._store.set_columns({name: {"position": position} for name, position in columns.items()})
 
     def set_column_alias(self, columns: dict[str, str]) -> None:
         """Set the names shown for columns ({name: alias})."""
+        self._refuse_if_read_only("change the columns")
         aliases = {name: check_text(f"the alias of {name!r}", str(alias)) for name, alias in columns.items()}
         self._store.set_columns({name: {"alias": alias} for name, alias in aliases.items()})
 
     def hide_column(self, column: str) -> None:
         """Hide a column; the shown ones keep their order with no gaps."""
+        self._refuse_if_read_only("change the columns")
         order = [c.name for c in self._shown() if c.name != column]
         changes = {name: {"position": i} for i, name in enumerate(order)}
         self._store.set_columns({**changes, column: {"position": None}})
 
     def show_column(self, column: str, order: int = -1) -> None:
         """Show a column at position `order` (-1: last), shifting the ones after it."""
+        self._refuse_if_read_only("change the columns")
         names = [c.name for c in self._shown() if c.name != column]
         names.insert(len(names) if order < 0 else min(order, len(names)), column)
         self._store.set_columns({name: {"position": i} for i, name in enumerate(names)})

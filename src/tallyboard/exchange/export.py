@@ -203,30 +203,44 @@ def export_table(
     progress: bool = False,
     artifacts: str | None = None,
 ) -> dict[str, int]:
-    """Export the table at `source` (path or URL) into the new directory `out`; returns row counts.
+    """Export the table at `source` (path or URL), opened only to read; see `export_store`.
     The runs' artefacts are copied from their store (`artifacts`, default as for `ResultTable`)."""
+    with open_target(source, create=False) as store:
+        location = location_for(os.fspath(source), artifacts)
+        return export_store(store, out, file_format, run_ids, progress, location)
+
+
+def export_store(
+    store: Store,
+    out: str | os.PathLike[str],
+    file_format: str = "csv",
+    run_ids: Sequence[int] | None = None,
+    progress: bool = False,
+    artifacts: str | None = None,
+) -> dict[str, int]:
+    """Export the table of `store` into the new directory `out` (`ResultTable.export`); returns row
+    counts. The runs' artefacts are copied from the artefact store at `artifacts`."""
     from tallyboard.progress import progress_bar
 
     if file_format not in FORMATS:
         raise ValueError(f"unknown format {file_format!r}; use one of {', '.join(FORMATS)}")
     out = Path(out)
-    with open_target(source, create=False) as store:
-        runs = _select_runs(store, run_ids)
-        listed = [row for run in runs for row in store.artifacts(run["run_id"])]
-        blobs = open_blobs(require_location(location_for(os.fspath(source), artifacts))) if listed else None
-        _prepare_directory(out)
-        writers = {
-            layout.name: RowWriter(layout.path(out, file_format), layout, file_format) for layout in LAYOUTS
-        }
-        try:
-            writers["columns"].write((c.name, c.kind, c.alias, c.position) for c in store.columns())
-            with progress_bar(len(runs), "exporting", enabled=progress, unit="run") as bar:
-                for run in runs:
-                    export_run(store, run, out, writers)
-                    bar.update()
-        finally:
-            for writer in writers.values():
-                writer.close()
+    runs = _select_runs(store, run_ids)
+    listed = [row for run in runs for row in store.artifacts(run["run_id"])]
+    blobs = open_blobs(require_location(artifacts)) if listed else None
+    _prepare_directory(out)
+    writers = {
+        layout.name: RowWriter(layout.path(out, file_format), layout, file_format) for layout in LAYOUTS
+    }
+    try:
+        writers["columns"].write((c.name, c.kind, c.alias, c.position) for c in store.columns())
+        with progress_bar(len(runs), "exporting", enabled=progress, unit="run") as bar:
+            for run in runs:
+                export_run(store, run, out, writers)
+                bar.update()
+    finally:
+        for writer in writers.values():
+            writer.close()
     counts = {name: writer.count for name, writer in writers.items()}
     if blobs is not None:
         counts[ARTIFACTS.name] = export_artifacts(listed, blobs, out, file_format)
