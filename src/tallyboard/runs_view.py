@@ -41,11 +41,11 @@ def load_runs(store: Store, filter_text: str | None = None, show_hidden: bool = 
     columns = store.columns()
     rows = []
     for run in runs:
-        row = {name: value for name, value in run.items() if name not in INTERNAL_FIELDS}
-        row["hidden"] = bool(row["hidden"])
-        row["tags"] = tags.get(run["run_id"], [])
-        row["hparams"] = hparams.get(run["run_id"], {})
-        row["results"] = results.get(run["run_id"], {})
+        row = {name: value for name, value in run._asdict().items() if name not in INTERNAL_FIELDS}
+        row["hidden"] = bool(run.hidden)
+        row["tags"] = tags.get(run.run_id, [])
+        row["hparams"] = hparams.get(run.run_id, {})
+        row["results"] = results.get(run.run_id, {})
         rows.append(row)
     if filter_text:
         matches = run_filter(filter_text, columns)

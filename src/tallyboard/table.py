@@ -28,7 +28,7 @@ from tallyboard.run_view import RunView
 from tallyboard.sink import DEFAULT_COMMIT_INTERVAL, NullSink, Sink, arm_signals, sink_for
 from tallyboard.store import Access, Column, Quarantined, StoreError, open_store
 from tallyboard.store.records import DEBUG_RUN_ID, ConsoleLine, ResumePoint
-from tallyboard.store.run_row import DEFAULT_UNIQUE_COLUMNS, UNIQUE_CANDIDATES
+from tallyboard.store.run_row import DEFAULT_UNIQUE_COLUMNS, UNIQUE_CANDIDATES, RunRow
 from tallyboard.store.series import DEFAULT_CHUNK_ROWS
 from tallyboard.table_commands import TableCommands
 from tallyboard.values import check_text, to_int
@@ -43,11 +43,12 @@ DEEPBOARD_NAMES = {"config": "config_path", "commit_hash": "git_commit", "diff":
 DISABLED_RUN_ID = -2
 
 
-def deepboard_keys(row: dict[str, Any]) -> dict[str, Any]:
+def deepboard_keys(row: RunRow) -> dict[str, Any]:
     """A run row's values under DeepBoard's column names; `start` as DeepBoard's SQLite file returns
     it, the ISO text of a local datetime ('2025-01-31T12:00:00.123456')."""
-    keys = {deepboard: row[ours] for deepboard, ours in DEEPBOARD_NAMES.items()}
-    keys["start"] = datetime.fromtimestamp(row["start_time"]).isoformat()
+    fields = row._asdict()
+    keys = {deepboard: fields[ours] for deepboard, ours in DEEPBOARD_NAMES.items()}
+    keys["start"] = datetime.fromtimestamp(row.start_time).isoformat()
     return keys
 
 
@@ -348,7 +349,7 @@ class ResultTable(TableCommands):
         return RunView(self._store, run_id)
 
     # ---- reading the table ----------------------------------------------------------------------
-    def _require(self, run_id: int) -> dict[str, Any]:
+    def _require(self, run_id: int) -> RunRow:
         row = self._store.run(run_id)
         if row is None:
             raise KeyError(f"no run with id {run_id}")
@@ -363,12 +364,15 @@ class ResultTable(TableCommands):
         for rid, tags in self._store.run_tags(run_id).items():  # a shown `tags` column (an hparam of
             values.setdefault(rid, {}).setdefault("tags", tags)  # that name, from before v6, wins)
         shown = [c for c in self._store.columns() if c.position is not None]
-        data = [[values.get(row["run_id"], {}).get(c.name, row.get(c.name)) for c in shown] for row in rows]
+        data = []
+        for row in rows:
+            fields, extra = row._asdict(), values.get(row.run_id, {})
+            data.append([extra.get(c.name, fields.get(c.name)) for c in shown])
         return TableTuple(
             col_names=[c.alias for c in shown],
             col_ids=[c.name for c in shown],
             is_hparam=[c.kind == "hparam" for c in shown],
-            row_color=[row["color"] for row in rows],
+            row_color=[row.color for row in rows],
             data=data,
         )
 
@@ -425,8 +429,8 @@ class ResultTable(TableCommands):
         from tallyboard import comparison
 
         names = [by] if isinstance(by, str) else list(by)
-        known = {row["run_id"] for row in self._store.runs(show_hidden=True)}
-        chosen = run_ids if run_ids is not None else [row["run_id"] for row in self._store.runs()]
+        known = {row.run_id for row in self._store.runs(show_hidden=True)}
+        chosen = run_ids if run_ids is not None else [row.run_id for row in self._store.runs()]
         missing = [run_id for run_id in chosen if run_id not in known]
         if missing:
             raise KeyError(f"no run with id {missing[0]}")
@@ -449,7 +453,7 @@ class ResultTable(TableCommands):
     def get_config(self, run_id: int) -> str:
         """The content of the run's config file as it was when the run started. `KeyError` if it
         had none, or if it was not stored (binary or too large: the message says which)."""
-        content: str | None = self._require(run_id)["config_content"]
+        content = self._require(run_id).config_content
         if content is None:
             raise KeyError(f"run {run_id} has no config file")
         entry = left_out.listed_config(content)
@@ -464,10 +468,10 @@ class ResultTable(TableCommands):
         """The files the run's capture listed instead of storing (see left_out.py): dicts of
         `source` ('config' or 'git'), `path`, `size`, `sha256`, `reason`."""
         row = self._require(run_id)
-        config = [entry for entry in [left_out.listed_config(row["config_content"])] if entry is not None]
+        config = [entry for entry in [left_out.listed_config(row.config_content)] if entry is not None]
         return [
             {"source": source, **dataclasses.asdict(entry)}
-            for source, entries in (("config", config), ("git", left_out.parse(row["git_diff"])))
+            for source, entries in (("config", config), ("git", left_out.parse(row.git_diff)))
             for entry in entries
         ]
 
@@ -475,7 +479,7 @@ class ResultTable(TableCommands):
         """The run's row, every column, as stored, plus the keys DeepBoard's row has under other
         names (`config`, `start`, `commit_hash`, `diff`), so code written for DeepBoard reads it."""
         row = self._require(run_id)
-        return {**row, **deepboard_keys(row)}
+        return {**row._asdict(), **deepboard_keys(row)}
 
     def get_image_by_id(self, image_id: int) -> Any:
         """An image or figure as a PIL image, or None for an unknown id."""
@@ -553,18 +557,18 @@ class ResultTable(TableCommands):
 
     @property
     def runs(self) -> list[int]:
-        return [row["run_id"] for row in self._store.runs(show_hidden=True)]
+        return [row.run_id for row in self._store.runs(show_hidden=True)]
 
     def get_hidden_runs(self) -> list[int]:
-        return [row["run_id"] for row in self._store.runs(show_hidden=True) if row["hidden"]]
+        return [row.run_id for row in self._store.runs(show_hidden=True) if row.hidden]
 
     @property
     def active_tags(self) -> list[str]:
-        return sorted({row["tag"] for row in self._store.runs(show_hidden=True) if row["tag"]})
+        return sorted({row.tag for row in self._store.runs(show_hidden=True) if row.tag})
 
     @property
     def active_colors(self) -> list[str]:
-        return sorted({row["color"] for row in self._store.runs(show_hidden=True) if row["color"]})
+        return sorted({row.color for row in self._store.runs(show_hidden=True) if row.color})
 
     # ---- editing the table ----------------------------------------------------------------------
     def hide_run(self, run_id: int) -> None:

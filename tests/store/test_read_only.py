@@ -140,7 +140,7 @@ def test_a_reading_store_cannot_write(tmp_path: Path) -> None:
     queries = open_queries(str(path), read_only=True)
     with pytest.raises(sqlite3.OperationalError, match="readonly"):
         queries._connect().execute("UPDATE runs SET note = 'changed'")
-    assert open_store(path).run(1)["note"] is None  # unchanged: an empty note is NULL (schema v4)
+    assert open_store(path).run(1).note is None  # unchanged: an empty note is NULL (schema v4)
 
 
 # ---- PostgreSQL -----------------------------------------------------------------------------------

@@ -50,7 +50,7 @@ from tallyboard.exchange.artifact_files import ARTIFACTS, export_artifacts
 from tallyboard.exchange.formats import FORMATS, Layout, RowWriter
 from tallyboard.exchange.target import open_target
 from tallyboard.store import Store
-from tallyboard.store.run_row import typed
+from tallyboard.store.run_row import RunRow, typed
 
 EXPORT_VERSION = 2  # 2: console, environments and the texts' markdown flag
 READABLE_VERSIONS = (1, 2)
@@ -119,16 +119,16 @@ def _prepare_directory(out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
 
 
-def _select_runs(store: Store, run_ids: Sequence[int] | None) -> list[dict[str, Any]]:
+def _select_runs(store: Store, run_ids: Sequence[int] | None) -> list[RunRow]:
     runs = store.runs(show_hidden=True)
     if run_ids is None:
         return runs
-    known = {run["run_id"] for run in runs}
+    known = {run.run_id for run in runs}
     missing = [run_id for run_id in run_ids if run_id not in known]
     if missing:
         raise ValueError(f"no run with id {', '.join(map(str, missing))} in the table")
     wanted = set(run_ids)
-    return [run for run in runs if run["run_id"] in wanted]
+    return [run for run in runs if run.run_id in wanted]
 
 
 def _by_id(rows_by_kind: Mapping[str, Sequence[tuple[Any, ...]]]) -> list[tuple[str, tuple[Any, ...]]]:
@@ -137,10 +137,10 @@ def _by_id(rows_by_kind: Mapping[str, Sequence[tuple[Any, ...]]]) -> list[tuple[
     return sorted(merged, key=lambda item: item[1][0])
 
 
-def export_run(store: Store, run: dict[str, Any], out: Path, writers: dict[str, RowWriter]) -> None:
+def export_run(store: Store, run: RunRow, out: Path, writers: dict[str, RowWriter]) -> None:
     """Append one run and everything logged under it to the open writers (PNGs go to `out`)."""
-    run_id = run["run_id"]
-    writers["runs"].write([tuple(run[name] for name in RUNS.names)])
+    run_id, fields = run.run_id, run._asdict()
+    writers["runs"].write([tuple(fields[name] for name in RUNS.names)])
     for kind, layout in (("hparams", HPARAMS), ("results", RESULTS)):
         values = store.values(kind, run_id).get(run_id, {})
         writers[layout.name].write(
@@ -226,7 +226,7 @@ def export_store(
         raise ValueError(f"unknown format {file_format!r}; use one of {', '.join(FORMATS)}")
     out = Path(out)
     runs = _select_runs(store, run_ids)
-    listed = [row for run in runs for row in store.artifacts(run["run_id"])]
+    listed = [row for run in runs for row in store.artifacts(run.run_id)]
     blobs = open_blobs(require_location(artifacts)) if listed else None
     _prepare_directory(out)
     writers = {

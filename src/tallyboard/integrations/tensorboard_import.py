@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
-from tallyboard.exchange.bundle import run_identity
+from tallyboard.exchange.bundle import identities_in, run_identity
 from tallyboard.integrations.tb_records import Damage, FileRead, read_records
 from tallyboard.integrations.tb_run import RunImport, Tally, Target, event_files, newest_change
 from tallyboard.progress import ProgressBar
@@ -119,7 +119,7 @@ class LogdirImport:
     def __init__(self, store: Store, logdir: Path, clock: Callable[[], float], quiet_seconds: float) -> None:
         self.store, self.logdir, self.clock, self.quiet = store, logdir, clock, quiet_seconds
         self.report = ImportReport()
-        self.present = {run_identity(run) for run in store.runs(show_hidden=True)}
+        self.present = identities_in(store)
         self.targets: dict[Path, Target] = {}
         self.skipped: set[Path] = set()
 
@@ -184,7 +184,7 @@ class LogdirImport:
         row = self.store.run(run_id)
         if row is None:  # the run was deleted from the table: import it afresh
             return None
-        return Target(name, run_id, row["start_time"])
+        return Target(name, run_id, row.start_time)
 
     def _new_run(self, directory: Path, start: float) -> int | None:
         fields = {
@@ -205,7 +205,7 @@ class LogdirImport:
             return None
         row = self.store.run(target.run_id)
         status = "finished" if quiet else "running"
-        if row is None or (row["status"] == status and not run.added):
+        if row is None or (row.status == status and not run.added):
             return None
         return {"status": status, "end_time": run.last_wall if quiet else None}
 
