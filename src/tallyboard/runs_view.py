@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tallyboard.exchange.target import open_target
 from tallyboard.run_filter import run_cell, run_filter
+
+if TYPE_CHECKING:
+    from tallyboard.store import Store
 
 MAX_CELL = 40
 # Shown in the terminal even when the table's layout hides them: a run's state matters there.
@@ -30,20 +32,20 @@ class RunsView:
     columns: list[tuple[str, str]]
 
 
-def load_runs(target: str, filter_text: str | None = None, show_hidden: bool = False) -> RunsView:
-    """The runs of the table at `target` by run id, those for which `filter_text` holds."""
-    with open_target(target, create=False) as store:
-        runs = store.runs(show_hidden=show_hidden)
-        hparams, results = store.values("hparams"), store.values("results")
-        tags = store.run_tags()
-        columns = store.columns()
+def load_runs(store: Store, filter_text: str | None = None, show_hidden: bool = False) -> RunsView:
+    """The runs of the table of `store` by run id, those for which `filter_text` holds
+    (`ResultTable.runs_table`)."""
+    runs = store.runs(show_hidden=show_hidden)
+    hparams, results = store.values("hparams"), store.values("results")
+    tags = store.run_tags()
+    columns = store.columns()
     rows = []
     for run in runs:
-        row = {name: value for name, value in run.items() if name not in INTERNAL_FIELDS}
-        row["hidden"] = bool(row["hidden"])
-        row["tags"] = tags.get(run["run_id"], [])
-        row["hparams"] = hparams.get(run["run_id"], {})
-        row["results"] = results.get(run["run_id"], {})
+        row = {name: value for name, value in run._asdict().items() if name not in INTERNAL_FIELDS}
+        row["hidden"] = bool(run.hidden)
+        row["tags"] = tags.get(run.run_id, [])
+        row["hparams"] = hparams.get(run.run_id, {})
+        row["results"] = results.get(run.run_id, {})
         rows.append(row)
     if filter_text:
         matches = run_filter(filter_text, columns)

@@ -271,7 +271,7 @@ def test_the_last_writer_of_a_file_to_close_checkpoints_it(tmp_path: Path) -> No
     copied = tmp_path / "alone" / "results.db"
     copied.parent.mkdir()
     shutil.copy(path, copied)  # the .db alone, as a user mails it
-    assert [run["experiment"] for run in open_store(copied).runs()] == ["e"]
+    assert [run.experiment for run in open_store(copied).runs()] == ["e"]
 
 
 def test_a_process_that_exits_without_closing_leaves_everything_in_the_db(tmp_path: Path) -> None:
@@ -305,7 +305,7 @@ def test_copy_of_a_live_table_uses_the_backup_api_and_misses_nothing(tmp_path: P
     run_cli("copy", path, tmp_path / "backup.db", "--quiet")
     assert not Path(f"{tmp_path / 'backup.db'}-wal").exists()  # the copy is one file
     backup = open_store(tmp_path / "backup.db", access=Access.READ)
-    assert [run["run_id"] for run in backup.runs()] == [run_id]
+    assert [run.run_id for run in backup.runs()] == [run_id]
     backup.close()
     reader.close()
     writer.close()

@@ -20,14 +20,16 @@ from tallyboard.store.records import (
     DatabaseUnreachable,
     DuplicateRunError,
     Quarantined,
+    ReadOnlyTableError,
     StoreError,
-)  # fmt: skip
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from tallyboard.store.queries import DashboardQueries
 
 __all__ = [
     "Access", "Batch", "Column", "DatabaseUnreachable", "DuplicateRunError", "NotAResultTable", "Quarantined",
+    "ReadOnlyTableError",
     "Store", "StoreError", "is_postgres_url", "open_for_dashboard", "open_queries", "open_store",
 ]  # fmt: skip
 

@@ -156,6 +156,11 @@ class DatabaseUnreachable(StoreError):
     asked may ask again later, and a reader does so on a new connection."""
 
 
+class ReadOnlyTableError(StoreError):
+    """A write through a table opened only to read (`ResultTable(..., read_only=True)`, the reading
+    commands): refused before anything reaches the database, so reads never write."""
+
+
 class DuplicateRunError(RuntimeError):
     """A visible, non-failed run with the same unique columns exists already."""
 

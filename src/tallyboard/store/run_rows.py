@@ -15,7 +15,7 @@ from typing import Any
 from tallyboard.store.engine import Engine
 from tallyboard.store.imported import IMPORT_RUN_TABLES
 from tallyboard.store.records import DEBUG_RUN_ID, Column, DuplicateRunError, ResumePoint
-from tallyboard.store.run_row import EDITABLE_RUN_FIELDS, RUN_FIELDS, empty_text_as_null
+from tallyboard.store.run_row import EDITABLE_RUN_FIELDS, RUN_FIELDS, RunRow, empty_text_as_null
 from tallyboard.store.schema import RUN_TAGS_SINCE, UNIQUE_KEY_PREFIX
 
 # Tables that hold a run's rows, children first: what deleting a run clears.
@@ -206,13 +206,13 @@ class RunRows(Engine):
             out.setdefault(rid, []).append(tag)
         return out
 
-    def run(self, run_id: int) -> dict[str, Any] | None:
-        """The row of one run as a dict of `runs` columns, or None."""
+    def run(self, run_id: int) -> RunRow | None:
+        """The row of one run, or None."""
         rows = self.runs(run_id=run_id, show_hidden=True)
         return rows[0] if rows else None
 
-    def runs(self, run_id: int | None = None, show_hidden: bool = False) -> list[dict[str, Any]]:
-        """Rows of `runs` ordered by run id, as dicts (all columns)."""
+    def runs(self, run_id: int | None = None, show_hidden: bool = False) -> list[RunRow]:
+        """Rows of `runs` ordered by run id (all columns), visible ones unless `show_hidden`."""
         where, params = [], []
         if run_id is not None:
             where.append("run_id = ?")
@@ -224,7 +224,7 @@ class RunRows(Engine):
             sql += " WHERE " + " AND ".join(where)
         with self._lock:
             rows = self.execute(sql + " ORDER BY run_id", params)
-        return [dict(zip(RUN_FIELDS, row, strict=True)) for row in rows]
+        return [RunRow(*row) for row in rows]
 
     def values(self, kind: str, run_id: int | None = None) -> dict[int, dict[str, Any]]:
         """Hparams (`kind='hparams'`) or results (`'results'`) as {run_id: {name: value}}."""
