@@ -12,7 +12,6 @@ import tallyboard as tb
 from tallyboard.dashboard import runs_table as runs_table_module
 from tallyboard.dashboard.runs_table import BadCursor, RunsTable, _public, cursor_text
 from tallyboard.run_filter import FilterError, column_resolver, parse_tree, run_filter
-from tallyboard.runs_view import load_runs
 from tallyboard.store import open_queries, runs_walk
 from tallyboard.store.runs_sql import NotInSql, Translator
 from tallyboard.store.runs_walk import Position
@@ -224,13 +223,14 @@ def test_a_cursor_is_checked_and_a_new_run_shows_up_on_the_next_page(
 def test_the_cli_filter_selects_in_sql_the_runs_the_in_memory_filter_does(
     runs_table: RunsTable, db_url
 ) -> None:
-    """`tallyboard runs --filter` (runs_view.load_runs) asks SQL for the ids where the translation
+    """`tallyboard runs --filter` (`ResultTable.runs_table`, runs_view.load_runs) asks SQL for the ids where the translation
     is exact and filters in memory otherwise; either way the rows are those the filter selects."""
+    table = tb.ResultTable(db_url, read_only=True)
     for show_hidden in (False, True):
-        everything = load_runs(db_url, None, show_hidden)
+        everything = table.runs_table(None, show_hidden)
         for filter_text in [*SQL_FILTERS, *MEMORY_FILTERS]:
             matches = run_filter(filter_text, runs_table.queries.columns())
-            view = load_runs(db_url, filter_text, show_hidden)
+            view = table.runs_table(filter_text, show_hidden)
             expected = [row for row in everything.rows if matches(row)]
             assert same(view.rows, expected) and view.columns == everything.columns, (
                 filter_text,

@@ -30,6 +30,7 @@ from tallyboard.dashboard import api, params
 from tallyboard.dashboard.downsample import raw_after
 from tallyboard.dashboard.params import BadRequest
 from tallyboard.json_numbers import dumps
+from tallyboard.store import DatabaseUnreachable
 from tallyboard.store.queries import DashboardQueries, RunsVersion, SeriesKey
 
 INTERVAL = 1.0  # seconds between polls of the store
@@ -109,6 +110,7 @@ class Hub:
         self._updates: deque[Update] = deque(maxlen=keep)
         self._task: asyncio.Task | None = None
         self._polled: asyncio.Event | None = None  # set after each poll, then replaced by a fresh one
+        self._unreachable = False  # the last poll found the database down
 
     def event_id(self, tick: int) -> str:
         return f"{self.boot}.{tick}"
@@ -229,8 +231,16 @@ class Hub:
         while not self.closed:
             try:
                 await asyncio.to_thread(self.poll)
-            except Exception:  # a busy or briefly unreachable database: try again next interval
+            except DatabaseUnreachable as error:  # said once per outage, not once a second
+                if not self._unreachable:
+                    log.warning("live updates wait for the database: %s", error)
+                self._unreachable = True
+            except Exception:  # a busy database: try again next interval
                 log.warning("live poll of the store failed", exc_info=True)
+            else:
+                if self._unreachable:
+                    log.warning("live updates go on: the database answers again")
+                self._unreachable = False
             polled, self._polled = self._polled, asyncio.Event()
             assert polled is not None
             polled.set()

@@ -77,8 +77,14 @@ class Engine(ABC):
         return True
 
     def ready_for_writing(self) -> None:
-        """Migrate an older table now (every write does it first; `tallyboard migrate` calls this)."""
+        """Migrate an older table now (every write does it first; `tallyboard migrate` calls this).
+        A table opened to read refuses here, so no write of any kind gets past it."""
         from tallyboard.store import migrations
+        from tallyboard.store.location import Access
+        from tallyboard.store.records import ReadOnlyTableError
+
+        if self.access is Access.READ:
+            raise ReadOnlyTableError(f"{self.url} was opened read-only: nothing may be written to it")
 
         with self._lock:
             if self._migrate_with is None:
@@ -134,6 +140,11 @@ class Engine(ABC):
     @abstractmethod
     def first_rows(self, conn: Any, sql: str, param_rows: Sequence[Sequence[Any]]) -> list[tuple[Any, ...]]:
         """The first row of `sql` for each parameter row, on the reader connection `conn`."""
+
+    def reader_lost(self, conn: Any) -> bool:
+        """Whether the reader connection `conn` is dead after an error (its server restarted or went
+        away): the pool must drop it rather than lend it again. A file's connection never is."""
+        return False
 
     @abstractmethod
     def close(self) -> None:

@@ -47,7 +47,7 @@ from psycopg.conninfo import conninfo_to_dict
 
 from tallyboard.store import migrations, pg_session
 from tallyboard.store.base import Store
-from tallyboard.store.location import Access, Found, Kind, NotAResultTable
+from tallyboard.store.location import Access, Found, Kind, NotAResultTable, redacted
 from tallyboard.store.records import Batch, ScalarRow
 from tallyboard.store.schema import BLOCK_BITS
 from tallyboard.store.writes import WALLTIME_MS_SQL, walltime_ms
@@ -122,9 +122,11 @@ def require_database_name(url: str) -> None:
     try:
         database = conninfo_to_dict(url).get("dbname")
     except psycopg.ProgrammingError as error:
-        raise NotAResultTable(f"{url!r} is not a valid PostgreSQL URL ({error})") from None
+        raise NotAResultTable(f"{redacted(url)!r} is not a valid PostgreSQL URL ({error})") from None
     if not database:
-        raise NotAResultTable(f"{url!r} names no database: write postgresql://[USER@]HOST[:PORT]/DATABASE")
+        raise NotAResultTable(
+            f"{redacted(url)!r} names no database: write postgresql://[USER@]HOST[:PORT]/DATABASE"
+        )
 
 
 @functools.lru_cache(maxsize=512)
@@ -175,6 +177,7 @@ class PostgresStore(Store):
         super().__init__()
         require_database_name(url)
         self.url = url
+        self.shown_url = redacted(url)  # for messages and logs: no password
         self.access = access
         self.retry_for = retry_for
         self._sleep = sleep
@@ -265,7 +268,7 @@ class PostgresStore(Store):
             try:
                 return attempt()
             except _ROLLED_BACK:
-                log.info("tallyboard: transaction on %s rolled back by the server; retrying", self.url)
+                log.info("tallyboard: transaction on %s rolled back by the server; retrying", self.shown_url)
             except Exception as error:
                 if not self._is_lost(error):
                     raise
@@ -273,7 +276,7 @@ class PostgresStore(Store):
                 if time.monotonic() >= deadline:
                     raise
                 # info, not warning: the sink reports an outage that outlasts this loop, once per 10 s
-                log.info("tallyboard: lost the connection to %s (%s); reconnecting", self.url, error)
+                log.info("tallyboard: lost the connection to %s (%s); reconnecting", self.shown_url, error)
             self._sleep(delay)
             delay = min(delay * 2, MAX_RETRY_DELAY)
 
@@ -343,7 +346,7 @@ class PostgresStore(Store):
         except psycopg.Error as error:  # the connection died meanwhile: prune after a later write
             self._commits -= 1
             self._disconnect()  # the next write starts on a fresh connection
-            log.info("tallyboard: pruning tallyboard_commits on %s failed (%s); later", self.url, error)
+            log.info("tallyboard: pruning tallyboard_commits on %s failed (%s); later", self.shown_url, error)
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         def run() -> list[tuple[Any, ...]]:
@@ -376,6 +379,9 @@ class PostgresStore(Store):
         if read_only:  # each statement in a READ ONLY transaction psycopg begins (DashboardQueries
             conn.autocommit, conn.read_only = False, True  # ends it); no session SET for PgBouncer
         return conn
+
+    def reader_lost(self, conn: Any) -> bool:
+        return bool(conn.broken or conn.closed)
 
     def reader_sql(self, sql: str) -> str:
         return _psycopg_sql(sql)

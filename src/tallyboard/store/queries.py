@@ -18,14 +18,15 @@ import queue
 import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from tallyboard.run_filter import Node
 from tallyboard.store import histograms as histogram_rows
+from tallyboard.store.location import redacted
 from tallyboard.store.logged import artifacts_query, console_query
-from tallyboard.store.records import ArtifactRow, Column, ConsoleLine
+from tallyboard.store.records import ArtifactRow, Column, ConsoleLine, DatabaseUnreachable
 from tallyboard.store.run_row import DETAIL_FIELDS, LISTED_FIELDS
 from tallyboard.store.runs_sql import Dialect, Translator, value_names_sql
 from tallyboard.store.runs_walk import matching_sql
@@ -38,6 +39,7 @@ if TYPE_CHECKING:  # pragma: no cover
 _JSON_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?")
 
 STATUSES = ("running", "finished", "failed")
+T = TypeVar("T")
 
 
 # The last row of each bucket (see `DashboardQueries.buckets`): an index seek per bucket. On SQLite,
@@ -116,7 +118,7 @@ class DashboardQueries:
             self._one("SELECT value FROM meta WHERE key = 'schema_version'")
         except Exception as error:
             self.close()
-            raise ValueError(f"{self.url!r} is not a tallyboard result table ({error})") from None
+            raise ValueError(f"{redacted(self.url)!r} is not a tallyboard result table ({error})") from None
 
     # -- plumbing -----------------------------------------------------------------------------
     def _connect(self) -> Any:
@@ -124,25 +126,52 @@ class DashboardQueries:
 
     @contextmanager
     def _connection(self) -> Iterator[Any]:
-        """A pooled connection, returned to the pool afterwards."""
+        """A pooled connection, returned to the pool afterwards, unless it died under its statement
+        (the server stopped or restarted): then every idle one is dropped too (they talked to the
+        same server) and `DatabaseUnreachable` says so; the next statement connects anew."""
         with self._slots:
             try:
                 conn = self._idle.get_nowait()
             except queue.Empty:
-                conn = self._connect()
+                try:
+                    conn = self._connect()
+                except Exception as error:
+                    raise DatabaseUnreachable(self._unreachable(error)) from error
             try:
                 yield conn
-            finally:
-                self._idle.put(conn)
+            except Exception as error:
+                if not self.store.reader_lost(conn):
+                    self._idle.put(conn)
+                    raise
+                self._drop_idle()
+                with suppress(Exception):
+                    conn.close()
+                raise DatabaseUnreachable(self._unreachable(error)) from error
+            self._idle.put(conn)
+
+    def _unreachable(self, error: Exception) -> str:
+        reason = " ".join(str(error).split()) or type(error).__name__
+        return f"the database {redacted(self.url)} does not answer ({reason}); ask again once it is back"
+
+    def _retried(self, statement: Callable[[], T]) -> T:
+        """Run a read again once on a new connection when its pooled one had died meanwhile (a
+        server restarted since the last request): reads can always run twice."""
+        try:
+            return statement()
+        except DatabaseUnreachable:
+            return statement()
 
     def _sql(self, sql: str) -> str:
         return self.store.reader_sql(sql)
 
     def _run(self, sql: str, params: Sequence[Any], fetch: str) -> Any:
-        with self._connection() as conn:
-            with self._read_only(conn):
-                cursor = conn.execute(self._sql(sql), tuple(params))
-            return cursor.fetchall() if fetch == "all" else cursor.fetchone()
+        def statement() -> Any:
+            with self._connection() as conn:
+                with self._read_only(conn):
+                    cursor = conn.execute(self._sql(sql), tuple(params))
+                return cursor.fetchall() if fetch == "all" else cursor.fetchone()
+
+        return self._retried(statement)
 
     def _read_only(self, conn: Any) -> AbstractContextManager[Any]:
         """PostgreSQL opened read-only: the block's statements in one read-only transaction, ended
@@ -157,8 +186,12 @@ class DashboardQueries:
         cached statement; PostgreSQL sends them all in one pipeline (one round trip, not one each)."""
         if not param_rows:
             return []
-        with self._connection() as conn, self._read_only(conn):
-            return self.store.first_rows(conn, sql, param_rows)
+
+        def statement() -> list[tuple[Any, ...]]:
+            with self._connection() as conn, self._read_only(conn):
+                return self.store.first_rows(conn, sql, param_rows)
+
+        return self._retried(statement)
 
     def _all(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         rows: list[tuple[Any, ...]] = self._run(sql, params, "all")
@@ -174,13 +207,18 @@ class DashboardQueries:
 
     def close(self) -> None:
         """Close the idle connections (and the store, when these queries opened it)."""
-        while True:
-            try:
-                self._idle.get_nowait().close()
-            except queue.Empty:
-                break
+        self._drop_idle()
         if self._owned is not None:
             self._owned.close()
+
+    def _drop_idle(self) -> None:
+        while True:
+            try:
+                conn = self._idle.get_nowait()
+            except queue.Empty:
+                return
+            with suppress(Exception):  # a dead connection may fail to close: it is gone either way
+                conn.close()
 
     # -- the runs table -----------------------------------------------------------------------
     def runs_version(self) -> RunsVersion:

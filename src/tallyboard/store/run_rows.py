@@ -15,7 +15,7 @@ from typing import Any
 from tallyboard.store.engine import Engine
 from tallyboard.store.imported import IMPORT_RUN_TABLES
 from tallyboard.store.records import DEBUG_RUN_ID, Column, DuplicateRunError, ResumePoint
-from tallyboard.store.run_row import EDITABLE_RUN_FIELDS, RUN_FIELDS, empty_text_as_null
+from tallyboard.store.run_row import EDITABLE_RUN_FIELDS, RUN_FIELDS, RunRow, empty_text_as_null
 from tallyboard.store.schema import RUN_TAGS_SINCE, UNIQUE_KEY_PREFIX
 
 RUNS_PER_STATEMENT = 500  # run ids in one `IN (...)` of a read of some runs
@@ -211,18 +211,18 @@ class RunRows(Engine):
             out.setdefault(rid, []).append(tag)
         return out
 
-    def run(self, run_id: int) -> dict[str, Any] | None:
-        """The row of one run as a dict of `runs` columns, or None."""
+    def run(self, run_id: int) -> RunRow | None:
+        """The row of one run, or None."""
         rows = self.runs(run_id=run_id, show_hidden=True)
         return rows[0] if rows else None
 
     def runs(
         self, run_id: int | None = None, show_hidden: bool = False, run_ids: Sequence[int] | None = None
-    ) -> list[dict[str, Any]]:
-        """Rows of `runs` ordered by run id, as dicts (all columns): every run, one, or `run_ids`."""
+    ) -> list[RunRow]:
+        """Rows of `runs` ordered by run id (all columns), visible ones unless `show_hidden`: every
+        run, one, or `run_ids`."""
         select = f"SELECT {', '.join(RUN_FIELDS)} FROM runs" + ("" if show_hidden else " WHERE hidden = 0")
-        rows = self._rows_of_runs(select, "run_id", run_id, run_ids)
-        return [dict(zip(RUN_FIELDS, row, strict=True)) for row in rows]
+        return [RunRow(*row) for row in self._rows_of_runs(select, "run_id", run_id, run_ids)]
 
     def values(
         self, kind: str, run_id: int | None = None, run_ids: Sequence[int] | None = None
