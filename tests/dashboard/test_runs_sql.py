@@ -223,8 +223,9 @@ def test_a_cursor_is_checked_and_a_new_run_shows_up_on_the_next_page(
 def test_the_cli_filter_selects_in_sql_the_runs_the_in_memory_filter_does(
     runs_table: RunsTable, db_url
 ) -> None:
-    """`tallyboard runs --filter` (`ResultTable.runs_table`, runs_view.load_runs) asks SQL for the ids where the translation
-    is exact and filters in memory otherwise; either way the rows are those the filter selects."""
+    """`tallyboard runs --filter` (`ResultTable.runs_table`, runs_view.load_runs) asks SQL for the
+    ids where the translation is exact and filters in memory otherwise; either way the rows are
+    those the filter selects."""
     table = tb.ResultTable(db_url, read_only=True)
     for show_hidden in (False, True):
         everything = table.runs_table(None, show_hidden)
