@@ -47,7 +47,8 @@ SQL_FILTERS = [
 ]  # fmt: skip
 MEMORY_FILTERS = ["opt ~ 'ad'", "lr < acc", "-lr > 0", "mixed in [null, 3]", "'x' in tags", "tags == null"]
 PAGES = [(0, 100), (1, 3), (4, 3), (8, 5)]  # offset, limit
-SORTS = [None, "run_id", "Learning Rate", "opt", "mixed", "flag", "acc", "big", "both", "status"]
+FIELD_SORTS = ["status", "note", "tag", "hidden", "start_time", "experiment"]  # run fields: pages by offset
+SORTS = [None, "run_id", "Learning Rate", "opt", "mixed", "flag", "acc", "big", "both", *FIELD_SORTS]
 
 
 @pytest.fixture
@@ -150,6 +151,25 @@ def test_what_sql_cannot_say_is_answered_from_memory(runs_table: RunsTable) -> N
     assert {row["cells"].get("opt") for row in searched.rows} == {"lamb", "Lamb"}
 
 
+def test_a_view_sorted_by_a_run_field_reads_in_full_only_the_runs_of_its_page(
+    runs_table: RunsTable, monkeypatch
+) -> None:
+    expected = [in_memory(runs_table, "status", True, "lr < 0.2", False, offset, 2) for offset in (0, 2)]
+    fresh = RunsTable(runs_table.queries)  # holds no run yet
+    read_in_full = []
+    runs_of = fresh.queries.runs_of
+
+    def loaded(*args, **kwargs):
+        pytest.fail("every run was loaded")
+
+    monkeypatch.setattr(fresh.queries, "runs", loaded)
+    monkeypatch.setattr(fresh.queries, "runs_of", lambda ids: read_in_full.append(list(ids)) or runs_of(ids))
+    for offset, (total, rows) in zip((0, 2), expected, strict=True):
+        page = fresh.page(sort="status", descending=True, filter_text="lr < 0.2", offset=offset, limit=2)
+        assert (page.total, same(page.rows, rows)) == (total, True)
+    assert [len(ids) for ids in read_in_full] == [2, 2]
+
+
 def test_a_bad_filter_or_sort_is_an_error_not_an_empty_page(runs_table: RunsTable) -> None:
     with pytest.raises(FilterError, match="unknown column"):
         runs_table.page(filter_text="nosuch > 1")
@@ -179,8 +199,12 @@ def test_pages_by_cursor_give_the_whole_view_in_order(
     monkeypatch.setattr(runs_walk, "COUNT_CAP", 3)
     filters = ["", "lr < 0.2", "not mixed", "mixed or flag", "acc != null and lr < 1", "status == 'FAILED'"]
     for filter_text, sort, descending, show_hidden, limit in itertools.product(
-        filters, [s for s in SORTS if s not in ("both", "status")], (False, True), (False, True), (1, 3)
-    ):  # sorting by 'both' or 'status' is answered from memory: pages by offset
+        filters,
+        [s for s in SORTS if s != "both" and s not in FIELD_SORTS],
+        (False, True),
+        (False, True),
+        (1, 3),
+    ):  # sorting by 'both' (from memory) or by a run field pages by offset
         view = (sort, descending, filter_text, show_hidden)
         total, expected = in_memory(runs_table, *view, 0, 100)
         seen, after = [], None

@@ -244,6 +244,12 @@ class DashboardQueries:
         rows = self._all(f"SELECT {', '.join(LISTED_FIELDS)} FROM runs {where}", params)
         return self._with_values(rows, f"IN (SELECT run_id FROM runs {where})", params)
 
+    def run_field(self, field: str) -> list[tuple[int, Any]]:
+        """(run id, that field) of every run: what ordering the runs table by a run field needs."""
+        if field not in LISTED_FIELDS:
+            raise ValueError(f"{field!r} is not a field of the runs table")
+        return self._all(f"SELECT run_id, {field} FROM runs")
+
     def runs_of(self, run_ids: Sequence[int]) -> list[dict[str, Any]]:
         """Some runs by id (hidden ones too) with their hparams and results."""
         if not run_ids:
