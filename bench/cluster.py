@@ -89,9 +89,9 @@ def stored_rows(url: str) -> int:
     try:
         count = 0
         for run in store.runs():
-            if run["run_id"] > 0:
-                count += sum(len(store.scalars(run["run_id"], tag)) for tag in ("train/loss", "train/acc"))
-                count += len(store.texts(run["run_id"])) + len(store.media(run["run_id"]))
+            if run.run_id > 0:
+                count += sum(len(store.scalars(run.run_id, tag)) for tag in ("train/loss", "train/acc"))
+                count += len(store.texts(run.run_id)) + len(store.media(run.run_id))
         return count
     finally:
         store.close()
@@ -200,7 +200,7 @@ def bench_shipping(server, folder: str, count: int, repeats: int) -> None:
         ship_all(spool)
         shipping.append(time.perf_counter() - start)
         store = open_store(url)
-        assert sum(len(store.scalars(r["run_id"], "train/loss")) for r in store.runs()) == 2 * count
+        assert sum(len(store.scalars(r.run_id, "train/loss")) for r in store.runs()) == 2 * count
         store.close()
     rates = [count / min(times) for times in (direct, shipping)]
     print(f"shipping: {rates[1]:,.0f} rows/s vs direct PostgreSQL logging {rates[0]:,.0f} rows/s:"

@@ -9,7 +9,12 @@ runs (20 hparams and 5 results each). Per size:
 - chart: the first /api/series of that 1,000,000-point series from a fresh app (COLD: wall and
   CPU time, bench/dashboard.py's `cold_chart_ms`), then a zoomed range of 1,000 steps (warm);
 - runs: one page of /api/runs sorted by a result and filtered by an hparam, from a fresh app
-  (cold: nothing read yet) and again (warm);
+  (cold: nothing read yet), the next pages (each by the `next` cursor of the one before, as the
+  dashboard pages), new views (another threshold each), and the exact count the dashboard asks
+  for after a page (/api/runs/count). The issue's query (`r1` descending, `h05 < 0.5`) has a
+  filter that the sort order meets late: the data make h05 = (r1 + 0.644) mod 1, so the 14 %
+  highest r1 all fail it and the walk of r1 skips them. The same is measured for a pair that is
+  not so related (`h01 > 64`: half the runs, spread evenly along r1);
 - query API (`ResultTable.query` runs DataFrame, `ResultTable.series` one series) when the tree
   has it; a note says so when it does not;
 - export of the appended run (`export_table`, what `tallyboard export --runs ID` runs) and copy of
@@ -61,6 +66,7 @@ import tallyboard as tb
 from dashboard import BASE, NOP, WIDTH, cold_chart_ms, median_ms  # bench/dashboard.py
 from tallyboard.dashboard import create_app
 from tallyboard.exchange.export import export_table
+from tallyboard.store import open_store
 from tallyboard.store.copy import copy_table
 from tallyboard.store.run_rows import RUN_TABLES
 from tallyboard.store.schema import BACKFILL_BLOCKS
@@ -72,6 +78,7 @@ HPARAMS = 20
 RESULTS = 5
 APPENDED = "scale-append"  # experiment of the measured run
 RUNS_QUERY = {"limit": 100, "sort": "r1", "desc": 1, "filter": "h05 < 0.5"}
+UNCORRELATED = {**RUNS_QUERY, "filter": "h01 > 64"}  # h01 = 32 * (i % 4 + 1): every other run along r1
 CHARTS_FOR_RSS = 100
 
 
@@ -99,6 +106,10 @@ class Figures:
     runs_cold_ms: float = 0.0
     runs_warm_ms: float = 0.0
     runs_view_ms: float = 0.0
+    count_ms: float = 0.0
+    uncorrelated_cold_ms: float = 0.0
+    uncorrelated_warm_ms: float = 0.0
+    uncorrelated_view_ms: float = 0.0
     query_runs_ms: float | None = None
     query_series_ms: float | None = None
     export_per_s: float = 0.0
@@ -239,6 +250,9 @@ def cached_table(cache: Path, size: Size, appended: int) -> Iterator[tuple[str, 
         count_file.write_text(json.dumps({"bulk_scalars": written}))
         print(f"  built {path.name}: {written:,} bulk scalars in {time.perf_counter() - start:.0f} s")
     drop_appended(str(path))  # a run an interrupted benchmark left behind
+    store = open_store(str(path))  # a table cached by an older tallyboard: migrated, as its first write would
+    store.ready_for_writing()
+    store.close()
     try:
         yield str(path), json.loads(count_file.read_text())["bulk_scalars"]
     finally:
@@ -319,25 +333,55 @@ def chart_figures(url: str, run_id: int, points: int, repeats: int, figures: Fig
 
 
 def runs_figures(url: str, repeats: int, figures: Figures) -> None:
-    """Cold: the first page of a fresh app (nothing read yet). Warm: later pages of that view, then
-    new views (another filter threshold each time: the view's runs are found anew)."""
+    """The issue's query and the uncorrelated pair, each: cold, next pages, new views; then the
+    exact count of a new view (a request of its own, as the dashboard makes after a page)."""
+    figures.runs_cold_ms, figures.runs_warm_ms, figures.runs_view_ms = view_figures(
+        url, RUNS_QUERY, lambda i: f"h05 < 0.{i + 1}", repeats
+    )
+    figures.uncorrelated_cold_ms, figures.uncorrelated_warm_ms, figures.uncorrelated_view_ms = view_figures(
+        url, UNCORRELATED, lambda i: f"h01 > {64 + i}", repeats
+    )
+    with TestClient(create_app(url), base_url=BASE) as client:
+
+        def count(i: int) -> None:
+            client.get("/api/runs/count", params={"filter": f"h05 < 0.{i + 5}"}).raise_for_status()
+
+        figures.count_ms = median_ms(count, repeats)
+        client.app.state.dashboard.queries.close()
+
+
+def view_figures(url: str, query: dict, view: Callable[[int], str], repeats: int) -> tuple[float, ...]:
+    """Cold: the first page of a fresh app (nothing read yet), median of 3; then, on the last
+    app, its next pages and new views (`warm_figures`)."""
     cold = []
     for attempt in range(3):
         with TestClient(create_app(url), base_url=BASE) as client:
             start = time.perf_counter()
-            client.get("/api/runs", params=RUNS_QUERY).raise_for_status()
+            page = client.get("/api/runs", params=query)
             cold.append((time.perf_counter() - start) * 1000)
+            page.raise_for_status()
             if attempt == 2:
-                figures.runs_warm_ms = median_ms(lambda i: runs_page(client, offset=100 * i), repeats)
-                figures.runs_view_ms = median_ms(
-                    lambda i: runs_page(client, filter=f"h05 < 0.{i + 1}"), repeats
-                )
+                warm = warm_figures(client, query, page.json()["next"], view, repeats)
             client.app.state.dashboard.queries.close()
-    figures.runs_cold_ms = statistics.median(cold)
+    return statistics.median(cold), *warm
 
 
-def runs_page(client: TestClient, **change: object) -> None:
-    client.get("/api/runs", params={**RUNS_QUERY, **change}).raise_for_status()
+def warm_figures(
+    client: TestClient, query: dict, after: str, view: Callable[[int], str], repeats: int
+) -> tuple[float, float]:
+    """Next: the pages after the first, each by the cursor of the one before. New view: another
+    filter (`view(i)`) each time, so the view's runs are found anew."""
+    cursor = [after]
+
+    def next_page(_: int) -> None:
+        response = client.get("/api/runs", params={**query, "after": cursor[0]})
+        response.raise_for_status()
+        cursor[0] = response.json()["next"]
+
+    def new_view(i: int) -> None:
+        client.get("/api/runs", params={**query, "filter": view(i)}).raise_for_status()
+
+    return median_ms(next_page, repeats), median_ms(new_view, repeats)
 
 
 def query_figures(url: str, run_id: int, repeats: int, figures: Figures) -> None:
@@ -437,6 +481,10 @@ COLUMNS: tuple[tuple[str, Callable[[Figures], float | None], str], ...] = (
     ("runs cold ms", lambda f: f.runs_cold_ms, "{:>12.0f}"),
     ("runs warm ms", lambda f: f.runs_warm_ms, "{:>12.1f}"),
     ("runs new view ms", lambda f: f.runs_view_ms, "{:>16.1f}"),
+    ("count ms", lambda f: f.count_ms, "{:>8.1f}"),
+    ("uncorr. cold ms", lambda f: f.uncorrelated_cold_ms, "{:>15.1f}"),
+    ("uncorr. next ms", lambda f: f.uncorrelated_warm_ms, "{:>15.1f}"),
+    ("uncorr. view ms", lambda f: f.uncorrelated_view_ms, "{:>15.1f}"),
     ("query runs ms", lambda f: f.query_runs_ms, "{:>13.1f}"),
     ("query series ms", lambda f: f.query_series_ms, "{:>15.1f}"),
     ("export k/s", lambda f: f.export_per_s / 1000, "{:>10.1f}"),
@@ -454,6 +502,9 @@ TARGETS: tuple[tuple[str, Callable[[Figures], float | None], float, bool, float 
     ("runs page (cold)", lambda f: f.runs_cold_ms, 1.5, False, 1000.0),
     ("runs page (warm)", lambda f: f.runs_warm_ms, 1.5, False, 200.0),
     ("runs page (new view)", lambda f: f.runs_view_ms, 1.5, False, 200.0),
+    ("uncorrelated pair (cold)", lambda f: f.uncorrelated_cold_ms, 1.5, False, 1000.0),
+    ("uncorrelated pair (next)", lambda f: f.uncorrelated_warm_ms, 1.5, False, 200.0),
+    ("uncorrelated pair (view)", lambda f: f.uncorrelated_view_ms, 1.5, False, 200.0),
     ("query: runs DataFrame", lambda f: f.query_runs_ms, 1.5, False, None),
     ("query: one series", lambda f: f.query_series_ms, 1.5, False, None),
     ("server RSS after 100 charts", lambda f: f.rss_mb, 1.2, False, None),

@@ -7,8 +7,9 @@
 
 The reference is TensorBoard's `EventAccumulator` told to keep every point (size_guidance 0) loading
 the same event file and handing out every scalar. Each side runs in a fresh child process; CPU time
-is the child's user + system time, peak memory its maximum resident set (ru_maxrss). The import is
-measured end to end: reading, checking, decoding and committing into a new SQLite table. Targets
+is the child's user + system time, peak memory its maximum resident set (Linux's VmHWM: a child's
+ru_maxrss starts at its parent's peak, VmHWM at its own). The import is measured end to end:
+reading, checking, decoding and committing into a new SQLite table. Targets
 (issue 14): CPU <= 0.2x the reference, peak memory < 100 MB at any size.
 """
 
@@ -42,7 +43,9 @@ import json, resource, sys
 {body}
 usage = resource.getrusage(resource.RUSAGE_SELF)
 cpu = usage.ru_utime + usage.ru_stime
-print(json.dumps({{"cpu": cpu, "rss_mb": usage.ru_maxrss / 1024, "points": points}}))
+with open("/proc/self/status", encoding="ascii") as status:  # VmHWM: ru_maxrss keeps the parent's peak
+    peak_kb = next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
+print(json.dumps({{"cpu": cpu, "rss_mb": peak_kb / 1024, "points": points}}))
 """
 
 

@@ -32,18 +32,18 @@ def demo_db(demo_table: str) -> str:
 def test_the_sweep_is_six_runs_of_three_repetitions_that_learned(demo_db: str) -> None:
     store = open_store(demo_db)
     try:
-        sweep = [run for run in store.runs() if run["tag"] == "sweep"]
+        sweep = [run for run in store.runs() if run.tag == "sweep"]
         hparams, results = store.values("hparams"), store.values("results")
         grid = {(lr, width) for lr in LEARNING_RATES for width in HIDDEN_WIDTHS}
-        assert {(hparams[r["run_id"]]["lr"], hparams[r["run_id"]]["hidden_units"]) for r in sweep} == grid
+        assert {(hparams[r.run_id]["lr"], hparams[r.run_id]["hidden_units"]) for r in sweep} == grid
         assert len(sweep) == 6
         for run in sweep:
-            run_id = run["run_id"]
-            assert run["status"] == "finished" and run["end_time"] > run["start_time"]
+            run_id = run.run_id
+            assert run.status == "finished" and run.end_time > run.start_time
             assert store.repetitions(run_id) == list(range(REPETITIONS))
             assert set(results[run_id]) == {"val_accuracy", "val_accuracy_std", "val_loss"}
             assert hparams[run_id]["epochs"] == EPOCHS
-        assert max(results[run["run_id"]]["val_accuracy"] for run in sweep) > 0.8
+        assert max(results[run.run_id]["val_accuracy"] for run in sweep) > 0.8
     finally:
         store.close()
 
@@ -51,7 +51,7 @@ def test_the_sweep_is_six_runs_of_three_repetitions_that_learned(demo_db: str) -
 def test_every_kind_of_record_is_logged(demo_db: str) -> None:
     store = open_store(demo_db)
     try:
-        run_id = next(run["run_id"] for run in store.runs() if run["tag"] == "sweep")
+        run_id = next(run.run_id for run in store.runs() if run.tag == "sweep")
         tags = set(store.tag_names(run_id, "scalars"))
         assert {
             "train/batch_loss",
@@ -84,12 +84,12 @@ def test_every_kind_of_record_is_logged(demo_db: str) -> None:
 def test_one_run_fails_on_purpose_and_one_is_the_debug_run(demo_db: str) -> None:
     store = open_store(demo_db)
     try:
-        failed = [run for run in store.runs() if run["status"] == "failed"]
-        assert len(failed) == 1 and failed[0]["tag"] == "diverges"
-        assert "on purpose" in failed[0]["note"]
-        assert "diverged" in store.texts(failed[0]["run_id"], "text", tag="error")[0][6]
+        failed = [run for run in store.runs() if run.status == "failed"]
+        assert len(failed) == 1 and failed[0].tag == "diverges"
+        assert "on purpose" in failed[0].note
+        assert "diverged" in store.texts(failed[0].run_id, "text", tag="error")[0][6]
         debug = store.run(-1)
-        assert debug is not None and debug["status"] == "finished"
+        assert debug is not None and debug.status == "finished"
         assert store.scalars(-1, "val/accuracy")
     finally:
         store.close()
@@ -123,6 +123,6 @@ def test_the_demo_run_again_adds_a_second_sweep_then_serves_it(demo_db: str, tmp
     assert "logged 8 runs" in output and "val accuracy" in output
     store = open_store(str(path))
     try:
-        assert len([run for run in store.runs() if run["tag"] == "sweep"]) == 12
+        assert len([run for run in store.runs() if run.tag == "sweep"]) == 12
     finally:
         store.close()

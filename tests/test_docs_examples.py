@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from tallyboard.runs_view import load_runs
+from tallyboard import ResultTable
+from tallyboard.runs_view import RunsView
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -49,6 +50,15 @@ def documented_api_calls() -> list[str]:
             for path in re.findall(r"curl -s 'http://127\.0\.0\.1:\d+(/api/[^']+)'", doc.read_text())
         }
     )
+
+
+def load_runs(table: str, filter_text: str | None = None, show_hidden: bool = False) -> RunsView:
+    """What `tallyboard runs TABLE --filter TEXT` lists."""
+    opened = ResultTable(table, read_only=True)
+    try:
+        return opened.runs_table(filter_text, show_hidden)
+    finally:
+        opened.close()
 
 
 def test_the_docs_show_examples() -> None:

@@ -42,13 +42,13 @@ def table_contents(url: str) -> dict[str, Any]:
     try:
         runs = store.runs(show_hidden=True)
         contents: dict[str, Any] = {
-            "runs": [{k: v for k, v in run.items() if k != "updated_at"} for run in runs],
+            "runs": [run._replace(updated_at=None) for run in runs],
             "hparams": store.values("hparams"),
             "results": _nan_safe(store.values("results")),
             "columns": store.columns(),
         }
         for run in runs:
-            run_id = run["run_id"]
+            run_id = run.run_id
             contents[f"repetitions {run_id}"] = store.repetition_starts(run_id)
             for tag in store.tag_names(run_id, "scalars"):
                 contents[f"scalars {run_id} {tag}"] = _nan_safe(store.scalars(run_id, tag))
@@ -175,7 +175,7 @@ def test_import_into_a_table_with_other_runs_renumbers_and_keeps_layout(
 
     run_cli("import", "tallyboard", out, "--into", target, "--quiet")
     contents = table_contents(target)
-    ids = {(run["experiment"], run["comment"]): run["run_id"] for run in contents["runs"]}
+    ids = {(run.experiment, run.comment): run.run_id for run in contents["runs"]}
     assert ids == {
         ("other", None): 1,  # the table's own run keeps its id
         ("mnist", "baseline"): 4,  # 1 was taken: after the largest id in use
@@ -253,7 +253,7 @@ def test_artifacts_come_back_with_their_runs_each_file_stored_once(
 def _artifact_lists(url: str) -> dict[int, list[Any]]:
     store = open_store(url)
     try:
-        return {run["run_id"]: store.artifacts(run["run_id"]) for run in store.runs()}
+        return {run.run_id: store.artifacts(run.run_id) for run in store.runs()}
     finally:
         store.close()
 

@@ -20,7 +20,6 @@ import tallyboard as tb
 from pg_support import scratch_schema
 from tallyboard import query
 from tallyboard.run_filter import FilterError
-from tallyboard.runs_view import load_runs
 
 STEPS = 600  # more than a page in the tests below (chunk_rows=250)
 
@@ -59,7 +58,7 @@ def table(db_url):
     ['"baseline" in tags', "lr < 0.05", 'optimizer == "adam" or accuracy > 0.55', "not hidden", ""],
 )
 def test_query_selects_the_same_runs_as_the_cli_filter(table, text):
-    expected = [row["run_id"] for row in load_runs(table.db_path, text, show_hidden=True).rows]
+    expected = [row["run_id"] for row in table.runs_table(text, show_hidden=True).rows]
     assert table.query(text, show_hidden=True)["run_id"].tolist() == expected
     assert table.query(text, show_hidden=True, backend="polars")["run_id"].to_list() == expected
     assert [run.run_id for run in table.query(text, show_hidden=True, backend="records")] == expected

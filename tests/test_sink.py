@@ -282,7 +282,7 @@ def test_close_in_an_outage_waits_outage_wait_then_raises_and_the_records_arrive
     down.clear()
     sink.flush(wait=60)
     assert store.scalars(store.run_id, "x") == [(0, 0, None, 0, 1.0)]
-    assert store.run(store.run_id)["status"] == "finished"
+    assert store.run(store.run_id).status == "finished"
     sink.stop()
 
 

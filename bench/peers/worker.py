@@ -9,8 +9,9 @@ Result JSON (last stdout line, prefixed with 'RESULT '):
     total_s         timed region: first log call .. end of close/flush (A/B), read (C)
     loop_s          part of total_s spent in the log calls themselves (before close)
     close_s         part of total_s spent in close/flush/finish
-    rss_base_kb     ru_maxrss after imports + untimed setup (before the timed region)
-    rss_self_kb     ru_maxrss of this process at the end
+    rss_base_kb     peak resident set (VmHWM) after imports + untimed setup (before the timed region)
+    rss_self_kb     peak resident set (VmHWM) of this process at the end (not ru_maxrss, which a
+                    child starts at its parent's peak)
     rss_children_kb ru_maxrss of waited-for children (wandb-core etc.)
     disk_bytes      sum of st_size of all files under --out after close (A/B)
     d_ms            list of per-run start costs in ms (D)
@@ -31,6 +32,12 @@ sys.path.insert(0, HERE)
 
 TAG = "train/loss"
 B_TAGS = [f"group{g}/metric{k}" for g in range(4) for k in range(5)]  # 20 tags
+
+
+def peak_rss_kb() -> int:
+    """This process's own peak resident set (Linux's VmHWM, which exec resets)."""
+    with open("/proc/self/status", encoding="ascii") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
 
 
 CRASH_AFTER_S = 2.0  # K: seconds between the last log call and SIGKILL
@@ -61,7 +68,7 @@ class Timer:
         self.rss_base_kb = None
 
     def start(self):
-        self.rss_base_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        self.rss_base_kb = peak_rss_kb()
         self.t0 = time.perf_counter()
 
     def lap(self):
@@ -170,7 +177,7 @@ def main():
     res["loop_s"] = t.t1 - t.t0
     res["close_s"] = t.t2 - t.t1
     res["rss_base_kb"] = t.rss_base_kb
-    res["rss_self_kb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    res["rss_self_kb"] = peak_rss_kb()
     res["rss_children_kb"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     if a.workload in ("A", "B", "Cprep"):
         res["disk_bytes"] = disk_bytes(a.out)

@@ -15,6 +15,7 @@ _LAZY = {
     "ResultTable": "tallyboard.table",
     "NoCommitAction": "tallyboard.table",
     "DuplicateRunError": "tallyboard.store",
+    "ReadOnlyTableError": "tallyboard.store",
     "LogWriter": "tallyboard.writer",
     "RunView": "tallyboard.run_view",
     "ResultTableEventHandler": "tallyboard.handlers",
@@ -30,6 +31,7 @@ if TYPE_CHECKING:  # pragma: no cover; `X as X` marks a re-export for type check
     from tallyboard.histogram import HistogramRecord as HistogramRecord
     from tallyboard.run_view import RunView as RunView
     from tallyboard.store import DuplicateRunError as DuplicateRunError
+    from tallyboard.store import ReadOnlyTableError as ReadOnlyTableError
     from tallyboard.table import NoCommitAction as NoCommitAction
     from tallyboard.table import ResultTable as ResultTable
     from tallyboard.writer import LogWriter as LogWriter

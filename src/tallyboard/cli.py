@@ -1,9 +1,11 @@
 """The `tallyboard` command: serve, demo, runs, compare, export, import, copy, artifacts, sync, migrate.
 
-Each subcommand is a thin shell over a library function, so anything the CLI does can be scripted
-from Python too. Heavy modules (the dashboard, numpy, scikit-learn, tensorboard) are imported only by
-the subcommand that needs them: `tallyboard --help` answers at once. Errors are one line on stderr and
-a non-zero exit code; `TALLYBOARD_TRACEBACK=1` shows the full traceback when debugging tallyboard itself.
+Each command that works on a table is `ResultTable(path_or_url)` (`read_only=True` when it only
+reads) plus one public method of it (table_commands.py), as sqlite-utils' CLI mirrors its library:
+anything the CLI does is one call from Python too. Heavy modules (the dashboard, numpy,
+scikit-learn, tensorboard) are imported only by the subcommand that needs them: `tallyboard --help`
+answers at once. Errors are one line on stderr and a non-zero exit code; `TALLYBOARD_TRACEBACK=1`
+shows the full traceback when debugging tallyboard itself.
 """
 
 from __future__ import annotations
@@ -12,9 +14,13 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tallyboard.table import ResultTable
 
 DEFAULT_TABLE = "results.db"
 EXIT_ERROR = 1
@@ -86,40 +92,41 @@ def cmd_demo(args: argparse.Namespace) -> None:
     serve(str(args.db), **options)
 
 
+@contextmanager
+def _table(target: str, read_only: bool = False, **options: Any) -> Iterator[ResultTable]:
+    """`ResultTable(target)` for one command, closed after it. Never through a node's spool: a
+    command works on the table itself, whatever $TALLYBOARD_SPOOL says."""
+    from tallyboard.table import ResultTable
+
+    table = ResultTable(target, spool=False, read_only=read_only, **options)
+    try:
+        yield table
+    finally:
+        table.close()
+
+
 def cmd_runs(args: argparse.Namespace) -> None:
     from tallyboard.json_numbers import dumps
-    from tallyboard.runs_view import format_runs, load_runs
+    from tallyboard.runs_view import format_runs
 
-    view = load_runs(args.target or default_target(), args.filter, args.all)
+    with _table(args.target or default_target(), read_only=True) as table:
+        view = table.runs_table(args.filter, args.all)
     print(dumps(view.rows, indent=2) if args.json else format_runs(view))
 
 
 def cmd_compare(args: argparse.Namespace) -> None:
     from tallyboard.comparison_text import format_comparison, json_text
-    from tallyboard.exchange.target import require_existing
-    from tallyboard.table import ResultTable
 
-    table = ResultTable(require_existing(args.target or default_target()))
-    try:
+    with _table(args.target or default_target(), read_only=True) as table:
         found = table.compare_groups(
             args.metric, args.by or [], args.runs, args.summary, args.k, args.goal, args.unit
         )
-    finally:
-        table.close()
     print(json_text(found) if args.json else format_comparison(found))
 
 
 def cmd_export(args: argparse.Namespace) -> None:
-    from tallyboard.exchange.export import export_table
-
-    counts = export_table(
-        args.source,
-        args.out,
-        args.format,
-        run_ids=args.runs,
-        progress=not args.quiet,
-        artifacts=args.artifacts,
-    )
+    with _table(args.source, read_only=True) as table:
+        counts = table.export(args.out, args.format, args.runs, args.artifacts, progress=not args.quiet)
     print(f"exported {_describe(counts)} to {args.out}")
 
 
@@ -127,35 +134,48 @@ def cmd_import(args: argparse.Namespace) -> None:
     into = args.into or default_target()
     if args.artifacts is not None and args.source_kind != "tallyboard":
         raise ValueError("--artifacts applies to `import tallyboard` only (only exports carry artefacts)")
-    if args.source_kind == "tensorboard":
-        from tallyboard.integrations.tensorboard_import import cli_import
-
-        cli_import(args.source, into, args.json, args.watch, args.finished_after, progress=not args.quiet)
-        return
-    if args.json or args.watch or args.finished_after is not None:
+    tensorboard = args.source_kind == "tensorboard"
+    if not tensorboard and (args.json or args.watch or args.finished_after is not None):
         raise ValueError("--json, --watch and --finished-after apply to `import tensorboard` only")
-    if args.source_kind == "deepboard":
-        from tallyboard.integrations.deepboard_import import import_deepboard
 
-        report = import_deepboard(args.source, into, progress=not args.quiet)
-    else:
-        from tallyboard.exchange.reimport import import_export
+    def show(report: Any) -> None:  # a TensorBoard import's passes, as they end
+        print(json.dumps(report.as_dict()) if args.json else f"{report.text()}\ninto {into}", flush=True)
 
-        report = import_export(args.source, into, progress=not args.quiet, artifacts=args.artifacts)
-    print(f"{report} into {into}")
+    with _import_target(into) as table:
+        if tensorboard:
+            table.import_tensorboard(args.source, args.finished_after, args.watch, show, not args.quiet)
+            return
+        if args.source_kind == "deepboard":
+            summary = table.import_deepboard(args.source, progress=not args.quiet)
+        else:
+            summary = table.import_export(args.source, args.artifacts, progress=not args.quiet)
+    print(f"{summary} into {into}")
+
+
+@contextmanager
+def _import_target(into: str) -> Iterator[ResultTable]:
+    """The table an import writes into. A SQLite file created for an import that then fails before
+    any run went in (a damaged export, a missing log directory) is removed again: a bad source
+    leaves nothing behind, as if the file had been created only once the source was found sound."""
+    from tallyboard.store import is_postgres_url
+
+    new_file = not is_postgres_url(into) and not os.path.lexists(into)
+    with _table(into) as table:
+        try:
+            yield table
+        except BaseException:
+            if not (new_file and not table.runs):
+                raise
+            table.close()
+            for path in (into, f"{into}-wal", f"{into}-shm"):
+                with suppress(FileNotFoundError):
+                    os.remove(path)
+            raise
 
 
 def cmd_copy(args: argparse.Namespace) -> None:
-    from tallyboard.exchange.target import require_existing
-
-    source = require_existing(args.source)  # before anything is created at the destination
-    from tallyboard.artifacts import plan_carry
-    from tallyboard.store.copy import copy_table
-
-    carry = plan_carry(source, args.destination, args.artifacts, args.artifacts_to)  # before any row
-    counts = copy_table(source, args.destination, progress=not args.quiet)
-    if carry is not None:
-        counts["artefact files"] = carry.run(progress=not args.quiet)
+    with _table(args.source, read_only=True) as table:
+        counts = table.copy_to(args.destination, args.artifacts, args.artifacts_to, progress=not args.quiet)
     print(f"copied {_describe(counts)} to {args.destination}")
 
 
@@ -168,16 +188,8 @@ def cmd_sync(args: argparse.Namespace) -> None:
 
 
 def cmd_migrate(args: argparse.Namespace) -> None:
-    from tallyboard.store import Access, open_store
-
-    open_store(args.target, access=Access.READ).close()  # an existing table, never a new one
-    store = open_store(args.target)
-    try:
-        before = store.schema_version
-        store.ready_for_writing()
-        after = store.schema_version
-    finally:
-        store.close()
+    with _table(args.target, create=False) as table:
+        before, after = table.migrate()
     if before == after:
         print(f"{args.target}: already at version {after}")
     else:
@@ -185,31 +197,19 @@ def cmd_migrate(args: argparse.Namespace) -> None:
 
 
 def cmd_artifacts(args: argparse.Namespace) -> None:
-    from tallyboard import artifacts
-    from tallyboard.exchange.target import require_existing
-    from tallyboard.store import Access, open_store
+    from tallyboard.artifacts import describe
 
     if args.action == "get" and args.name is None:
         raise ValueError(
             "`tallyboard artifacts get RUN NAME`: say which artefact (list them with `list RUN`)"
         )
-    target = require_existing(args.table or default_target())
-    store = open_store(target, access=Access.READ)
-    try:
+    with _table(args.table or default_target(), read_only=True, artifacts=args.artifacts) as table:
         if args.action == "list":
-            rows = store.artifacts(args.run)
-            print(
-                json.dumps([row._asdict() for row in rows], indent=2)
-                if args.json
-                else artifacts.describe(rows)
-            )
+            rows = table.list_artifacts(args.run)
+            print(json.dumps([row._asdict() for row in rows], indent=2) if args.json else describe(rows))
             return
-        row = artifacts.find(store, args.run, args.name)
-    finally:
-        store.close()
-    blobs = artifacts.open_blobs(artifacts.require_location(artifacts.location_for(target, args.artifacts)))
-    out = Path(args.output or Path(row.name).name)
-    artifacts.save_to(blobs, row.sha256, out)
+        out = Path(args.output or Path(args.name).name)
+        row = table.save_artifact(args.run, args.name, out)
     print(f"saved {row.name!r} of run {args.run} ({row.size} bytes, sha256 {row.sha256[:12]}) to {out}")
 
 

@@ -100,9 +100,9 @@ def run_records(store: Store, filter: str | None = None, show_hidden: bool = Fal
     hparams, results, tags = store.values("hparams"), store.values("results"), store.run_tags()
     runs = []
     for row in rows:
-        run_id = row["run_id"]
-        fields = {name: row[name] for name in RUN_QUERY_FIELDS if name != "tags"}
-        fields.update(hidden=bool(row["hidden"]), tags=tags.get(run_id, []))
+        run_id, cells = row.run_id, row._asdict()
+        fields = {name: cells[name] for name in RUN_QUERY_FIELDS if name != "tags"}
+        fields.update(hidden=bool(row.hidden), tags=tags.get(run_id, []))
         runs.append(RunRecord(**fields, hparams=hparams.get(run_id, {}), results=results.get(run_id, {})))
     if filter and filter.strip():
         matches = run_filter(filter, store.columns())

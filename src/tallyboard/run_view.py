@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from tallyboard.media import open_png
 from tallyboard.store import Store
 from tallyboard.store.records import ArtifactRow, ConsoleLine, MediaRow
+from tallyboard.store.run_row import RunRow
 from tallyboard.values import check_key, check_text
 
 if TYPE_CHECKING:
@@ -322,26 +323,24 @@ class RunView:
     def get_repetitions(self) -> list[int]:
         return self._store.repetitions(self._run_id)
 
-    def _field(self, name: str) -> Any:
+    def _row(self) -> RunRow:
         row = self._store.run(self._run_id)
         if row is None:
             raise RuntimeError(f"run {self._run_id} does not exist")
-        return row[name]
+        return row
 
     @property
     def status(self) -> str:
-        status: str = self._field("status")
-        return status
+        return self._row().status
 
     @property
-    def tag(self) -> str:
-        tag: str = self._field("tag")
-        return tag
+    def tag(self) -> str | None:
+        """The run's tag; None when it has none (the table stores an empty tag as NULL)."""
+        return self._row().tag
 
     @property
     def color(self) -> str | None:
-        color: str | None = self._field("color")
-        return color
+        return self._row().color
 
     @property
     def scalars(self) -> list[str]:

@@ -8,12 +8,16 @@ the table's column order and under its aliases, filtered with the dashboard's ex
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tallyboard.exchange.target import open_target
-from tallyboard.run_filter import run_cell, run_filter
+from tallyboard.run_filter import column_resolver, parse_tree, run_cell, run_filter
+from tallyboard.store.runs_sql import NotInSql
+
+if TYPE_CHECKING:
+    from tallyboard.store import Store
 
 MAX_CELL = 40
 # Shown in the terminal even when the table's layout hides them: a run's state matters there.
@@ -30,22 +34,28 @@ class RunsView:
     columns: list[tuple[str, str]]
 
 
-def load_runs(target: str, filter_text: str | None = None, show_hidden: bool = False) -> RunsView:
-    """The runs of the table at `target` by run id, those for which `filter_text` holds."""
-    with open_target(target, create=False) as store:
-        runs = store.runs(show_hidden=show_hidden)
-        hparams, results = store.values("hparams"), store.values("results")
-        tags = store.run_tags()
-        columns = store.columns()
+def load_runs(store: Store, filter_text: str | None = None, show_hidden: bool = False) -> RunsView:
+    """The runs of the table of `store` by run id, those for which `filter_text` holds
+    (`ResultTable.runs_table`)."""
+    columns = store.columns()
+    run_ids = None  # every run; else those the filter selects, found in SQL where it says them exactly
+    if filter_text:
+        with contextlib.suppress(NotInSql):  # answered in memory below
+            run_ids = store.reads.run_ids_where(
+                parse_tree(filter_text, column_resolver(columns)), show_hidden
+            )
+    runs = store.runs(show_hidden=show_hidden, run_ids=run_ids)
+    hparams, results = store.values("hparams", run_ids=run_ids), store.values("results", run_ids=run_ids)
+    tags = store.run_tags(run_ids=run_ids)
     rows = []
     for run in runs:
-        row = {name: value for name, value in run.items() if name not in INTERNAL_FIELDS}
-        row["hidden"] = bool(row["hidden"])
-        row["tags"] = tags.get(run["run_id"], [])
-        row["hparams"] = hparams.get(run["run_id"], {})
-        row["results"] = results.get(run["run_id"], {})
+        row = {name: value for name, value in run._asdict().items() if name not in INTERNAL_FIELDS}
+        row["hidden"] = bool(run.hidden)
+        row["tags"] = tags.get(run.run_id, [])
+        row["hparams"] = hparams.get(run.run_id, {})
+        row["results"] = results.get(run.run_id, {})
         rows.append(row)
-    if filter_text:
+    if filter_text and run_ids is None:
         matches = run_filter(filter_text, columns)
         rows = [row for row in rows if matches(row)]
     shown = [(c.name, c.alias) for c in columns if c.position is not None or c.name in ALWAYS_SHOWN]

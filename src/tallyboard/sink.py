@@ -52,6 +52,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from tallyboard.store import Batch, Store, open_store
+from tallyboard.store.location import redacted
 from tallyboard.store.quarantine import describe, halves
 from tallyboard.store.records import QueuedRecord, RunUpdate
 
@@ -247,11 +248,14 @@ class Sink:
 
     def _outage_text(self) -> str:
         down = 0.0 if self._down_since is None else time.monotonic() - self._down_since
-        return (
-            f"tallyboard could not write to {self.store.url} for {down:.0f} s ({self._error}); "
+        text = (
+            f"tallyboard could not write to {redacted(self.store.url)} for {down:.0f} s ({self._error}); "
             f"{self.pending():,} records wait in memory, not yet durable: they are written when the "
             "database accepts them again, as long as this process lives"
         )
+        if self._waiting:  # the queue is at its bound: say that the training itself is held up
+            text += "; the queue is full, so logging calls (and the training that makes them) wait until then"
+        return text
 
     def unreachable(self) -> bool:
         """Whether the database is failing this sink's commits now (an outage, a full disk): what
@@ -594,6 +598,8 @@ def end_runs(status: str, thread_ident: int | None = None) -> None:
     for run in runs:
         try:
             run._end(status)
+        except NotDurableError as error:  # the text says it all: a traceback would only hide it
+            log.error("tallyboard: could not record that run %s ended (%s): %s", run.run_id, status, error)
         except Exception:  # an exit path must not hide the original error
             log.exception("tallyboard: could not record the end of a run")
 

@@ -17,18 +17,20 @@ import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from enum import Enum
-from typing import IO, TYPE_CHECKING, Any, NamedTuple, cast
+from typing import IO, TYPE_CHECKING, Any, Literal, NamedTuple, cast
 
 from tallyboard import capture, left_out, run_context
 from tallyboard import query as query_api
 from tallyboard.artifacts import location_for
+from tallyboard.exchange.target import require_existing
 from tallyboard.media import open_png
 from tallyboard.run_view import RunView
 from tallyboard.sink import DEFAULT_COMMIT_INTERVAL, NullSink, Sink, arm_signals, sink_for
-from tallyboard.store import Column, Quarantined, StoreError, open_store
+from tallyboard.store import Access, Column, Quarantined, StoreError, open_store
 from tallyboard.store.records import DEBUG_RUN_ID, ConsoleLine, ResumePoint
-from tallyboard.store.run_row import DEFAULT_UNIQUE_COLUMNS, UNIQUE_CANDIDATES
+from tallyboard.store.run_row import DEFAULT_UNIQUE_COLUMNS, UNIQUE_CANDIDATES, RunRow
 from tallyboard.store.series import DEFAULT_CHUNK_ROWS
+from tallyboard.table_commands import TableCommands
 from tallyboard.values import check_text, to_int
 from tallyboard.writer import LogWriter, let_go
 
@@ -43,11 +45,12 @@ DEEPBOARD_NAMES = {"config": "config_path", "commit_hash": "git_commit", "diff":
 DISABLED_RUN_ID = -2
 
 
-def deepboard_keys(row: dict[str, Any]) -> dict[str, Any]:
+def deepboard_keys(row: RunRow) -> dict[str, Any]:
     """A run row's values under DeepBoard's column names; `start` as DeepBoard's SQLite file returns
     it, the ISO text of a local datetime ('2025-01-31T12:00:00.123456')."""
-    keys = {deepboard: row[ours] for deepboard, ours in DEEPBOARD_NAMES.items()}
-    keys["start"] = datetime.fromtimestamp(row["start_time"]).isoformat()
+    fields = row._asdict()
+    keys = {deepboard: fields[ours] for deepboard, ours in DEEPBOARD_NAMES.items()}
+    keys["start"] = datetime.fromtimestamp(row.start_time).isoformat()
     return keys
 
 
@@ -96,10 +99,16 @@ def _normalise_unique(columns: tuple[str, ...] | list[str]) -> tuple[str, ...]:
     return names
 
 
-class ResultTable:
+class ResultTable(TableCommands):
     """The result table in a SQLite file (created if missing) or a `postgresql://` database; with
     `spool`, logged into that node-local SQLite file first and shipped to the database from there
-    (store/spool.py)."""
+    (store/spool.py; `spool=None` takes $TALLYBOARD_SPOOL, `spool=False` never spools).
+
+    `read_only=True` opens an existing table only to read it (what the reading commands do): it
+    creates nothing, migrates nothing and writes nothing, and every method that would write raises
+    `ReadOnlyTableError`. `create=False` opens an existing table to write, but never makes a new one
+    (`tallyboard migrate`). Either way a missing file is a FileNotFoundError. Every `tallyboard`
+    command is one method of this class (table_commands.py)."""
 
     def __init__(
         self,
@@ -108,7 +117,9 @@ class ResultTable:
         unique_columns: tuple[str, ...] | None = None,
         commit_interval: float = DEFAULT_COMMIT_INTERVAL,
         artifacts: str | os.PathLike[str] | None = None,
-        spool: str | os.PathLike[str] | None = None,
+        spool: str | os.PathLike[str] | Literal[False] | None = None,
+        read_only: bool = False,
+        create: bool = True,
     ) -> None:
         if db_path is None:  # $TALLYBOARD_URL lets a cluster point every job at one table
             db_path = os.environ.get("TALLYBOARD_URL") or "results.db"
@@ -116,14 +127,19 @@ class ResultTable:
         self.db_path = db_path if isinstance(db_path, str) and "://" in db_path else os.fspath(db_path)
         self.nocommit_action = NoCommitAction(nocommit_action)
         self.commit_interval = commit_interval
-        if "://" not in self.db_path:
+        self.read_only = read_only
+        if spool and read_only:
+            raise ValueError("a spool is where runs are logged: a read_only table has none")
+        if read_only or not create:
+            require_existing(self.db_path)  # before anything is opened, so nothing is created
+        elif "://" not in self.db_path:
             require_writable_file(self.db_path)
         # Where `log_artifact` copies files: a folder or an fsspec URL; by default `results.db` ->
         # `results.artifacts/`; None for PostgreSQL unless configured (tallyboard/artifacts.py).
         self.artifacts = location_for(self.db_path, artifacts)
-        if spool is None:  # $TALLYBOARD_SPOOL: a node-local file that ships to db_path (docs/cluster.md)
-            spool = os.environ.get("TALLYBOARD_SPOOL") or None
-        self.spool = None if spool is None else os.path.abspath(os.fspath(spool))
+        if spool is None and not read_only:  # $TALLYBOARD_SPOOL: a node-local file that ships to
+            spool = os.environ.get("TALLYBOARD_SPOOL") or None  # db_path (docs/cluster.md)
+        self.spool = os.path.abspath(os.fspath(spool)) if spool else None
         if self.spool is not None:
             from tallyboard.store import spool as spool_module
             from tallyboard.store.spool_shipper import shipper_for
@@ -132,7 +148,10 @@ class ResultTable:
             unique = DEFAULT_UNIQUE_COLUMNS if wanted is None else wanted
             self.db_path = spool_module.location(self.spool, self.db_path, unique)
             shipper_for(self.spool)
-        self._store = open_store(self.db_path, DEFAULT_UNIQUE_COLUMNS if wanted is None else wanted)
+        if not create and not read_only:  # a table must be there: look without writing first
+            open_store(self.db_path, access=Access.READ).close()
+        access = Access.READ if read_only else Access.WRITE
+        self._store = open_store(self.db_path, DEFAULT_UNIQUE_COLUMNS if wanted is None else wanted, access)
         stored = tuple(json.loads(self._store.meta("unique_columns") or "[]"))
         if wanted is not None and set(wanted) != set(stored):
             self._store.close()
@@ -141,7 +160,8 @@ class ResultTable:
                 f"open it with ResultTable({self.db_path!r}, unique_columns={stored}) or use a new table"
             )
         self.unique_columns = stored
-        arm_signals()  # from the main thread, so that runs of any thread are ended on SIGTERM
+        if not read_only:
+            arm_signals()  # from the main thread, so that runs of any thread are ended on SIGTERM
 
     # ---- starting runs ------------------------------------------------------------------------
     def _run_fields(
@@ -210,6 +230,7 @@ class ResultTable:
                unique: bool | Mapping[str, Any] = True, capture_console: bool = False,
                environment: bool = True) -> LogWriter:  # fmt: skip
         """What new_run and new_debug_run share; a debug run skips git and uniqueness."""
+        self._refuse_if_read_only("start a run")
         if disable:
             return LogWriter(
                 self._store, NullSink(), DEBUG_RUN_ID if debug else DISABLED_RUN_ID, disable=True
@@ -311,6 +332,7 @@ class ResultTable:
         A writer of the same run still open in this process is drained and let go first (the run
         is not ended). Raises `KeyError` for an unknown run, and `DuplicateRunError` if the run
         had failed and a visible run of the same configuration was started since."""
+        self._refuse_if_read_only("resume a run")
         if keep_each < 1:
             raise ValueError(f"keep_each must be 1 or more, got {keep_each}")
         self._require(run_id)
@@ -329,7 +351,7 @@ class ResultTable:
         return RunView(self._store, run_id)
 
     # ---- reading the table ----------------------------------------------------------------------
-    def _require(self, run_id: int) -> dict[str, Any]:
+    def _require(self, run_id: int) -> RunRow:
         row = self._store.run(run_id)
         if row is None:
             raise KeyError(f"no run with id {run_id}")
@@ -344,12 +366,15 @@ class ResultTable:
         for rid, tags in self._store.run_tags(run_id).items():  # a shown `tags` column (an hparam of
             values.setdefault(rid, {}).setdefault("tags", tags)  # that name, from before v6, wins)
         shown = [c for c in self._store.columns() if c.position is not None]
-        data = [[values.get(row["run_id"], {}).get(c.name, row.get(c.name)) for c in shown] for row in rows]
+        data = []
+        for row in rows:
+            fields, extra = row._asdict(), values.get(row.run_id, {})
+            data.append([extra.get(c.name, fields.get(c.name)) for c in shown])
         return TableTuple(
             col_names=[c.alias for c in shown],
             col_ids=[c.name for c in shown],
             is_hparam=[c.kind == "hparam" for c in shown],
-            row_color=[row["color"] for row in rows],
+            row_color=[row.color for row in rows],
             data=data,
         )
 
@@ -406,8 +431,8 @@ class ResultTable:
         from tallyboard import comparison
 
         names = [by] if isinstance(by, str) else list(by)
-        known = {row["run_id"] for row in self._store.runs(show_hidden=True)}
-        chosen = run_ids if run_ids is not None else [row["run_id"] for row in self._store.runs()]
+        known = {row.run_id for row in self._store.runs(show_hidden=True)}
+        chosen = run_ids if run_ids is not None else [row.run_id for row in self._store.runs()]
         missing = [run_id for run_id in chosen if run_id not in known]
         if missing:
             raise KeyError(f"no run with id {missing[0]}")
@@ -430,7 +455,7 @@ class ResultTable:
     def get_config(self, run_id: int) -> str:
         """The content of the run's config file as it was when the run started. `KeyError` if it
         had none, or if it was not stored (binary or too large: the message says which)."""
-        content: str | None = self._require(run_id)["config_content"]
+        content = self._require(run_id).config_content
         if content is None:
             raise KeyError(f"run {run_id} has no config file")
         entry = left_out.listed_config(content)
@@ -445,10 +470,10 @@ class ResultTable:
         """The files the run's capture listed instead of storing (see left_out.py): dicts of
         `source` ('config' or 'git'), `path`, `size`, `sha256`, `reason`."""
         row = self._require(run_id)
-        config = [entry for entry in [left_out.listed_config(row["config_content"])] if entry is not None]
+        config = [entry for entry in [left_out.listed_config(row.config_content)] if entry is not None]
         return [
             {"source": source, **dataclasses.asdict(entry)}
-            for source, entries in (("config", config), ("git", left_out.parse(row["git_diff"])))
+            for source, entries in (("config", config), ("git", left_out.parse(row.git_diff)))
             for entry in entries
         ]
 
@@ -456,7 +481,7 @@ class ResultTable:
         """The run's row, every column, as stored, plus the keys DeepBoard's row has under other
         names (`config`, `start`, `commit_hash`, `diff`), so code written for DeepBoard reads it."""
         row = self._require(run_id)
-        return {**row, **deepboard_keys(row)}
+        return {**row._asdict(), **deepboard_keys(row)}
 
     def get_image_by_id(self, image_id: int) -> Any:
         """An image or figure as a PIL image, or None for an unknown id."""
@@ -534,26 +559,28 @@ class ResultTable:
 
     @property
     def runs(self) -> list[int]:
-        return [row["run_id"] for row in self._store.runs(show_hidden=True)]
+        return [row.run_id for row in self._store.runs(show_hidden=True)]
 
     def get_hidden_runs(self) -> list[int]:
-        return [row["run_id"] for row in self._store.runs(show_hidden=True) if row["hidden"]]
+        return [row.run_id for row in self._store.runs(show_hidden=True) if row.hidden]
 
     @property
     def active_tags(self) -> list[str]:
-        return sorted({row["tag"] for row in self._store.runs(show_hidden=True) if row["tag"]})
+        return sorted({row.tag for row in self._store.runs(show_hidden=True) if row.tag})
 
     @property
     def active_colors(self) -> list[str]:
-        return sorted({row["color"] for row in self._store.runs(show_hidden=True) if row["color"]})
+        return sorted({row.color for row in self._store.runs(show_hidden=True) if row.color})
 
     # ---- editing the table ----------------------------------------------------------------------
     def hide_run(self, run_id: int) -> None:
         """Hide a run from the default view (and from the uniqueness check); nothing is deleted."""
+        self._refuse_if_read_only("hide a run")
         self._require(run_id)
         self._store.update_run(run_id, hidden=1)
 
     def show_run(self, run_id: int) -> None:
+        self._refuse_if_read_only("show a run")
         self._require(run_id)
         self._store.update_run(run_id, hidden=0)
 
@@ -567,21 +594,25 @@ class ResultTable:
 
     def set_column_order(self, columns: dict[str, int | None]) -> None:
         """Set positions ({name: position}); None hides a column."""
+        self._refuse_if_read_only("change the columns")
         self._store.set_columns({name: {"position": position} for name, position in columns.items()})
 
     def set_column_alias(self, columns: dict[str, str]) -> None:
         """Set the names shown for columns ({name: alias})."""
+        self._refuse_if_read_only("change the columns")
         aliases = {name: check_text(f"the alias of {name!r}", str(alias)) for name, alias in columns.items()}
         self._store.set_columns({name: {"alias": alias} for name, alias in aliases.items()})
 
     def hide_column(self, column: str) -> None:
         """Hide a column; the shown ones keep their order with no gaps."""
+        self._refuse_if_read_only("change the columns")
         order = [c.name for c in self._shown() if c.name != column]
         changes = {name: {"position": i} for i, name in enumerate(order)}
         self._store.set_columns({**changes, column: {"position": None}})
 
     def show_column(self, column: str, order: int = -1) -> None:
         """Show a column at position `order` (-1: last), shifting the ones after it."""
+        self._refuse_if_read_only("change the columns")
         names = [c.name for c in self._shown() if c.name != column]
         names.insert(len(names) if order < 0 else min(order, len(names)), column)
         self._store.set_columns({name: {"position": i} for i, name in enumerate(names)})

@@ -84,10 +84,10 @@ def found(db_url: str) -> tuple[str, list[int], float]:
     store = open_store(db_url)
     try:
         (run,) = store.runs(show_hidden=True)
-        rows = store.scalars(run["run_id"], "train/loss", columns=("step", "walltime_ms"))
+        rows = store.scalars(run.run_id, "train/loss", columns=("step", "walltime_ms"))
     finally:
         store.close()
-    return run["status"], [step for step, _ in rows], max((ms for _, ms in rows), default=0) / 1000
+    return run.status, [step for step, _ in rows], max((ms for _, ms in rows), default=0) / 1000
 
 
 def assert_gapless(steps: list[int]) -> None:

@@ -44,7 +44,7 @@ def stored(url: str, run_id: int) -> tuple[list[int], list[str], str]:
     try:
         steps = [row[1] for row in store.scalars(run_id, "train/loss")]
         texts = [row[-1] for row in store.texts(run_id)]
-        return steps, texts, store.run(run_id)["status"]
+        return steps, texts, store.run(run_id).status
     finally:
         store.close()
 
@@ -140,8 +140,10 @@ def test_a_60_s_outage_holds_the_queue_at_its_bound_and_close_reports_after_its_
             other_row = store.run(other.run_id)
             other_results = store.values("results", other.run_id)
     assert steps == list(range(logger.step)) and texts == logger.texts() and status == "finished"
-    assert other_row["status"] == "finished" and other_results == {other.run_id: {"acc": 1.0}}
+    assert other_row.status == "finished" and other_results == {other.run_id: {"acc": 1.0}}
     assert peak_queue <= sink_module.MAX_QUEUE_BYTES
+    warnings = [r.getMessage() for r in outage_log.records if r.name == "tallyboard.sink"]
+    assert any("logging calls (and the training that makes them) wait" in w for w in warnings)
     assert peak_rss <= 2 * sink_module.MAX_QUEUE_BYTES  # the estimate is not far from the truth
     warnings = [r.getMessage() for r in outage_log.records if r.name == "tallyboard.sink"]
     outage = [w for w in warnings if "could not write to" in w]

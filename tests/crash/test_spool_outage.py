@@ -80,7 +80,7 @@ def test_an_outage_while_logging_through_a_spool_ships_every_row_once(tmp_path, 
         run_id = table.database_run_id(run.run_id)
         assert same_rows(server.url, run_id, spool, run.run_id) == (steps[0], len(range(0, steps[0], 500)))
         with open_store(server.url) as store:
-            assert store.run(run_id)["status"] == "finished"
+            assert store.run(run_id).status == "finished"
     warnings = [r.getMessage() for r in shipper_log.records]
     assert any("could not ship" in w and "entries wait in the spool" in w for w in warnings), warnings
     assert any("ships to" in w and "again" in w for w in warnings)
@@ -136,7 +136,7 @@ def test_a_writer_killed_while_the_database_is_down_is_shipped_by_tallyboard_syn
         server.start()
         assert main(["sync", spool]) == 0
         db = open_store(server.url)
-        run_id = next(row["run_id"] for row in db.runs() if row["experiment"] == "killed")
+        run_id = next(row.run_id for row in db.runs() if row.experiment == "killed")
         db.close()
         scalars, texts = same_rows(server.url, run_id, spool, 1)
         assert scalars >= 5000 and texts >= 5  # at least what was flushed, each once

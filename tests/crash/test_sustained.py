@@ -76,7 +76,7 @@ def test_a_hundred_tags_at_full_speed_stay_in_the_bounds(db_url):
         (run,) = store.runs()
         last = 0.0
         for i in range(100):
-            rows = store.scalars(run["run_id"], f"train/m{i}", columns=("step", "walltime_ms"))
+            rows = store.scalars(run.run_id, f"train/m{i}", columns=("step", "walltime_ms"))
             assert [step for step, _ in rows] == list(range(len(rows)))  # a gapless prefix
             last = max(last, rows[-1][1] / 1000)
     finally:

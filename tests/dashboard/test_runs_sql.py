@@ -9,10 +9,12 @@ import math
 import pytest
 
 import tallyboard as tb
-from tallyboard.dashboard.runs_table import RunsTable, _public
-from tallyboard.run_filter import FilterError, column_resolver, parse_tree
-from tallyboard.store import open_queries
+from tallyboard.dashboard import runs_table as runs_table_module
+from tallyboard.dashboard.runs_table import BadCursor, RunsTable, _public, cursor_text
+from tallyboard.run_filter import FilterError, column_resolver, parse_tree, run_filter
+from tallyboard.store import open_queries, runs_walk
 from tallyboard.store.runs_sql import NotInSql, Translator
+from tallyboard.store.runs_walk import Position
 
 NAN, INF = float("nan"), float("inf")
 # One run per row: hparams, results, then what else to set. 'both' is an hparam of some runs and
@@ -45,7 +47,8 @@ SQL_FILTERS = [
 ]  # fmt: skip
 MEMORY_FILTERS = ["opt ~ 'ad'", "lr < acc", "-lr > 0", "mixed in [null, 3]", "'x' in tags", "tags == null"]
 PAGES = [(0, 100), (1, 3), (4, 3), (8, 5)]  # offset, limit
-SORTS = [None, "run_id", "Learning Rate", "opt", "mixed", "flag", "acc", "big", "both", "status"]
+FIELD_SORTS = ["status", "note", "tag", "hidden", "start_time", "experiment"]  # run fields: pages by offset
+SORTS = [None, "run_id", "Learning Rate", "opt", "mixed", "flag", "acc", "big", "both", *FIELD_SORTS]
 
 
 @pytest.fixture
@@ -148,6 +151,25 @@ def test_what_sql_cannot_say_is_answered_from_memory(runs_table: RunsTable) -> N
     assert {row["cells"].get("opt") for row in searched.rows} == {"lamb", "Lamb"}
 
 
+def test_a_view_sorted_by_a_run_field_reads_in_full_only_the_runs_of_its_page(
+    runs_table: RunsTable, monkeypatch
+) -> None:
+    expected = [in_memory(runs_table, "status", True, "lr < 0.2", False, offset, 2) for offset in (0, 2)]
+    fresh = RunsTable(runs_table.queries)  # holds no run yet
+    read_in_full = []
+    runs_of = fresh.queries.runs_of
+
+    def loaded(*args, **kwargs):
+        pytest.fail("every run was loaded")
+
+    monkeypatch.setattr(fresh.queries, "runs", loaded)
+    monkeypatch.setattr(fresh.queries, "runs_of", lambda ids: read_in_full.append(list(ids)) or runs_of(ids))
+    for offset, (total, rows) in zip((0, 2), expected, strict=True):
+        page = fresh.page(sort="status", descending=True, filter_text="lr < 0.2", offset=offset, limit=2)
+        assert (page.total, same(page.rows, rows)) == (total, True)
+    assert [len(ids) for ids in read_in_full] == [2, 2]
+
+
 def test_a_bad_filter_or_sort_is_an_error_not_an_empty_page(runs_table: RunsTable) -> None:
     with pytest.raises(FilterError, match="unknown column"):
         runs_table.page(filter_text="nosuch > 1")
@@ -155,7 +177,7 @@ def test_a_bad_filter_or_sort_is_an_error_not_an_empty_page(runs_table: RunsTabl
         runs_table.page(sort="nosuch")
 
 
-def test_pages_read_ahead_follow_new_runs(runs_table: RunsTable, db_url: str) -> None:
+def test_pages_follow_new_runs(runs_table: RunsTable, db_url: str) -> None:
     view = {"sort": "acc", "descending": True, "filter_text": "acc > 0"}
     first = [row["run_id"] for row in runs_table.page(**view, limit=2).rows]
     table = tb.ResultTable(db_url, nocommit_action=tb.NoCommitAction.NOP)
@@ -164,3 +186,78 @@ def test_pages_read_ahead_follow_new_runs(runs_table: RunsTable, db_url: str) ->
     table.close()
     page = runs_table.page(**view, limit=2)
     assert [row["run_id"] for row in page.rows] == [run.run_id, first[0]]
+
+
+@pytest.mark.parametrize("budget", [0, 1, 3, 2000])
+def test_pages_by_cursor_give_the_whole_view_in_order(
+    runs_table: RunsTable, monkeypatch, budget: int
+) -> None:
+    """Following `next` from the first page gives every run of the view once, in the in-memory
+    order, whether a page walks testing each run (the budget) or reads the view's runs as a set
+    (budget 0, or once the budget is spent); the count is capped at COUNT_CAP ("at least")."""
+    monkeypatch.setattr(runs_table_module, "WALK_BUDGET", budget)
+    monkeypatch.setattr(runs_walk, "COUNT_CAP", 3)
+    filters = ["", "lr < 0.2", "not mixed", "mixed or flag", "acc != null and lr < 1", "status == 'FAILED'"]
+    for filter_text, sort, descending, show_hidden, limit in itertools.product(
+        filters,
+        [s for s in SORTS if s != "both" and s not in FIELD_SORTS],
+        (False, True),
+        (False, True),
+        (1, 3),
+    ):  # sorting by 'both' (from memory) or by a run field pages by offset
+        view = (sort, descending, filter_text, show_hidden)
+        total, expected = in_memory(runs_table, *view, 0, 100)
+        seen, after = [], None
+        for _ in range(20):
+            page = runs_table.page(sort=sort, descending=descending, filter_text=filter_text,
+                                   show_hidden=show_hidden, limit=limit, after=after)  # fmt: skip
+            capped = (3, False) if total > 3 else (total, True)  # exact once counted (by `count` below)
+            assert (page.total, page.total_exact) in (capped, (total, True)), view
+            seen += page.rows
+            after = page.next
+            if after is None:
+                break
+        assert [r["run_id"] for r in seen] == [r["run_id"] for r in expected], (view, limit)
+        assert same(seen, expected), view
+        assert runs_table.count(filter_text=filter_text, show_hidden=show_hidden) == total, view
+
+
+def test_a_cursor_is_checked_and_a_new_run_shows_up_on_the_next_page(
+    runs_table: RunsTable, db_url: str
+) -> None:
+    for bad in (
+        "",
+        "x",
+        "W10",
+        cursor_text(Position(1, 7)),
+        cursor_text(Position(1, 0, None, "a")),
+        "e30" * 9000,
+    ):
+        with pytest.raises(BadCursor):
+            runs_table.page(sort="acc", after=bad or "=")
+    first = runs_table.page(sort="acc", descending=True, limit=2)
+    table = tb.ResultTable(db_url, nocommit_action=tb.NoCommitAction.NOP)
+    with table.new_run("exp", cli={"i": "new"}, auto_log_plt=False) as run:
+        run.write_result(acc=0.8)  # after the first page's last run (0.9, 0.9), before the rest
+    table.close()
+    second = runs_table.page(sort="acc", descending=True, limit=2, after=first.next)
+    assert second.rows[0]["run_id"] == run.run_id
+
+
+def test_the_cli_filter_selects_in_sql_the_runs_the_in_memory_filter_does(
+    runs_table: RunsTable, db_url
+) -> None:
+    """`tallyboard runs --filter` (`ResultTable.runs_table`, runs_view.load_runs) asks SQL for the
+    ids where the translation is exact and filters in memory otherwise; either way the rows are
+    those the filter selects."""
+    table = tb.ResultTable(db_url, read_only=True)
+    for show_hidden in (False, True):
+        everything = table.runs_table(None, show_hidden)
+        for filter_text in [*SQL_FILTERS, *MEMORY_FILTERS]:
+            matches = run_filter(filter_text, runs_table.queries.columns())
+            view = table.runs_table(filter_text, show_hidden)
+            expected = [row for row in everything.rows if matches(row)]
+            assert same(view.rows, expected) and view.columns == everything.columns, (
+                filter_text,
+                show_hidden,
+            )

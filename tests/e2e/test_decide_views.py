@@ -130,6 +130,9 @@ def test_stats_table_shows_scipys_numbers(page, sweep):
     page.check("input[data-by='batch_size']")  # regroup by two hparams: 8 groups of 3
     page.wait_for_function("() => document.querySelectorAll('#stats-groups tbody tr').length === 8")
     assert "sm=val%2Faccuracy" in page.url and "by=lr%2Cbatch_size" in page.url
+    page.check("#log-y")  # a chart setting is saved beside the panel's keys, not instead of them
+    page.wait_for_function("() => location.search.includes('log=1')")
+    assert "sm=val%2Faccuracy" in page.url and "by=lr%2Cbatch_size" in page.url
     assert not math.isnan(float(table_rows(page, "#stats-groups")[0][2]))
     assert page.errors == []
 

@@ -92,7 +92,7 @@ def reference(run_dir: Path) -> dict[str, Any]:
 def stored(store: Store, run_id: int) -> dict[str, Any]:
     """The same shape, read from the table: scalars in source order (`scalar_events` for a series
     that repeats steps, else `scalars` in step order), wall times back in seconds since the epoch."""
-    start = store.run(run_id)["start_time"]
+    start = store.run(run_id).start_time
     out: dict[str, Any] = {"scalars": {}, "images": {}, "texts": {}, "histograms": {}}
     for tag in store.tag_names(run_id, "scalars"):
         events = store.scalar_events(run_id, tag)

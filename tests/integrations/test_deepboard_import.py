@@ -55,27 +55,27 @@ def test_every_row_arrives(deepboard_db: Path, db_url: str) -> None:
     assert "imported 4 DeepBoard runs" in result.stdout
     store = open_store(url)
     try:
-        runs = {run["run_id"]: run for run in store.runs(show_hidden=True)}
+        runs = {run.run_id: run for run in store.runs(show_hidden=True)}
         configs = dict(deepboard_rows(deepboard_db, "SELECT run_id, file_content FROM ConfigFile"))
         experiments = deepboard_rows(deepboard_db, "SELECT * FROM Experiments")
         assert sorted(runs) == sorted(row["run_id"] for row in experiments) == [-1, 1, 2, 3]
         for old in experiments:
             new = runs[old["run_id"]]
-            assert new["experiment"] == old["experiment"]
-            assert (new["config_path"], new["config_hash"]) == (old["config"], old["config_hash"])
-            assert new["config_content"] == configs[old["run_id"]]
+            assert new.experiment == old["experiment"]
+            assert (new.config_path, new.config_hash) == (old["config"], old["config_hash"])
+            assert new.config_content == configs[old["run_id"]]
             expected_cli = dict(token.split("=") for token in old["cli"].split()) if old["cli"] else None
-            assert (json.loads(new["cli"]) if new["cli"] else None) == expected_cli
+            assert (json.loads(new.cli) if new.cli else None) == expected_cli
             # an empty note or tag is NULL (schema v3)
-            assert (new["command"], new["comment"], new["note"], new["tag"]) == (
+            assert (new.command, new.comment, new.note, new.tag) == (
                 old["command"], old["comment"], old["note"] or None, old["tag"] or None
             )  # fmt: skip
-            assert new["color"] == (f"#{old['color'].lower()}" if old["color"] else None)
-            assert new["start_time"] == datetime.fromisoformat(old["start"]).timestamp()
-            assert (new["status"], new["hidden"]) == (old["status"], old["hidden"])
-            assert (new["git_commit"], new["git_diff"]) == (old["commit_hash"], old["diff"])
-        assert runs[1]["config_content"] == "lr: 0.1\nepochs: 3\n"
-        assert (runs[2]["hidden"], runs[3]["status"], runs[1]["color"]) == (1, "failed", "#ff8800")
+            assert new.color == (f"#{old['color'].lower()}" if old["color"] else None)
+            assert new.start_time == datetime.fromisoformat(old["start"]).timestamp()
+            assert (new.status, new.hidden) == (old["status"], old["hidden"])
+            assert (new.git_commit, new.git_diff) == (old["commit_hash"], old["diff"])
+        assert runs[1].config_content == "lr: 0.1\nepochs: 3\n"
+        assert (runs[2].hidden, runs[3].status, runs[1].color) == (1, "failed", "#ff8800")
 
         hparams, results = store.values("hparams"), store.values("results")
         for row in deepboard_rows(deepboard_db, "SELECT * FROM Results"):
@@ -145,8 +145,8 @@ def test_importing_twice_and_into_a_used_table(deepboard_db: Path, tmp_path: Pat
     store = open_store(url)
     try:
         runs = store.runs(show_hidden=True)
-        assert sorted(run["run_id"] for run in runs) == [-1, 1, 2, 3]
-        assert store.run(-1)["experiment"] == "my own debug run"  # never overwritten by an import
+        assert sorted(run.run_id for run in runs) == [-1, 1, 2, 3]
+        assert store.run(-1).experiment == "my own debug run"  # never overwritten by an import
         assert {c.name: c.alias for c in store.columns()}["run_id"] == "#"  # layout of a used table kept
         assert not math.isnan(store.scalars(-1, "x")[0][4])
     finally:

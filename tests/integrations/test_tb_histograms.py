@@ -63,7 +63,7 @@ def test_imported_torch_histograms_are_the_accumulators_values(tmp_path: Path, d
     acc.Reload()
     table = tb.ResultTable(db_url, nocommit_action=tb.NoCommitAction.NOP)
     try:
-        (run_id,) = [run["run_id"] for run in table._store.runs(show_hidden=True)]
+        (run_id,) = [run.run_id for run in table._store.runs(show_hidden=True)]
         stored = table.load_run(run_id).get_histograms()
     finally:
         table.close()

@@ -77,10 +77,10 @@ def raw_wall_times(run_dir: Path) -> dict[tuple[str, int], float]:
 def imported(url: str) -> dict[str, dict]:
     store = open_store(url)
     try:
-        runs = {run["experiment"]: run for run in store.runs(show_hidden=True)}
+        runs = {run.experiment: run for run in store.runs(show_hidden=True)}
         out = {}
         for name, run in runs.items():
-            run_id = run["run_id"]
+            run_id = run.run_id
             out[name] = {
                 "run": run,
                 "hparams": store.values("hparams", run_id).get(run_id, {}),
@@ -106,7 +106,7 @@ def test_every_point_image_text_and_hparam_arrives(logdir: tuple[Path, dict], db
 
     for (name, tag), points in expected["scalars"].items():
         run = runs[name]
-        start = run["run"]["start_time"]
+        start = run["run"].start_time
         walls = raw_wall_times(root / name)
         rows = run["scalars"][tag]
         assert [(step, None if math.isnan(value) else value) for step, value in points] == [
@@ -116,9 +116,9 @@ def test_every_point_image_text_and_hparam_arrives(logdir: tuple[Path, dict], db
             assert (rep, epoch) == (0, None)
             assert abs(start + walltime_ms / 1000 - walls[(tag, step)]) < 1e-3
     base = runs["baseline"]
-    assert base["run"]["start_time"] == pytest.approx(min(raw_wall_times(root / "baseline").values()))
-    assert base["run"]["status"] == "finished"
-    assert str(root / "baseline") in base["run"]["comment"]
+    assert base["run"].start_time == pytest.approx(min(raw_wall_times(root / "baseline").values()))
+    assert base["run"].status == "finished"
+    assert str(root / "baseline") in base["run"].comment
 
     assert base["hparams"] == {"lr": 0.1, "optimizer": "adam", "batch_size": 32}
     assert base["results"] == {"hparam/accuracy": f32(0.875)}

@@ -125,7 +125,7 @@ def logdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def runs_by_name(url: str) -> dict[str, int]:
     store = open_store(url)
     try:
-        return {run["experiment"]: run["run_id"] for run in store.runs(show_hidden=True)}
+        return {run.experiment: run.run_id for run in store.runs(show_hidden=True)}
     finally:
         store.close()
 
@@ -143,7 +143,7 @@ def test_every_kind_from_every_writer_equals_tensorboards_reader(logdir: Path, d
             for session in sessions:
                 expected["hparams"].update(reference(session)["hparams"])
             assert_same(expected, stored(store, run_id))
-            assert store.run(run_id)["status"] == "finished"
+            assert store.run(run_id).status == "finished"
         results = store.values("results", runs["torch_old"])[runs["torch_old"]]
         assert results == {"hparam/accuracy": 0.875}
         expected_kinds = reference(logdir / "torch_old")

@@ -15,6 +15,7 @@ import pytest
 from integrations.tb_reference import assert_same, framed, reference, stored
 from tallyboard.integrations.tensorboard_import import follow, import_logdir
 from tallyboard.store import open_store
+from tallyboard.store.run_row import RunRow
 
 QUIET = 600.0
 
@@ -23,7 +24,7 @@ def newest_mtime(directory: Path) -> float:
     return max(path.stat().st_mtime for path in directory.rglob("*tfevents*"))
 
 
-def only_run(url: str) -> dict:
+def only_run(url: str) -> RunRow:
     store = open_store(url)
     try:
         [run] = store.runs(show_hidden=True)
@@ -54,8 +55,8 @@ def test_a_live_run_imported_twice_while_it_grows(tmp_path: Path, db_url: str) -
     first = import_logdir(logdir, db_url, clock=soon, quiet_seconds=QUIET)
     assert (first.new, first.running, first.tally.imported["scalars"]) == (["live"], ["live"], 100)
     run = only_run(db_url)
-    assert (run["status"], run["end_time"]) == ("running", None)
-    compare(db_url, logdir / "live", run["run_id"])
+    assert (run.status, run.end_time) == ("running", None)
+    compare(db_url, logdir / "live", run.run_id)
 
     for step in range(100, 160):
         writer.add_scalar("loss", 1.0 / (step + 1), step)
@@ -65,7 +66,7 @@ def test_a_live_run_imported_twice_while_it_grows(tmp_path: Path, db_url: str) -
     writer.flush()
     second = import_logdir(logdir, db_url, clock=soon, quiet_seconds=QUIET)
     assert second.updated == ["live"] and second.tally.imported == {"scalars": 63, "texts": 1}
-    got = compare(db_url, logdir / "live", run["run_id"])
+    got = compare(db_url, logdir / "live", run.run_id)
     assert len(got["scalars"]["loss"]) == 163
 
     writer.close()
@@ -73,11 +74,11 @@ def test_a_live_run_imported_twice_while_it_grows(tmp_path: Path, db_url: str) -
     third = import_logdir(logdir, db_url, clock=later, quiet_seconds=QUIET)
     assert third.updated == ["live"] and third.running == [] and not third.tally.imported
     run = only_run(db_url)
-    assert run["status"] == "finished"
-    assert run["end_time"] == pytest.approx(max(p for _, p, _ in got["scalars"]["loss"]), abs=1e-3)
+    assert run.status == "finished"
+    assert run.end_time == pytest.approx(max(p for _, p, _ in got["scalars"]["loss"]), abs=1e-3)
     fourth = import_logdir(logdir, db_url, clock=later, quiet_seconds=QUIET)
     assert fourth.unchanged == ["live"] and not fourth.tally.imported
-    compare(db_url, logdir / "live", run["run_id"])
+    compare(db_url, logdir / "live", run.run_id)
 
 
 def test_watch_follows_a_directory_until_interrupted(tmp_path: Path) -> None:
@@ -107,7 +108,7 @@ def test_watch_follows_a_directory_until_interrupted(tmp_path: Path) -> None:
         (["run"], [], 1),
         ([], ["run"], 1),
     ]
-    compare(url, logdir / "run", only_run(url)["run_id"])
+    compare(url, logdir / "run", only_run(url).run_id)
 
 
 def records_of(path: Path) -> list[int]:
@@ -167,7 +168,7 @@ def test_a_damaged_file_keeps_everything_before_the_damage_and_the_next_file(
     intact.mkdir(parents=True)
     (intact / first.name).write_bytes(bytes(data[:cut]))
     shutil.copy(second, intact / second.name)
-    got = compare(db_url, intact, only_run(db_url)["run_id"])
+    got = compare(db_url, intact, only_run(db_url).run_id)
     assert [step for step, _, _ in got["scalars"]["loss"]] == [*range(20), *range(40, 70)]
 
 
@@ -184,7 +185,7 @@ def test_a_file_still_being_written_is_not_damage_until_its_run_is_quiet(tmp_pat
     newest.write_bytes(data)  # the writer finished the record and went on
     done = import_logdir(logdir, url, clock=lambda: newest_mtime(logdir) + QUIET, quiet_seconds=QUIET)
     assert done.tally.damage == [] and done.tally.imported["scalars"] == 20
-    compare(url, logdir / "run", only_run(url)["run_id"])
+    compare(url, logdir / "run", only_run(url).run_id)
 
 
 def test_a_tf2_log_imported_in_two_parts_remembers_each_tags_plugin(tmp_path: Path, db_url: str) -> None:
@@ -218,4 +219,4 @@ def test_a_tf2_log_imported_in_two_parts_remembers_each_tags_plugin(tmp_path: Pa
     writer.close()
     second = import_logdir(logdir, db_url, clock=soon)
     assert second.tally.imported == {"scalars": 4} and not second.tally.skipped
-    compare(db_url, logdir / "keras", only_run(db_url)["run_id"])
+    compare(db_url, logdir / "keras", only_run(db_url).run_id)

@@ -25,6 +25,8 @@ COLUMNS_ADDED: dict[int, dict[str, tuple[str, ...]]] = {
 INDEXES_ADDED: dict[int, tuple[str, ...]] = {
     TYPED_VALUES_STEP + 1: ("hparams_by_value", "results_by_value", "runs_hidden"),
 }
+# Versions that added rows of `meta` (their keys).
+META_ADDED: dict[int, tuple[str, ...]] = {11: ("runs_deleted",)}
 
 
 def downgrade(url: str, version: int) -> None:
@@ -48,6 +50,9 @@ def downgrade(url: str, version: int) -> None:
             store.execute(f"DROP INDEX {index}")
         for table, column in columns:
             store.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
+        for added, keys in META_ADDED.items():
+            if added > version:
+                store.executemany("DELETE FROM meta WHERE key = ?", [(key,) for key in keys])
         store.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(version),))
 
     try:

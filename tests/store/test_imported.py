@@ -22,18 +22,18 @@ def test_a_version_4_table_gains_the_import_tables_at_the_first_write(db_url: st
         store.ready_for_writing()
         assert store.meta("schema_version") == str(SCHEMA_VERSION)
         [run] = store.runs()
-        assert [row[1] for row in store.scalars(run["run_id"], "loss")] == [3]
+        assert [row[1] for row in store.scalars(run.run_id, "loss")] == [3]
         records = ImportRecords(
-            scalar_events=[(run["run_id"], "loss", [(0, 0, 3, None, 0.5, 1.0), (0, 1, 3, None, 0.6, 2.0)])],
-            raw=[(run["run_id"], "weights", 0, 3, 0.5, "histogram", "HistogramProto", b"\x01\x02")],
-            files=[("/logs/run", "events.out.tfevents.1", run["run_id"], 120, 1.7e9, '{"loss": "scalars"}')],
+            scalar_events=[(run.run_id, "loss", [(0, 0, 3, None, 0.5, 1.0), (0, 1, 3, None, 0.6, 2.0)])],
+            raw=[(run.run_id, "weights", 0, 3, 0.5, "histogram", "HistogramProto", b"\x01\x02")],
+            files=[("/logs/run", "events.out.tfevents.1", run.run_id, 120, 1.7e9, '{"loss": "scalars"}')],
         )
         store.write_import(Batch(), records)
-        assert [row[:3] for row in store.scalar_events(run["run_id"], "loss")] == [(0, 0, 3), (0, 1, 3)]
-        [raw] = store.raw_summaries(run["run_id"])
+        assert [row[:3] for row in store.scalar_events(run.run_id, "loss")] == [(0, 0, 3), (0, 1, 3)]
+        [raw] = store.raw_summaries(run.run_id)
         assert (raw.tag, raw.step, raw.walltime_ms, raw.data) == ("weights", 3, 500, b"\x01\x02")
         assert store.import_progress("/logs/run") == {
-            "events.out.tfevents.1": (run["run_id"], 120, 1.7e9, {"loss": "scalars"})
+            "events.out.tfevents.1": (run.run_id, 120, 1.7e9, {"loss": "scalars"})
         }
     finally:
         store.close()

@@ -25,6 +25,7 @@ from store.schema_versions import downgrade
 from tallyboard import sink as sink_module
 from tallyboard.dashboard import create_app
 from tallyboard.store import Access, NotAResultTable, open_store, schema
+from tallyboard.store.location import redacted
 
 DEEPBOARD_WRITER = Path(__file__).parents[1] / "integrations" / "deepboard_writer.py"
 SIBLINGS = ("", "-wal", "-shm", "-journal")
@@ -270,7 +271,7 @@ def test_the_last_writer_of_a_file_to_close_checkpoints_it(tmp_path: Path) -> No
     copied = tmp_path / "alone" / "results.db"
     copied.parent.mkdir()
     shutil.copy(path, copied)  # the .db alone, as a user mails it
-    assert [run["experiment"] for run in open_store(copied).runs()] == ["e"]
+    assert [run.experiment for run in open_store(copied).runs()] == ["e"]
 
 
 def test_a_process_that_exits_without_closing_leaves_everything_in_the_db(tmp_path: Path) -> None:
@@ -304,7 +305,7 @@ def test_copy_of_a_live_table_uses_the_backup_api_and_misses_nothing(tmp_path: P
     run_cli("copy", path, tmp_path / "backup.db", "--quiet")
     assert not Path(f"{tmp_path / 'backup.db'}-wal").exists()  # the copy is one file
     backup = open_store(tmp_path / "backup.db", access=Access.READ)
-    assert [run["run_id"] for run in backup.runs()] == [run_id]
+    assert [run.run_id for run in backup.runs()] == [run_id]
     backup.close()
     reader.close()
     writer.close()
@@ -327,3 +328,17 @@ def test_opening_a_table_again_keeps_this_process_s_locks_on_it(tmp_path: Path) 
     assert fresh.execute("SELECT note FROM runs").fetchall() == [("still in the same file",)]
     fresh.close()
     writer.close()
+
+
+@pytest.mark.parametrize(
+    ("location", "shown"),
+    [
+        ("postgresql://me:s3cret@db-host:5432/exp", "postgresql://me:***@db-host:5432/exp"),
+        ("postgres://:s3cret@[::1]/exp", "postgres://:***@[::1]/exp"),
+        ("postgresql://me@db-host/exp?sslmode=require&password=s3cret", "postgresql://me@db-host/exp?sslmode=require&password=***"),
+        ("postgresql://me@db-host/exp", "postgresql://me@db-host/exp"),
+        ("results.db", "results.db"),
+    ],
+)  # fmt: skip
+def test_a_location_is_shown_without_its_password(location, shown):
+    assert redacted(location) == shown

@@ -240,7 +240,7 @@ def test_a_commit_whose_acknowledgement_is_lost_is_not_applied_twice(pg_url, cut
     store.cut = cut_connection
     store.armed = True
     run_id = store.create_run({"experiment": "e", "start_time": 1.0, "unique_key": '["e"]'})
-    assert [row["run_id"] for row in store.runs()] == [run_id]  # created once, id still returned
+    assert [row.run_id for row in store.runs()] == [run_id]  # created once, id still returned
     store.armed = True
     store.write_batch(
         Batch(

@@ -26,18 +26,19 @@ import tallyboard as tb
 from cli_runner import assert_one_line_error, run_cli
 from pg_support import connect
 from support import require
-from tallyboard.store import Access, Batch, NotAResultTable, open_queries, open_store
+from tallyboard.store import Access, Batch, NotAResultTable, ReadOnlyTableError, open_queries, open_store
 
 SRC = Path(tb.__file__).resolve().parents[1]
 NOBODY = 65534
 READER = """
 import json, sys
-from tallyboard.runs_view import load_runs
+from tallyboard import ResultTable
 from tallyboard.store import Access, open_queries, open_store
 path = sys.argv[1]
 store = open_store(path, access=Access.READ)
 queries = open_queries(path, read_only=True)
-print(json.dumps({"store": len(store.runs()), "runs_view": len(load_runs(path).rows),
+view = ResultTable(path, read_only=True).runs_table()
+print(json.dumps({"store": len(store.runs()), "runs_view": len(view.rows),
                   "dashboard": queries.runs_version()[0]}))
 """
 
@@ -132,12 +133,14 @@ def test_a_reading_store_cannot_write(tmp_path: Path) -> None:
     path = tmp_path / "results.db"
     open_store(path).create_run({"experiment": "e", "start_time": 0.0})
     store = open_store(path, access=Access.READ)
-    with pytest.raises(sqlite3.OperationalError, match="readonly"):
+    with pytest.raises(ReadOnlyTableError, match="opened read-only"):  # refused before the database
         store.update_run(1, note="changed")
+    with pytest.raises(sqlite3.OperationalError, match="readonly"):  # which could not write anyway
+        store.execute("UPDATE runs SET note = 'changed'")
     queries = open_queries(str(path), read_only=True)
     with pytest.raises(sqlite3.OperationalError, match="readonly"):
         queries._connect().execute("UPDATE runs SET note = 'changed'")
-    assert open_store(path).run(1)["note"] is None  # unchanged: an empty note is NULL (schema v4)
+    assert open_store(path).run(1).note is None  # unchanged: an empty note is NULL (schema v4)
 
 
 # ---- PostgreSQL -----------------------------------------------------------------------------------
@@ -180,8 +183,10 @@ def test_reading_postgresql_runs_read_only_transactions(pg_url: str) -> None:
     writer.close()
     store = open_store(pg_url, access=Access.READ)
     assert store.execute("SHOW transaction_read_only") == [("on",)]
-    with pytest.raises(psycopg.errors.ReadOnlySqlTransaction):
+    with pytest.raises(ReadOnlyTableError):  # refused before the database
         store.update_run(run_id, note="changed")
+    with pytest.raises(psycopg.errors.ReadOnlySqlTransaction):  # which could not write anyway
+        store.execute("UPDATE runs SET note = 'changed'")
     # per transaction, never for the session: behind PgBouncer, a session setting would make
     # other clients' writes on the same server connection fail
     assert store.execute("SHOW default_transaction_read_only") == [("off",)]

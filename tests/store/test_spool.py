@@ -75,7 +75,7 @@ def test_everything_logged_through_a_spool_arrives_once_with_the_databases_run_i
     assert [row[-1] for row in db.media(2)] == [png()] * 10
     assert db.values("hparams", 2) == {2: {"lr": 0.1, "optimizer": "adam"}}
     assert db.values("results", 2) == {2: {"acc": 0.75}}
-    assert db.run(2)["status"] == "finished"
+    assert db.run(2).status == "finished"
     db.close()
     assert local.backlog() == (0, None)  # shipped entries leave the journal; the rows stay local
     local.close()
@@ -134,8 +134,8 @@ def test_a_run_that_duplicates_one_in_the_database_is_shipped_hidden_and_marked(
     assert table.ship(timeout=60)
     db = open_store(pg_url)
     duplicate = db.run(table.database_run_id(run.run_id))
-    assert duplicate["hidden"] == 1 and "duplicate of run 1" in duplicate["note"]
-    assert db.scalars(duplicate["run_id"], "x")[0][-1] == 1.0  # not lost
+    assert duplicate.hidden == 1 and "duplicate of run 1" in duplicate.note
+    assert db.scalars(duplicate.run_id, "x")[0][-1] == 1.0  # not lost
     db.close()
 
 

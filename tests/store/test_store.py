@@ -58,7 +58,7 @@ def test_debug_run_replaces_the_previous_one_and_its_records(db_url):
         store.write_batch(Batch(scalars=[(debug, "loss", [(0, 0, None, 0.0, 1.0)])]))
         again = store.create_run({"experiment": "new", "start_time": 0.0}, debug=True)
         assert debug == again == -1
-        assert store.run(-1)["experiment"] == "new"
+        assert store.run(-1).experiment == "new"
         assert store.scalars(-1, "loss") == []
 
 
@@ -193,15 +193,15 @@ def test_empty_notes_and_tags_of_a_version_2_table_become_null(db_url, monkeypat
     try:
         store.ready_for_writing()  # what every write does first
         assert store.meta("schema_version") == str(schema.SCHEMA_VERSION)
-        assert [(r["experiment"], r["note"], r["tag"]) for r in store.runs()] == [
+        assert [(r.experiment, r.note, r.tag) for r in store.runs()] == [
             ("a", None, None),
             ("b", "kept", "base"),
         ]
         blank = new_run(store, note="", tag="")
         store.update_run(1, note="x")
         store.update_run(1, note="")
-        assert store.run(blank)["note"] is None and store.run(blank)["tag"] is None
-        assert store.run(1)["note"] is None
+        assert store.run(blank).note is None and store.run(blank).tag is None
+        assert store.run(1).note is None
         assert new_run(store) == blank + 1  # ids go on from the copied rows
     finally:
         store.close()

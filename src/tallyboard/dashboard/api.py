@@ -22,10 +22,10 @@ from starlette.responses import Response, StreamingResponse
 from tallyboard.dashboard import markdown, params
 from tallyboard.dashboard.downsample import DEFAULT_WIDTH, MAX_WIDTH, Downsampler, Series, grid, raw_after
 from tallyboard.dashboard.params import BadRequest, Json
-from tallyboard.dashboard.runs_table import RunsTable
+from tallyboard.dashboard.runs_table import MAX_CURSOR, BadCursor, RunsTable
 from tallyboard.run_filter import FilterError
 from tallyboard.store import Store
-from tallyboard.store.queries import STATUSES, DashboardQueries, SeriesKey, SeriesOfRun
+from tallyboard.store.queries import STATUSES, DashboardQueries, RunsVersion, SeriesKey, SeriesOfRun
 
 MAX_COMPARE = 50
 MAX_NAME = 4000  # characters of a metric or tag name in a query (the page says so for longer ones)
@@ -70,33 +70,53 @@ def runs(request: Request) -> Response:
     try:
         page = dash.table.page(
             offset=params.integer(request, "offset", 0, 0, 10**9),
+            after=params.text(request, "after", "", MAX_CURSOR) or None,
             limit=params.integer(request, "limit", 100, 1, 1000),
             sort=params.text(request, "sort", "", 200) or None,
             descending=params.boolean(request, "desc"),
-            filter_text=params.text(request, "filter"),
-            search=params.text(request, "q", "", 200),
-            show_hidden=params.boolean(request, "hidden"),
-            run_ids=params.id_list(request, "ids", 10_000),
+            **_view(request),
         )
     except FilterError as error:
         raise BadRequest(f"filter: {error}") from None
+    except BadCursor as error:
+        raise BadRequest(f"after: {error}") from None
     return Json(
         {
             "total": page.total,
+            "total_exact": page.total_exact,
+            "next": page.next,
             "rows": page.rows,
             "columns": [dataclasses.asdict(c) for c in page.columns],
-            "version": _version_json(page.version),
+            "version": version_json(page.version),
             "read_only": dash.read_only,
         }
     )
 
 
+def runs_count(request: Request) -> Response:
+    try:
+        return Json({"total": _dash(request).table.count(**_view(request))})
+    except FilterError as error:
+        raise BadRequest(f"filter: {error}") from None
+
+
+def _view(request: Request) -> dict[str, Any]:
+    """What selects the runs of a view (shared by a page and its count)."""
+    return {
+        "filter_text": params.text(request, "filter"),
+        "search": params.text(request, "q", "", 200),
+        "show_hidden": params.boolean(request, "hidden"),
+        "run_ids": params.id_list(request, "ids", 10_000),
+    }
+
+
 def version(request: Request) -> Response:
-    return Json(_version_json(_dash(request).queries.runs_version()))
+    return Json(version_json(_dash(request).queries.runs_version()))
 
 
-def _version_json(version: tuple[int, float]) -> dict[str, Any]:
-    return {"runs": version[0], "updated_at": version[1]}
+def version_json(version: RunsVersion) -> dict[str, Any]:
+    """The runs' version as the pages compare it (any field changed: reload)."""
+    return {"runs": version.last_run_id, "deleted": version.deleted, "updated_at": version.updated_at}
 
 
 def run_tags(request: Request) -> Response:

@@ -28,7 +28,7 @@ from tallyboard.dashboard.openapi import openapi_schema
 from tallyboard.dashboard.params import MAX_ID, BadRequest, Json
 from tallyboard.dashboard.runs_table import RunsTable
 from tallyboard.dashboard.security import FRAGMENT_CSP, BodyTooLarge, SecurityMiddleware, usable_token
-from tallyboard.store import open_for_dashboard
+from tallyboard.store import DatabaseUnreachable, open_for_dashboard
 
 HERE = Path(__file__).parent
 OUT_OF_RANGE = MAX_ID + 1
@@ -116,6 +116,7 @@ def create_app(
         Route("/fragments/{text_id:sint}", fragment),
         Route("/api/openapi.json", openapi),
         Route("/api/runs", api.runs),
+        Route("/api/runs/count", api.runs_count),
         Route("/api/version", api.version),
         Route("/api/tags", api.run_tags),
         Route("/api/columns", api.columns, methods=["GET"]),
@@ -155,7 +156,12 @@ def create_app(
     app = Starlette(
         routes=routes,
         lifespan=lifespan,
-        exception_handlers={BadRequest: _bad_request, HTTPException: _http_error, BodyTooLarge: _too_large},
+        exception_handlers={
+            BadRequest: _bad_request,
+            HTTPException: _http_error,
+            BodyTooLarge: _too_large,
+            DatabaseUnreachable: _unreachable,
+        },
     )
     location = location_for(url_or_path, artifacts)  # where the files of `log_artifact` are
     app.state.dashboard = api.Dashboard(queries, RunsTable(queries), Downsampler(queries), store, location)
@@ -198,6 +204,12 @@ async def _bad_request(request: Request, error: Exception) -> Response:
 
 async def _too_large(request: Request, error: Exception) -> Response:
     return Json({"error": str(error)}, status_code=413)
+
+
+async def _unreachable(request: Request, error: Exception) -> Response:
+    """The database is down or restarting: a 503 that says so, not a 500; the next request
+    connects anew, so the page works again as soon as the database does."""
+    return Json({"error": str(error)}, status_code=503, headers={"Retry-After": "5"})
 
 
 async def _http_error(request: Request, error: Exception) -> Response:

@@ -99,6 +99,15 @@ RUN_EDIT = {
 }
 
 
+# What selects a view's runs (a page's and a count's parameters).
+VIEW_PARAMETERS = [
+    _q("filter", "string", 'expression, e.g. lr < 1e-3 and status == "finished"'),
+    _q("q", "string", "free text searched in visible cells"),
+    _q("hidden", "boolean", "include hidden runs"),
+    _q("ids", "string", "only these run ids (comma-separated)", pattern=r"^-?\d+(,-?\d+)*$"),
+]
+
+
 def openapi_schema() -> dict[str, Any]:
     return {
         "openapi": "3.0.3",
@@ -111,19 +120,27 @@ def openapi_schema() -> dict[str, Any]:
             "/api/runs": _get(
                 "One page of the runs table, filtered and sorted on the server",
                 [
-                    _q("offset", "integer", "first row", minimum=0),
+                    _q("offset", "integer", "first row (when no `after`)", minimum=0),
+                    _q("after", "string", "the `next` cursor of the previous page of the same view"),
                     _q("limit", "integer", "rows per page", minimum=1, maximum=1000),
                     _q("sort", "string", "column name or alias"),
                     _q("desc", "boolean", "sort descending"),
-                    _q("filter", "string", 'expression, e.g. lr < 1e-3 and status == "finished"'),
-                    _q("q", "string", "free text searched in visible cells"),
-                    _q("hidden", "boolean", "include hidden runs"),
-                    _q("ids", "string", "only these run ids (comma-separated)", pattern=r"^-?\d+(,-?\d+)*$"),
+                    *VIEW_PARAMETERS,
                 ],
                 _json("a page of runs", {"$ref": "#/components/schemas/RunsPage"}),
             ),
+            "/api/runs/count": _get(
+                "The exact number of runs a view holds (a page may say only `total_exact: false`)",
+                VIEW_PARAMETERS,
+                _json(
+                    "the count",
+                    {"type": "object", "required": ["total"], "properties": {"total": {"type": "integer"}}},
+                ),
+            ),
             "/api/version": _get(
-                "Run count and last edit time (poll to see changes)", [], _json("the version")
+                "The runs' version: largest run id, runs deleted, last edit time (poll to see changes)",
+                [],
+                _json("the version"),
             ),
             "/api/tags": _get("Run tags in use, for autocompletion", [], _json("tags")),
             "/api/columns": {
@@ -307,6 +324,8 @@ def openapi_schema() -> dict[str, Any]:
                     "required": ["total", "rows", "columns", "version"],
                     "properties": {
                         "total": {"type": "integer"},
+                        "total_exact": {"type": "boolean"},
+                        "next": {"type": "string", "nullable": True},
                         "rows": {"type": "array", "items": {"type": "object"}},
                         "columns": {"type": "array", "items": {"type": "object"}},
                         "version": {"type": "object"},

@@ -4,11 +4,15 @@ Why on the server: 10,000 runs with their hparams and results are megabytes of J
 asked to hold and re-sort that stutters. The server answers one page at a time.
 
 A view (one filter, sort and page) is answered by SQL over the typed copies of hparams and results
-(schema v10, store/runs_sql.py): the database filters from its indexes and reads one page,
-so a fresh server's first screen and a new view cost about the same at 100,000 runs as at 1,000
-(docs/performance.md). A view that SQL cannot answer exactly (a search, a `~` or `tags` filter,
-a sort by a run field) is answered from every run held in memory (refreshed only for runs whose
-`updated_at` moved), and kept in order until the table changes, so its later pages cost one page.
+(schema v10, store/runs_sql.py, store/runs_walk.py): the database walks the sort column's index
+from where the last page ended (`after`, a cursor the previous page returned; an offset is
+still accepted) and tests each run it meets, so a page costs the runs it walks, not the table.
+Its count stops at `runs_walk.COUNT_CAP` ("at least"); `count` gives the exact number, which the
+dashboard asks for after showing the page (docs/performance.md). A view sorted by a run field
+reads that one field of every run and orders them in Python (`_field_page`). A view that SQL
+cannot answer exactly (a search, a `~` or `tags` filter, a sort by tags) is answered from every
+run held in memory (refreshed only for runs whose `updated_at` moved), and kept in order until the table
+changes, so its later pages cost one page.
 
 Sorting and filtering work on any column with mixed types and empty cells: values sort as
 numbers, then strings, then booleans, and empty cells always come last in either direction.
@@ -16,6 +20,9 @@ numbers, then strings, then booleans, and empty cells always come last in either
 
 from __future__ import annotations
 
+import base64
+import binascii
+import json
 import math
 import threading
 from collections.abc import Iterable
@@ -23,17 +30,23 @@ from dataclasses import dataclass
 from typing import Any
 
 from tallyboard.run_filter import column_resolver, parse_tree, run_cell, run_filter
-from tallyboard.store import runs_sql
-from tallyboard.store.queries import DashboardQueries
+from tallyboard.store import runs_sql, runs_walk
+from tallyboard.store.queries import DashboardQueries, RunsVersion
 from tallyboard.store.records import Column
 from tallyboard.store.run_row import RUN_ROW
-from tallyboard.store.runs_sql import TRUE, Condition, Dialect, NotInSql, Sort, Translator
+from tallyboard.store.runs_sql import TRUE, Condition, Dialect, NotInSql, Translator
+from tallyboard.store.runs_walk import Position, Sort
+from tallyboard.store.typed_values import BOOL, NUMBER, TEXT
 
 VIEWS_KEPT = 8  # filtered and sorted views kept for the current version of the table
-READ_AHEAD = 500  # run ids of a SQL view read at once: this page and the next few
+WALK_BUDGET = 500  # rows a page walks testing each run by its key, then the filter's runs as a set
+MAX_CURSOR = 20_000  # characters of a cursor (it holds a text value of up to a few thousand)
 
 # Run fields that can be table columns; git_diff is far too long for a cell (the run page shows it).
 TABLE_RUN_FIELDS = (*(field.name for field in RUN_ROW if field.cell), "tags")
+# Run fields a view sorts by through `RunsTable._field_page` (the run id has its own index; tags
+# are a list kept in another table, sorted from memory).
+FIELD_SORTS = frozenset(TABLE_RUN_FIELDS) - {"run_id", "tags"}
 
 
 @dataclass(frozen=True)
@@ -48,10 +61,20 @@ class ValueNames:
 
 @dataclass
 class Page:
+    """One page; `total` is the view's number of runs, or with `total_exact` False at least that
+    many (`RunsTable.count` says how many); `next` the cursor of the following page (None: it is
+    the last, or the view is answered from memory: pages by offset)."""
+
     total: int
     rows: list[dict[str, Any]]
     columns: list[Column]
-    version: tuple[int, float]
+    version: RunsVersion
+    total_exact: bool = True
+    next: str | None = None
+
+
+class BadCursor(ValueError):
+    """A cursor that no page of this table gave."""
 
 
 class RunsTable:
@@ -62,31 +85,29 @@ class RunsTable:
         self.queries = queries
         self.dialect = Dialect.of(queries.postgres)
         self._rows: dict[int, dict[str, Any]] = {}
-        self._version: tuple[int, float] | None = None
+        self._version: RunsVersion | None = None
         self._lock = threading.Lock()
         self._views: dict[tuple, list[dict[str, Any]]] = {}  # view -> its rows in order (one version)
-        self._totals: dict[tuple, int] = {}  # SQL view -> its number of runs (one version)
-        self._ahead: dict[tuple, tuple[int, list[int]]] = {}  # SQL view -> (offset, ids read ahead)
-        self._names: tuple[tuple[int, float], ValueNames] | None = None  # for one version
+        self._orders: dict[tuple, list[int]] = {}  # view sorted by a run field -> its run ids in order
+        self._totals: dict[tuple, tuple[int, bool]] = {}  # (version, what selects) -> (runs, exact)
+        self._names: tuple[RunsVersion, ValueNames] | None = None  # for one version
 
-    def refresh(self) -> tuple[int, float]:
+    def refresh(self) -> RunsVersion:
         """Reload the rows held in memory that changed since the last call; returns the store's
         runs version."""
         version = self.queries.runs_version()
         with self._lock:
             if version == self._version:
                 return version
-            if self._version is None or version[0] < len(self._rows):
+            if self._version is None or version.deleted != self._version.deleted:
                 self._rows = {run["run_id"]: _flatten(run) for run in self.queries.runs()}
-            else:
-                for run in self.queries.runs(updated_after=self._version[1]):
+            else:  # a new run has a new updated_at too
+                for run in self.queries.runs(updated_after=self._version.updated_at):
                     self._rows[run["run_id"]] = _flatten(run)
-                if len(self._rows) != version[0]:  # runs were deleted as others were added
-                    self._rows = {run["run_id"]: _flatten(run) for run in self.queries.runs()}
             self._version = version
         return version
 
-    def value_names(self, version: tuple[int, float] | None = None) -> ValueNames:
+    def value_names(self, version: RunsVersion | None = None) -> ValueNames:
         """The store's hparam and result names (kept per version of the table): a few index seeks."""
         version = version or self.queries.runs_version()
         kept = self._names
@@ -106,7 +127,7 @@ class RunsTable:
         self._names = (version, names)
         return names
 
-    def columns(self, version: tuple[int, float] | None = None) -> list[Column]:
+    def columns(self, version: RunsVersion | None = None) -> list[Column]:
         """Every column: the store's preferences first, then hparams/results it does not list, as
         `value_columns` orders them."""
         columns = [
@@ -136,84 +157,190 @@ class RunsTable:
         search: str = "",
         show_hidden: bool = False,
         run_ids: list[int] | None = None,
+        after: str | None = None,
     ) -> Page:
-        """One page of rows after filtering and sorting. Raises FilterError on a bad filter."""
+        """One page of rows after filtering and sorting: from `after` (a page's `next`) when given
+        and the view is answered in SQL, else from `offset`. Raises FilterError on a bad filter,
+        BadCursor on a bad cursor."""
         version = self.queries.runs_version()
         columns = self.columns(version)
-        view = (version, tuple(columns), sort, descending, filter_text.strip(), search.strip(), show_hidden,
-                None if run_ids is None else tuple(run_ids))  # fmt: skip
+        selects = (version, filter_text.strip(), search.strip(), show_hidden,
+                   None if run_ids is None else tuple(run_ids))  # fmt: skip
         key = column_resolver(columns)(sort) if sort else "run_id"
         try:
             if search.strip():
                 raise NotInSql("a search")
-            return self._sql_page(view, columns, key, offset, limit)
+            if key in FIELD_SORTS:
+                return self._field_page(selects, columns, key, descending, offset, limit)
+            start = offset if after is None else parse_cursor(after)
+            return self._sql_page(
+                selects, columns, _sort_of(key, descending, self.value_names(version)), start, limit
+            )
         except NotInSql:
             pass
-        version = self.refresh()
-        with self._lock:
-            rows = self._views.get(view)
-        if rows is None:
-            rows = self._select(columns, key, descending, filter_text, search, show_hidden, run_ids)
-            with self._lock:
-                _keep(self._views, view, rows)
+        rows = self._memory_view(selects, columns, key, descending)
         page_rows = [_public(row) for row in rows[offset : offset + limit]]
-        return Page(total=len(rows), rows=page_rows, columns=columns, version=version)
+        return Page(total=len(rows), rows=page_rows, columns=columns, version=self._version or version)
 
-    def _sql_page(self, view: tuple, columns: list[Column], key: str, offset: int, limit: int) -> Page:
-        """A page of a view answered in SQL; raises NotInSql when SQL cannot say it exactly."""
-        version, _, _, descending, filter_text, _, show_hidden, run_ids = view
-        names = self.value_names(version)
+    def count(
+        self,
+        *,
+        filter_text: str = "",
+        search: str = "",
+        show_hidden: bool = False,
+        run_ids: list[int] | None = None,
+    ) -> int:
+        """The exact number of runs a view holds (a page may only say "at least"): every run it
+        selects is visited once, and the number kept for this version of the table."""
+        version = self.queries.runs_version()
+        columns = self.columns(version)
+        selects = (version, filter_text.strip(), search.strip(), show_hidden,
+                   None if run_ids is None else tuple(run_ids))  # fmt: skip
+        with self._lock:
+            known = self._totals.get(selects)
+        if known is not None and known[1]:
+            return known[0]
+        try:
+            if search.strip():
+                raise NotInSql("a search")
+            condition, show_hidden = self._condition(selects, columns, per_run=False)
+            total = int(self.queries.read(*runs_walk.count_sql(condition, show_hidden, None))[0][0])
+        except NotInSql:
+            total = len(self._memory_view(selects, columns, "run_id", False))
+        with self._lock:
+            _keep(self._totals, selects, (total, True))
+        return total
+
+    def _condition(self, selects: tuple, columns: list[Column], per_run: bool) -> tuple[Condition, bool]:
+        """The view's condition in SQL (NotInSql: SQL cannot say it exactly), and whether hidden
+        runs are in it."""
+        version, filter_text, _, show_hidden, run_ids = selects
         condition: Condition = TRUE
         if filter_text:
-            translator = Translator(set(names.hparams), set(names.results), self.dialect)
+            names = self.value_names(version)
+            translator = Translator(set(names.hparams), set(names.results), self.dialect, per_run=per_run)
             condition = translator.condition(parse_tree(filter_text, column_resolver(columns)))
         if run_ids is not None:  # those runs, hidden or not
             condition, show_hidden = runs_sql.of_runs(list(run_ids), condition), True
-        order = _sort_of(key, descending, names)
+        return condition, show_hidden
+
+    def _sql_page(
+        self, selects: tuple, columns: list[Column], order: Sort, start: int | Position, limit: int
+    ) -> Page:
+        """A page of a view answered in SQL; raises NotInSql when SQL cannot say it exactly."""
+        per_run, show_hidden = self._condition(selects, columns, per_run=True)
+        as_set, _ = self._condition(selects, columns, per_run=False)
         with self._lock:
-            total = self._totals.get(view)
-        if total is None:
-            total = self.queries.read(*runs_sql.count_sql(condition, show_hidden))[0][0]
+            known = self._totals.get(selects)
+        if known is None:
+            sql, params = runs_walk.count_sql(per_run, show_hidden, runs_walk.COUNT_CAP)
+            total = int(self.queries.read(sql, params)[0][0])
+            known = (min(total, runs_walk.COUNT_CAP), total <= runs_walk.COUNT_CAP)
             with self._lock:
-                _keep(self._totals, view, total)
-        ids = self._window(view, condition, order, offset, limit)
+                _keep(self._totals, selects, known)
+        total, exact = known
+        ids, last = self._walk((per_run, as_set), show_hidden, order, start, limit)
         runs = {run["run_id"]: run for run in self.queries.runs_of(ids)}
         rows = [_public(_flatten(runs[run_id])) for run_id in ids if run_id in runs]
-        return Page(total=int(total), rows=rows, columns=columns, version=version)
+        after = cursor_text(last) if last is not None and len(ids) == limit else None
+        return Page(
+            total=total, rows=rows, columns=columns, version=selects[0], total_exact=exact, next=after
+        )
 
-    def _window(self, view: tuple, condition: Condition, order: Sort, offset: int, limit: int) -> list[int]:
-        """The run ids of a page, from the ids read ahead for the view when they cover it: the next
-        pages of a view cost no statement of their own (reading ahead walks a little further in an
-        index; what costs is finding the view's runs at all)."""
+    def _field_page(
+        self, selects: tuple, columns: list[Column], key: str, descending: bool, offset: int, limit: int
+    ) -> Page:
+        """A page of a view sorted by a run field (`status`, `start_time`, ...), whose filter SQL can
+        say: the view's run ids from the filter's index ranges, that one field of every run, ordered
+        in Python by the very rule of the in-memory table (mixed types, case, empty cells last), and
+        only the page's runs read in full. At 100,000 runs that is two narrow reads instead of every
+        run's values; the order is kept with the view, so its later pages cost their own rows.
+        Raises NotInSql when SQL cannot say the filter."""
+        condition, show_hidden = self._condition(selects, columns, per_run=False)
+        view = (*selects, key, descending)
         with self._lock:
-            start, ids = self._ahead.get(view, (0, []))
-        if start <= offset and offset + limit <= start + len(ids):
-            return ids[offset - start : offset - start + limit]
-        show_hidden = view[6] or view[7] is not None
-        ids = self._page_ids(condition, show_hidden, order, offset, max(limit, READ_AHEAD))
-        with self._lock:
-            _keep(self._ahead, view, (offset, ids))
-        return ids[:limit]
+            order = self._orders.get(view)
+        if order is None:
+            wanted = {row[0] for row in self.queries.read(*runs_walk.matching_sql(condition, show_hidden))}
+            cells = [
+                {"run_id": run_id, key: bool(value) if key == "hidden" else value}
+                for run_id, value in self.queries.run_field(key)
+                if run_id in wanted
+            ]
+            order = [row["run_id"] for row in _sorted(cells, key, descending)]
+            with self._lock:
+                _keep(self._orders, view, order)
+        ids = order[offset : offset + limit]
+        runs = {run["run_id"]: run for run in self.queries.runs_of(ids)}
+        rows = [_public(_flatten(runs[run_id])) for run_id in ids if run_id in runs]
+        return Page(total=len(order), rows=rows, columns=columns, version=selects[0])
 
-    def _page_ids(
-        self, condition: Condition, show_hidden: bool, order: Sort, offset: int, limit: int
-    ) -> list[int]:
-        """Run ids of one page: those with a value to sort by in order, then the empty ones by id."""
-        if order.table is None:  # by run id, or by a column nobody has a value in (all empty)
-            descending = order.descending and order.name is None
-            sql, params = runs_sql.by_run_id_sql(condition, show_hidden, descending)
-            return [row[0] for row in self.queries.read(sql, [*params, limit, offset])]
-        sql, params = runs_sql.by_value_sql(condition, show_hidden, order, self.dialect)
-        ids = [row[0] for row in self.queries.read(sql, [*params, limit, offset])]
-        if len(ids) == limit:
-            return ids
-        if ids or offset == 0:
-            filled = offset + len(ids)
-        else:  # past the last value: where do the empty cells start?
-            filled = self.queries.read(*runs_sql.filled_count_sql(condition, show_hidden, order))[0][0]
-        sql, params = runs_sql.by_run_id_sql(condition, show_hidden, False, filled=order)
-        rest = self.queries.read(sql, [*params, limit - len(ids), max(0, offset - filled)])
-        return ids + [row[0] for row in rest]
+    def _walk(
+        self,
+        conditions: tuple[Condition, Condition],
+        show_hidden: bool,
+        order: Sort,
+        start: int | Position,
+        limit: int,
+    ) -> tuple[list[int], Position | None]:
+        """Run ids of one page and the position of its last run. From a position, the view's order
+        is walked testing each run by its key (`conditions[0]`, per run) for up to `WALK_BUDGET`
+        rows; a page not full by then reads on with the view's runs as a set (`conditions[1]`),
+        which costs the runs the filter selects instead of the rows walked: whichever is less,
+        roughly. A page by offset uses the set throughout (OFFSET counts the runs that pass)."""
+        per_run, as_set = conditions
+        after = start if isinstance(start, Position) else None
+        skip = start if isinstance(start, int) else 0
+        budget = WALK_BUDGET if skip == 0 else 0
+        parts = runs_walk.segments(
+            per_run if budget else as_set, show_hidden, order, self.dialect, after, budget > 0
+        )
+        ids: list[int] = []
+        last: Position | None = None
+        while parts and len(ids) < limit:
+            part = parts.pop(0)
+            if budget:
+                sql, params = part.bounded(budget)
+                rows = self.queries.read(sql, [*params, limit - len(ids)])
+                ids += [row[0] for row in rows]
+                if rows:
+                    last = Position(*rows[-1]) if part.valued else Position(rows[-1][0])
+                if len(ids) < limit:  # the budget ran out in this part, or the part did
+                    end = self.queries.read(*part.row_at(budget - 1))
+                    if end:  # read on after the last row walked, as a set
+                        walked = Position(*end[0]) if part.valued else Position(end[0][0])
+                        parts = runs_walk.segments(
+                            as_set, show_hidden, order, self.dialect, walked, per_run=False
+                        )
+                        budget = 0
+                continue
+            sql, params = part.page()
+            rows = self.queries.read(sql, [*params, limit - len(ids), skip])
+            if not rows and skip:  # the whole part lies before the page
+                sql, params = part.count()
+                skip -= min(skip, int(self.queries.read(sql, params)[0][0]))
+                continue
+            skip = 0
+            ids += [row[0] for row in rows]
+            if rows:
+                last = Position(*rows[-1]) if part.valued else Position(rows[-1][0])
+        return ids, last
+
+    def _memory_view(
+        self, selects: tuple, columns: list[Column], key: str, descending: bool
+    ) -> list[dict[str, Any]]:
+        """The rows of a view from the runs held in memory (kept per version of the table)."""
+        _, filter_text, search, show_hidden, run_ids = selects
+        self.refresh()
+        view = (*selects, key, descending, tuple(columns))
+        with self._lock:
+            rows = self._views.get(view)
+        if rows is None:
+            wanted = None if run_ids is None else list(run_ids)
+            rows = self._select(columns, key, descending, filter_text, search, show_hidden, wanted)
+            with self._lock:
+                _keep(self._views, view, rows)
+        return rows
 
     def _select(
         self,
@@ -251,6 +378,32 @@ def _sort_of(key: str, descending: bool, names: ValueNames) -> Sort:
         raise NotInSql(f"sorting by {key!r}")
     table = "hparams" if key in names.hparams else "results" if key in names.results else None
     return Sort(table, key, descending)
+
+
+def cursor_text(position: Position) -> str:
+    """A page's `next`: the position of its last run, as URL-safe text (JSON writes infinities)."""
+    data = json.dumps([position.run_id, position.rank, position.number, position.text])
+    return base64.urlsafe_b64encode(data.encode()).decode().rstrip("=")
+
+
+def parse_cursor(text: str) -> Position:
+    """The position a cursor names; BadCursor unless it is one `cursor_text` could have written."""
+    try:
+        if len(text) > MAX_CURSOR:
+            raise ValueError("too long")
+        run_id, rank, number, text_value = json.loads(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+    except (ValueError, TypeError, binascii.Error):
+        raise BadCursor("not a cursor of this table's pages") from None
+    is_number = isinstance(number, (int, float)) and not isinstance(number, bool) and not math.isnan(number)
+    shapes = {
+        None: number is None and text_value is None,
+        NUMBER: is_number and text_value is None,
+        BOOL: number in (0, 1) and is_number and text_value is None,
+        TEXT: number is None and isinstance(text_value, str),
+    }
+    if type(run_id) is not int or type(rank) not in (int, type(None)) or not shapes.get(rank, False):
+        raise BadCursor("not a cursor of this table's pages")
+    return Position(run_id, rank, None if number is None else float(number), text_value)
 
 
 def _keep(kept: dict[tuple, Any], view: tuple, value: Any) -> None:

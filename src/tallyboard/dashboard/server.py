@@ -15,6 +15,7 @@ from urllib.parse import quote
 
 from tallyboard.dashboard.app import create_app
 from tallyboard.dashboard.security import usable_token
+from tallyboard.store.location import redacted
 
 DEFAULT_PORT = 8765
 PORT_TRIES = 20
@@ -72,7 +73,7 @@ def serve(
     if token:
         url += f"?token={quote(token, safe='')}"
     mode = " (read-only)" if read_only else ""
-    print(f"tallyboard dashboard for {url_or_path}{mode}: {url}", flush=True)
+    print(f"tallyboard dashboard for {redacted(url_or_path)}{mode}: {url}", flush=True)
     config = uvicorn.Config(app, log_level="warning", access_log=False)
     server = uvicorn.Server(config)
     stop = server.handle_exit

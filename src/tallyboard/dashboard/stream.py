@@ -30,7 +30,8 @@ from tallyboard.dashboard import api, params
 from tallyboard.dashboard.downsample import raw_after
 from tallyboard.dashboard.params import BadRequest
 from tallyboard.json_numbers import dumps
-from tallyboard.store.queries import DashboardQueries, SeriesKey
+from tallyboard.store import DatabaseUnreachable
+from tallyboard.store.queries import DashboardQueries, RunsVersion, SeriesKey
 
 INTERVAL = 1.0  # seconds between polls of the store
 KEEP = 300  # updates kept for reconnects (5 minutes at the default interval)
@@ -103,12 +104,13 @@ class Hub:
         self._names: dict[SeriesKey, tuple[str, float]] = {}
         self._states: dict[int, dict[str, Any]] = {}
         self._items: tuple[int, int] | None = None
-        self._version: tuple[int, float] | None = None
+        self._version: RunsVersion | None = None
         self._table_pages = 0  # runs tables open: only then is the table's version asked
         self._watched: dict[int, Watch] = {}
         self._updates: deque[Update] = deque(maxlen=keep)
         self._task: asyncio.Task | None = None
         self._polled: asyncio.Event | None = None  # set after each poll, then replaced by a fresh one
+        self._unreachable = False  # the last poll found the database down
 
     def event_id(self, tick: int) -> str:
         return f"{self.boot}.{tick}"
@@ -174,7 +176,7 @@ class Hub:
             if self._table_pages > 0:
                 version = self.queries.runs_version()
                 if version != self._version:
-                    update.version = {"runs": version[0], "updated_at": version[1]}
+                    update.version = api.version_json(version)
                     self._version = version
             self.tick = update.tick
             self._updates.append(update)
@@ -229,8 +231,16 @@ class Hub:
         while not self.closed:
             try:
                 await asyncio.to_thread(self.poll)
-            except Exception:  # a busy or briefly unreachable database: try again next interval
+            except DatabaseUnreachable as error:  # said once per outage, not once a second
+                if not self._unreachable:
+                    log.warning("live updates wait for the database: %s", error)
+                self._unreachable = True
+            except Exception:  # a busy database: try again next interval
                 log.warning("live poll of the store failed", exc_info=True)
+            else:
+                if self._unreachable:
+                    log.warning("live updates go on: the database answers again")
+                self._unreachable = False
             polled, self._polled = self._polled, asyncio.Event()
             assert polled is not None
             polled.set()
@@ -331,8 +341,7 @@ async def stream(request: Request) -> Response:
             else:
                 first = await asyncio.to_thread(_catch_up, hub.queries, run_ids, sub, after, metric)
                 if table:  # what the page loaded may already be older than this
-                    count, latest = await asyncio.to_thread(hub.queries.runs_version)
-                    first["version"] = {"runs": count, "updated_at": latest}
+                    first["version"] = api.version_json(await asyncio.to_thread(hub.queries.runs_version))
                 yield sse("update", first, hub.event_id(tick))
             tick = max([tick, *(u.tick for u in sub.replay or [])])
             clock = asyncio.get_running_loop().time

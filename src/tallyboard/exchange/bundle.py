@@ -9,7 +9,7 @@ writer would overwrite: the original start time, status, git state and wall time
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,13 +43,18 @@ class RunBundle:
         return sum(map(len, self.scalars.values())) + len(self.media) + len(self.texts)
 
 
-def run_identity(fields: dict[str, Any]) -> tuple[str, float]:
+def run_identity(fields: Mapping[str, Any]) -> tuple[str, float]:
     """What makes an imported run "the same run" again: its experiment and its start time.
 
     Importing a source twice finds every run's identity already present and skips it, whatever the
     table's unique columns are.
     """
     return (fields["experiment"], round(float(fields["start_time"]), 6))
+
+
+def identities_in(store: Store) -> set[tuple[str, float]]:
+    """The `run_identity` of every run in `store`, hidden ones included."""
+    return {run_identity(row._asdict()) for row in store.runs(show_hidden=True)}
 
 
 def select_new_runs(store: Store, runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -59,9 +64,8 @@ def select_new_runs(store: Store, runs: list[dict[str, Any]]) -> list[dict[str, 
     one in use, in order. A debug run (-1) is skipped when the store has one already: importing must
     never overwrite the user's own debug run.
     """
-    existing = store.runs(show_hidden=True)
-    present = {run_identity(row) for row in existing}
-    taken = {row["run_id"] for row in existing}
+    present = identities_in(store)
+    taken = {row.run_id for row in store.runs(show_hidden=True)}
     selected = [
         dict(fields)
         for fields in runs

@@ -50,7 +50,7 @@ from tallyboard.exchange.artifact_files import ARTIFACTS, export_artifacts
 from tallyboard.exchange.formats import FORMATS, Layout, RowWriter
 from tallyboard.exchange.target import open_target
 from tallyboard.store import Store
-from tallyboard.store.run_row import typed
+from tallyboard.store.run_row import RunRow, typed
 
 EXPORT_VERSION = 2  # 2: console, environments and the texts' markdown flag
 READABLE_VERSIONS = (1, 2)
@@ -119,16 +119,16 @@ def _prepare_directory(out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
 
 
-def _select_runs(store: Store, run_ids: Sequence[int] | None) -> list[dict[str, Any]]:
+def _select_runs(store: Store, run_ids: Sequence[int] | None) -> list[RunRow]:
     runs = store.runs(show_hidden=True)
     if run_ids is None:
         return runs
-    known = {run["run_id"] for run in runs}
+    known = {run.run_id for run in runs}
     missing = [run_id for run_id in run_ids if run_id not in known]
     if missing:
         raise ValueError(f"no run with id {', '.join(map(str, missing))} in the table")
     wanted = set(run_ids)
-    return [run for run in runs if run["run_id"] in wanted]
+    return [run for run in runs if run.run_id in wanted]
 
 
 def _by_id(rows_by_kind: Mapping[str, Sequence[tuple[Any, ...]]]) -> list[tuple[str, tuple[Any, ...]]]:
@@ -137,10 +137,10 @@ def _by_id(rows_by_kind: Mapping[str, Sequence[tuple[Any, ...]]]) -> list[tuple[
     return sorted(merged, key=lambda item: item[1][0])
 
 
-def export_run(store: Store, run: dict[str, Any], out: Path, writers: dict[str, RowWriter]) -> None:
+def export_run(store: Store, run: RunRow, out: Path, writers: dict[str, RowWriter]) -> None:
     """Append one run and everything logged under it to the open writers (PNGs go to `out`)."""
-    run_id = run["run_id"]
-    writers["runs"].write([tuple(run[name] for name in RUNS.names)])
+    run_id, fields = run.run_id, run._asdict()
+    writers["runs"].write([tuple(fields[name] for name in RUNS.names)])
     for kind, layout in (("hparams", HPARAMS), ("results", RESULTS)):
         values = store.values(kind, run_id).get(run_id, {})
         writers[layout.name].write(
@@ -203,30 +203,44 @@ def export_table(
     progress: bool = False,
     artifacts: str | None = None,
 ) -> dict[str, int]:
-    """Export the table at `source` (path or URL) into the new directory `out`; returns row counts.
+    """Export the table at `source` (path or URL), opened only to read; see `export_store`.
     The runs' artefacts are copied from their store (`artifacts`, default as for `ResultTable`)."""
+    with open_target(source, create=False) as store:
+        location = location_for(os.fspath(source), artifacts)
+        return export_store(store, out, file_format, run_ids, progress, location)
+
+
+def export_store(
+    store: Store,
+    out: str | os.PathLike[str],
+    file_format: str = "csv",
+    run_ids: Sequence[int] | None = None,
+    progress: bool = False,
+    artifacts: str | None = None,
+) -> dict[str, int]:
+    """Export the table of `store` into the new directory `out` (`ResultTable.export`); returns row
+    counts. The runs' artefacts are copied from the artefact store at `artifacts`."""
     from tallyboard.progress import progress_bar
 
     if file_format not in FORMATS:
         raise ValueError(f"unknown format {file_format!r}; use one of {', '.join(FORMATS)}")
     out = Path(out)
-    with open_target(source, create=False) as store:
-        runs = _select_runs(store, run_ids)
-        listed = [row for run in runs for row in store.artifacts(run["run_id"])]
-        blobs = open_blobs(require_location(location_for(os.fspath(source), artifacts))) if listed else None
-        _prepare_directory(out)
-        writers = {
-            layout.name: RowWriter(layout.path(out, file_format), layout, file_format) for layout in LAYOUTS
-        }
-        try:
-            writers["columns"].write((c.name, c.kind, c.alias, c.position) for c in store.columns())
-            with progress_bar(len(runs), "exporting", enabled=progress, unit="run") as bar:
-                for run in runs:
-                    export_run(store, run, out, writers)
-                    bar.update()
-        finally:
-            for writer in writers.values():
-                writer.close()
+    runs = _select_runs(store, run_ids)
+    listed = [row for run in runs for row in store.artifacts(run.run_id)]
+    blobs = open_blobs(require_location(artifacts)) if listed else None
+    _prepare_directory(out)
+    writers = {
+        layout.name: RowWriter(layout.path(out, file_format), layout, file_format) for layout in LAYOUTS
+    }
+    try:
+        writers["columns"].write((c.name, c.kind, c.alias, c.position) for c in store.columns())
+        with progress_bar(len(runs), "exporting", enabled=progress, unit="run") as bar:
+            for run in runs:
+                export_run(store, run, out, writers)
+                bar.update()
+    finally:
+        for writer in writers.values():
+            writer.close()
     counts = {name: writer.count for name, writer in writers.items()}
     if blobs is not None:
         counts[ARTIFACTS.name] = export_artifacts(listed, blobs, out, file_format)

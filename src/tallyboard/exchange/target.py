@@ -52,5 +52,6 @@ def open_target(url_or_path: str | os.PathLike[str], create: bool = True) -> Ite
     else:
         if create:
             store.sync_id_sequences()  # rows went in under explicit ids: new ids start above them
+            store.gather_statistics()  # a bulk import: the planner has none yet
     finally:
         store.close()

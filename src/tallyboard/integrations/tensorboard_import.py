@@ -16,15 +16,14 @@ Importing again adds exactly what was written since (the table remembers how far
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
-from tallyboard.exchange.bundle import run_identity
+from tallyboard.exchange.bundle import identities_in, run_identity
 from tallyboard.integrations.tb_records import Damage, FileRead, read_records
 from tallyboard.integrations.tb_run import RunImport, Tally, Target, event_files, newest_change
 from tallyboard.progress import ProgressBar
@@ -120,7 +119,7 @@ class LogdirImport:
     def __init__(self, store: Store, logdir: Path, clock: Callable[[], float], quiet_seconds: float) -> None:
         self.store, self.logdir, self.clock, self.quiet = store, logdir, clock, quiet_seconds
         self.report = ImportReport()
-        self.present = {run_identity(run) for run in store.runs(show_hidden=True)}
+        self.present = identities_in(store)
         self.targets: dict[Path, Target] = {}
         self.skipped: set[Path] = set()
 
@@ -185,7 +184,7 @@ class LogdirImport:
         row = self.store.run(run_id)
         if row is None:  # the run was deleted from the table: import it afresh
             return None
-        return Target(name, run_id, row["start_time"])
+        return Target(name, run_id, row.start_time)
 
     def _new_run(self, directory: Path, start: float) -> int | None:
         fields = {
@@ -206,7 +205,7 @@ class LogdirImport:
             return None
         row = self.store.run(target.run_id)
         status = "finished" if quiet else "running"
-        if row is None or (row["status"] == status and not run.added):
+        if row is None or (row.status == status and not run.added):
             return None
         return {"status": status, "end_time": run.last_wall if quiet else None}
 
@@ -248,7 +247,7 @@ def follow(
     interval: float = 5.0,
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.time,
-) -> None:
+) -> NoReturn:
     """`--watch`: import what is new every `interval` seconds until interrupted (Ctrl-C), showing
     each pass that found something. A log directory without event files yet is waited on."""
     root = Path(logdir)
@@ -260,23 +259,24 @@ def follow(
         sleep(interval)
 
 
-def cli_import(
+def import_tensorboard(
     logdir: str | os.PathLike[str],
     into: str,
-    as_json: bool,
-    watch: bool,
-    finished_after: float | None,
     progress: bool = False,
-) -> None:
-    """What `tallyboard import tensorboard` prints: the summary text, or one JSON object per pass."""
+    finished_after: float | None = None,
+    watch: bool = False,
+    on_pass: Callable[[ImportReport], None] | None = None,
+) -> ImportReport:
+    """The `tensorboard` importer (`ResultTable.import_tensorboard`, `tallyboard import tensorboard`):
+    one pass over `logdir` into `into`, its report handed to `on_pass` and returned. A run whose
+    files have not changed for `finished_after` seconds (default 600) is finished. With `watch`,
+    pass after pass until interrupted (KeyboardInterrupt), `on_pass` seeing each that found something."""
     quiet_seconds = QUIET_SECONDS if finished_after is None else finished_after
     if not quiet_seconds >= 0:
         raise ValueError(f"--finished-after must be a number of seconds >= 0, not {finished_after}")
-
-    def show(report: ImportReport) -> None:
-        print(json.dumps(report.as_dict()) if as_json else f"{report.text()}\ninto {into}", flush=True)
-
+    show = on_pass or (lambda report: None)
     if watch:
-        follow(logdir, into, show, quiet_seconds)
-    else:
-        show(import_logdir(logdir, into, quiet_seconds=quiet_seconds, progress=progress))
+        follow(logdir, into, show, quiet_seconds)  # ends only by KeyboardInterrupt
+    report = import_logdir(logdir, into, quiet_seconds=quiet_seconds, progress=progress)
+    show(report)
+    return report

@@ -14,14 +14,23 @@ from typing import TYPE_CHECKING
 
 from tallyboard.store.base import Store
 from tallyboard.store.location import Access, NotAResultTable, is_postgres_url, require_current
-from tallyboard.store.records import Batch, Column, DuplicateRunError, Quarantined, StoreError
+from tallyboard.store.records import (
+    Batch,
+    Column,
+    DatabaseUnreachable,
+    DuplicateRunError,
+    Quarantined,
+    ReadOnlyTableError,
+    StoreError,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from tallyboard.store.queries import DashboardQueries
 
 __all__ = [
-    "Access", "Batch", "Column", "DuplicateRunError", "NotAResultTable", "Quarantined", "Store", "StoreError",
-    "is_postgres_url", "open_for_dashboard", "open_queries", "open_store",
+    "Access", "Batch", "Column", "DatabaseUnreachable", "DuplicateRunError", "NotAResultTable", "Quarantined",
+    "ReadOnlyTableError",
+    "Store", "StoreError", "is_postgres_url", "open_for_dashboard", "open_queries", "open_store",
 ]  # fmt: skip
 
 
@@ -63,6 +72,8 @@ def open_for_dashboard(url_or_path: str, read_only: bool) -> tuple[DashboardQuer
     store = open_store(url_or_path, access=Access.READ if read_only else Access.EDIT)
     try:
         require_current(store.url, store.schema_version, "the dashboard")
+        if not read_only:
+            store.gather_statistics()
         queries = store.reads
     except BaseException:
         store.close()

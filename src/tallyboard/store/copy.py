@@ -130,6 +130,7 @@ def _copy(src: Store, dst: Store, unique_columns: tuple[str, ...], progress: boo
                 dst.atomic(partial(dst.executemany, upsert, rows))
                 bar.update(len(rows))
     dst.sync_id_sequences()  # new ids must start above the copied ones
+    dst.gather_statistics()
     return counts
 
 

@@ -79,14 +79,21 @@ class Engine(ABC):
         return True
 
     def ready_for_writing(self) -> None:
-        """Migrate an older table now (every write does it first; `tallyboard migrate` calls this)."""
+        """Migrate an older table now (every write does it first; `tallyboard migrate` calls this).
+        A table opened to read refuses here, so no write of any kind gets past it."""
         from tallyboard.store import migrations
+        from tallyboard.store.location import Access
+        from tallyboard.store.records import ReadOnlyTableError
+
+        if self.access is Access.READ:
+            raise ReadOnlyTableError(f"{self.url} was opened read-only: nothing may be written to it")
 
         with self._lock:
             if self._migrate_with is None:
                 return
             if migrations.stored_version(self) != migrations.SCHEMA_VERSION or not self._engine_ready():
                 self._prepare_schema(self._migrate_with)
+                self.gather_statistics()  # a migration may have rewritten every value row
             self._migrate_with = None
 
     @contextlib.contextmanager
@@ -136,6 +143,11 @@ class Engine(ABC):
     def first_rows(self, conn: Any, sql: str, param_rows: Sequence[Sequence[Any]]) -> list[tuple[Any, ...]]:
         """The first row of `sql` for each parameter row, on the reader connection `conn`."""
 
+    def reader_lost(self, conn: Any) -> bool:
+        """Whether the reader connection `conn` is dead after an error (its server restarted or went
+        away): the pool must drop it rather than lend it again. A file's connection never is."""
+        return False
+
     @abstractmethod
     def close(self) -> None:
         """Close the connection; the store is unusable afterwards."""
@@ -151,6 +163,12 @@ class Engine(ABC):
         """Whether a failed write was refused for its data (the same records fail again whatever
         happens: split the batch and quarantine them), rather than because the database cannot be
         used now (busy, gone, disk full: keep the records and try again later)."""
+
+    def gather_statistics(self) -> None:  # noqa: B027 (a no-op most engines keep)
+        """Give the planner statistics of the tables the runs table's views read, where it has
+        none (a table bulk-loaded, copied or migrated on a server whose autovacuum has not come by).
+        Called where the store may write: the dashboard opened to edit, after a migration, a copy,
+        an import. Nothing to do where the planner needs none (SQLite)."""
 
     def sync_id_sequences(self) -> None:  # noqa: B027 (a no-op most engines keep)
         """After rows were inserted with explicit ids (a copy), make new ids start above them.

@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from enum import Enum
+from urllib.parse import urlsplit, urlunsplit
 
 from tallyboard.store.records import StoreError
 from tallyboard.store.schema import SCHEMA_VERSION
@@ -32,6 +33,26 @@ NO_FILE = "no file"
 def is_postgres_url(url_or_path: str | os.PathLike[str]) -> bool:
     """Whether a location names a PostgreSQL database (a URL) rather than a SQLite file (a path)."""
     return isinstance(url_or_path, str) and url_or_path.startswith(("postgresql://", "postgres://"))
+
+
+def redacted(url_or_path: str | os.PathLike[str]) -> str:
+    """The location as messages and logs may show it: a PostgreSQL URL's password (in the user
+    part or as `password=` in the query) replaced by `***`. Errors end up in CI logs, terminals
+    and bug reports; a password must not travel with them."""
+    text = os.fspath(url_or_path)
+    if not is_postgres_url(text):
+        return text
+    parts = urlsplit(text)
+    netloc = parts.netloc
+    if parts.password is not None:
+        user, _, host = netloc.rpartition("@")
+        netloc = f"{user.partition(':')[0]}:***@{host}"
+    query = "&".join(
+        f"{name}=***" if name.lower() == "password" else pair
+        for pair in parts.query.split("&")
+        for name in [pair.partition("=")[0]]
+    )
+    return urlunsplit(parts._replace(netloc=netloc, query=query if parts.query else ""))
 
 
 class Access(Enum):
@@ -69,7 +90,7 @@ class Found:
 
         FileNotFoundError for a missing SQLite file that is only to be read, `NotAResultTable`
         (one line saying what is there instead, or which command helps) otherwise."""
-        where = self.location
+        where = redacted(self.location)
         if self.kind is Kind.DEEPBOARD:
             raise NotAResultTable(
                 f"{where!r} is a DeepBoard table, not a tallyboard one: import it with "
@@ -103,6 +124,7 @@ class Found:
 def require_current(location: str, version: int | None, who: str) -> None:
     """Raise when a table at `version` is too old for `who` (which reads the current schema only)."""
     if version is not None and version < SCHEMA_VERSION:
+        location = redacted(location)
         raise NotAResultTable(
             f"{location} has schema version {version} and {who} needs version {SCHEMA_VERSION}: "
             f"migrate it with `tallyboard migrate {location}` (nothing was changed)"

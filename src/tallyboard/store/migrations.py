@@ -11,6 +11,7 @@ import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from tallyboard.store.location import redacted
 from tallyboard.store.run_row import RUN_COLUMNS
 from tallyboard.store.schema import (
     MIGRATIONS,
@@ -63,8 +64,8 @@ def ensure_schema(store: Engine, ddl_types: dict[str, str], unique_columns: tupl
             version = 1
         if version > SCHEMA_VERSION:
             raise StoreError(
-                f"{store.url} has schema version {version}, but this tallyboard reads versions up to "
-                f"{SCHEMA_VERSION}: upgrade tallyboard to open it"
+                f"{redacted(store.url)} has schema version {version}, but this tallyboard reads versions "
+                f"up to {SCHEMA_VERSION}: upgrade tallyboard to open it"
             )
         for step in range(version, SCHEMA_VERSION):
             for sql in _statements(MIGRATIONS.get(step, ""), ddl_types):

@@ -18,14 +18,18 @@ import queue
 import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
+from tallyboard.run_filter import Node
 from tallyboard.store import histograms as histogram_rows
+from tallyboard.store.location import redacted
 from tallyboard.store.logged import artifacts_query, console_query
-from tallyboard.store.records import ArtifactRow, Column, ConsoleLine
+from tallyboard.store.records import ArtifactRow, Column, ConsoleLine, DatabaseUnreachable
 from tallyboard.store.run_row import DETAIL_FIELDS, LISTED_FIELDS
+from tallyboard.store.runs_sql import Dialect, Translator, value_names_sql
+from tallyboard.store.runs_walk import matching_sql
 from tallyboard.store.schema import BLOCK_BITS
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -35,6 +39,7 @@ if TYPE_CHECKING:  # pragma: no cover
 _JSON_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?")
 
 STATUSES = ("running", "finished", "failed")
+T = TypeVar("T")
 
 
 # The last row of each bucket (see `DashboardQueries.buckets`): an index seek per bucket. On SQLite,
@@ -52,6 +57,21 @@ LAST_ROWS_SQLITE = f"""{_BUCKET_STARTS}
 _LAST_ROW_IN_BUCKET = _LAST_IN_BUCKET.format(columns=", s.epoch, s.walltime_ms, s.value")
 LAST_ROWS_POSTGRES = f"""{_BUCKET_STARTS}
     SELECT t.* FROM b CROSS JOIN LATERAL ({_LAST_ROW_IN_BUCKET}) t ORDER BY t.step"""
+
+
+class RunsVersion(NamedTuple):
+    """The runs' version (`DashboardQueries.runs_version`). A new run has the largest id and the
+    latest `updated_at`; an edit sets `updated_at`; a deletion raises `meta` 'runs_deleted'
+    (schema v11; None before it, read as 0)."""
+
+    last_run_id: int
+    deleted: int
+    updated_at: float
+
+
+RUNS_VERSION = """SELECT (SELECT MAX(run_id) FROM runs),
+    (SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'runs_deleted'),
+    (SELECT MAX(updated_at) FROM runs)"""
 
 
 @dataclass(frozen=True)
@@ -100,7 +120,7 @@ class DashboardQueries:
             self._one("SELECT value FROM meta WHERE key = 'schema_version'")
         except Exception as error:
             self.close()
-            raise ValueError(f"{self.url!r} is not a tallyboard result table ({error})") from None
+            raise ValueError(f"{redacted(self.url)!r} is not a tallyboard result table ({error})") from None
 
     # -- plumbing -----------------------------------------------------------------------------
     def _connect(self) -> Any:
@@ -108,29 +128,60 @@ class DashboardQueries:
 
     @contextmanager
     def _connection(self) -> Iterator[Any]:
-        """A pooled connection, returned to the pool afterwards."""
+        """A pooled connection, returned to the pool afterwards, unless it died under its statement
+        (the server stopped or restarted): then every idle one is dropped too (they talked to the
+        same server) and `DatabaseUnreachable` says so; the next statement connects anew."""
         with self._slots:
             try:
                 conn = self._idle.get_nowait()
             except queue.Empty:
-                conn = self._connect()
+                try:
+                    conn = self._connect()
+                except Exception as error:
+                    raise DatabaseUnreachable(self._unreachable(error)) from error
             try:
                 yield conn
-            finally:
-                with self._closing:
-                    if self._closed:
-                        conn.close()
-                    else:
-                        self._idle.put(conn)
+            except Exception as error:
+                if not self.store.reader_lost(conn):
+                    self._give_back(conn)
+                    raise
+                self._drop_idle()
+                with suppress(Exception):
+                    conn.close()
+                raise DatabaseUnreachable(self._unreachable(error)) from error
+            self._give_back(conn)
+
+    def _give_back(self, conn: Any) -> None:
+        """Return `conn` to the pool; close it instead when the pool was closed while it was in use."""
+        with self._closing:
+            if self._closed:
+                conn.close()
+            else:
+                self._idle.put(conn)
+
+    def _unreachable(self, error: Exception) -> str:
+        reason = " ".join(str(error).split()) or type(error).__name__
+        return f"the database {redacted(self.url)} does not answer ({reason}); ask again once it is back"
+
+    def _retried(self, statement: Callable[[], T]) -> T:
+        """Run a read again once on a new connection when its pooled one had died meanwhile (a
+        server restarted since the last request): reads can always run twice."""
+        try:
+            return statement()
+        except DatabaseUnreachable:
+            return statement()
 
     def _sql(self, sql: str) -> str:
         return self.store.reader_sql(sql)
 
     def _run(self, sql: str, params: Sequence[Any], fetch: str) -> Any:
-        with self._connection() as conn:
-            with self._read_only(conn):
-                cursor = conn.execute(self._sql(sql), tuple(params))
-            return cursor.fetchall() if fetch == "all" else cursor.fetchone()
+        def statement() -> Any:
+            with self._connection() as conn:
+                with self._read_only(conn):
+                    cursor = conn.execute(self._sql(sql), tuple(params))
+                return cursor.fetchall() if fetch == "all" else cursor.fetchone()
+
+        return self._retried(statement)
 
     def _read_only(self, conn: Any) -> AbstractContextManager[Any]:
         """PostgreSQL opened read-only: the block's statements in one read-only transaction, ended
@@ -145,8 +196,12 @@ class DashboardQueries:
         cached statement; PostgreSQL sends them all in one pipeline (one round trip, not one each)."""
         if not param_rows:
             return []
-        with self._connection() as conn, self._read_only(conn):
-            return self.store.first_rows(conn, sql, param_rows)
+
+        def statement() -> list[tuple[Any, ...]]:
+            with self._connection() as conn, self._read_only(conn):
+                return self.store.first_rows(conn, sql, param_rows)
+
+        return self._retried(statement)
 
     def _all(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         rows: list[tuple[Any, ...]] = self._run(sql, params, "all")
@@ -165,47 +220,72 @@ class DashboardQueries:
         queries opened it)."""
         with self._closing:
             self._closed = True
-            while True:
-                try:
-                    self._idle.get_nowait().close()
-                except queue.Empty:
-                    break
+            self._drop_idle()
         if self._owned is not None:
             self._owned.close()
 
+    def _drop_idle(self) -> None:
+        while True:
+            try:
+                conn = self._idle.get_nowait()
+            except queue.Empty:
+                return
+            with suppress(Exception):  # a dead connection may fail to close: it is gone either way
+                conn.close()
+
     # -- the runs table -----------------------------------------------------------------------
-    def runs_version(self) -> tuple[int, float]:
-        """(number of runs, latest updated_at): changes whenever any run's row changes."""
-        count, latest = self._one("SELECT COUNT(*), MAX(updated_at) FROM runs") or (0, None)  # always a row
-        return int(count), float(latest or 0.0)
+    def runs_version(self) -> RunsVersion:
+        """What changes whenever a run is added, deleted or edited: three index seeks, whatever the
+        number of runs (a count of the runs read them all)."""
+        row = self._one(RUNS_VERSION) or (None, None, None)  # always a row
+        last, deleted, latest = row
+        return RunsVersion(int(last or 0), int(deleted or 0), float(latest or 0.0))
+
+    def run_ids_where(self, tree: Node, show_hidden: bool) -> list[int]:
+        """The ids of the runs a parsed filter selects, by run id, answered in SQL from the typed
+        values (store/runs_sql.py); raises `NotInSql` where SQL cannot say it exactly (the caller
+        filters in memory then)."""
+        hparams, results = (
+            {row[0] for row in self._all(value_names_sql(table))} for table in ("hparams", "results")
+        )
+        condition = Translator(hparams, results, Dialect.of(self.postgres)).condition(tree)
+        return [row[0] for row in self._all(*matching_sql(condition, show_hidden))]
 
     def runs(self, updated_after: float | None = None) -> list[dict[str, Any]]:
         """Runs with their hparams and results (all, or those changed at or after a time)."""
         where, params = ("WHERE updated_at >= ?", [updated_after]) if updated_after is not None else ("", [])
         rows = self._all(f"SELECT {', '.join(LISTED_FIELDS)} FROM runs {where}", params)
-        return self._with_values(rows, f"(SELECT run_id FROM runs {where})", params)
+        return self._with_values(rows, f"IN (SELECT run_id FROM runs {where})", params)
+
+    def run_field(self, field: str) -> list[tuple[int, Any]]:
+        """(run id, that field) of every run: what ordering the runs table by a run field needs."""
+        if field not in LISTED_FIELDS:
+            raise ValueError(f"{field!r} is not a field of the runs table")
+        return self._all(f"SELECT run_id, {field} FROM runs")
 
     def runs_of(self, run_ids: Sequence[int]) -> list[dict[str, Any]]:
         """Some runs by id (hidden ones too) with their hparams and results."""
         if not run_ids:
             return []
-        marks = f"({', '.join('?' * len(run_ids))})"
-        rows = self._all(
-            f"SELECT {', '.join(LISTED_FIELDS)} FROM runs WHERE run_id IN {marks}", list(run_ids)
-        )
-        return self._with_values(rows, marks, list(run_ids))
+        # PostgreSQL without statistics plans `IN (100 ids)` as a scan of every value row (0.5 s at
+        # 100,000 runs): an `= ANY` of one array is planned as the index's 100 seeks.
+        among, params = ("= ANY(?)", [list(run_ids)]) if self.postgres else (
+            f"IN ({', '.join('?' * len(run_ids))})", list(run_ids))  # fmt: skip
+        rows = self._all(f"SELECT {', '.join(LISTED_FIELDS)} FROM runs WHERE run_id {among}", params)
+        return self._with_values(rows, among, params)
 
     def _with_values(
-        self, rows: list[tuple[Any, ...]], run_ids_sql: str, params: Sequence[Any]
+        self, rows: list[tuple[Any, ...]], among: str, params: Sequence[Any]
     ) -> list[dict[str, Any]]:
-        """Runs (rows of LISTED_FIELDS) as dicts with their hparams and results."""
+        """Runs (rows of LISTED_FIELDS) as dicts with their hparams and results (those whose
+        `run_id {among}` holds)."""
         runs = {row[0]: dict(zip(LISTED_FIELDS, row, strict=True), hparams={}, results={}) for row in rows}
         if not runs:
             return []
         parsed: dict[str, Any] = {}  # a sweep repeats its values: each distinct text is parsed once
         for table in ("hparams", "results"):
             for run_id, name, value in self._all(
-                f"SELECT run_id, name, value FROM {table} WHERE run_id IN {run_ids_sql}", params
+                f"SELECT run_id, name, value FROM {table} WHERE run_id {among}", params
             ):
                 if run_id in runs:
                     if value not in parsed:
@@ -214,7 +294,7 @@ class DashboardQueries:
         for run in runs.values():
             run["tags"] = []
         for run_id, tag in self._all(
-            f"SELECT run_id, tag FROM run_tags WHERE run_id IN {run_ids_sql} ORDER BY tag", params
+            f"SELECT run_id, tag FROM run_tags WHERE run_id {among} ORDER BY tag", params
         ):
             if run_id in runs:
                 runs[run_id]["tags"].append(tag)

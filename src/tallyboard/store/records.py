@@ -151,6 +151,16 @@ class StoreError(Exception):
     """The database cannot be used as a result table (wrong version, bad unique columns, ...)."""
 
 
+class DatabaseUnreachable(StoreError):
+    """The database does not answer now (a server stopped or restarting, a network gone): what
+    asked may ask again later, and a reader does so on a new connection."""
+
+
+class ReadOnlyTableError(StoreError):
+    """A write through a table opened only to read (`ResultTable(..., read_only=True)`, the reading
+    commands): refused before anything reaches the database, so reads never write."""
+
+
 class DuplicateRunError(RuntimeError):
     """A visible, non-failed run with the same unique columns exists already."""
 

@@ -9,7 +9,7 @@ table's `columns` rows, which a new table shows in that order.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, get_type_hints
 
 
 class RunField(NamedTuple):
@@ -58,6 +58,43 @@ RUN_ROW: tuple[RunField, ...] = (
     RunField("updated_at", float, False, None),
 )
 FIELDS = {field.name: field for field in RUN_ROW}
+
+
+class RunRow(NamedTuple):
+    """One row of `runs` as the store answers it (`Store.runs`, `Store.run`): every field of
+    `RUN_ROW`, in its order, with its type (`T | None` where nullable). Written out, not generated,
+    so that type checkers see the fields; `check_record` holds it to `RUN_ROW` when this module loads."""
+
+    run_id: int
+    experiment: str
+    tag: str | None
+    config_path: str | None
+    comment: str | None
+    config_hash: str | None
+    cli: str | None
+    command: str | None
+    note: str | None
+    color: str | None
+    status: str
+    start_time: float
+    end_time: float | None
+    git_commit: str | None
+    git_diff: str | None
+    hidden: int
+    config_content: str | None
+    unique_key: str | None
+    updated_at: float
+
+
+def check_record(record: type, fields: tuple[RunField, ...]) -> None:
+    """Raise TypeError unless `record` declares exactly `fields`: same names, order, types, nullability."""
+    declared = get_type_hints(record)
+    described = {f.name: f.type | None if f.nullable else f.type for f in fields}
+    if list(declared.items()) != list(described.items()):
+        raise TypeError(f"{record.__name__} declares {declared}, but RUN_ROW describes {described}")
+
+
+check_record(RunRow, RUN_ROW)
 
 # Every column of `runs`, in order: what `Store.runs` returns and a copy carries.
 RUN_FIELDS = tuple(FIELDS)

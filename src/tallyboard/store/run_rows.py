@@ -15,10 +15,15 @@ from typing import Any
 from tallyboard.store.engine import Engine
 from tallyboard.store.imported import IMPORT_RUN_TABLES
 from tallyboard.store.records import DEBUG_RUN_ID, Column, DuplicateRunError, ResumePoint
-from tallyboard.store.run_row import EDITABLE_RUN_FIELDS, RUN_FIELDS, empty_text_as_null
+from tallyboard.store.run_row import EDITABLE_RUN_FIELDS, RUN_FIELDS, RunRow, empty_text_as_null
 from tallyboard.store.schema import RUN_TAGS_SINCE, UNIQUE_KEY_PREFIX
 
-# Tables that hold a run's rows, children first: what deleting a run clears.
+RUNS_PER_STATEMENT = 500  # run ids in one `IN (...)` of a read of some runs
+
+# Raises the deleted runs' count (schema v11) in the deleting transaction.
+COUNT_DELETION = "UPDATE meta SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT) WHERE key = 'runs_deleted'"
+
+# Tables that hold a run's rows, children first (`runs` last): what deleting a run clears.
 RUN_TABLES = (
     *("scalars", "scalar_blocks", "media", "texts", "histograms", "hparams", "results", "repetitions"),
     "quarantine",
@@ -143,8 +148,10 @@ class RunRows(Engine):
         return ResumePoint(rep, start, next_steps)
 
     def _delete_run(self, run_id: int) -> None:
-        for table in RUN_TABLES:
+        for table in RUN_TABLES[:-1]:
             self.execute(f"DELETE FROM {table} WHERE run_id = ?", (run_id,))
+        if self.execute("DELETE FROM runs WHERE run_id = ? RETURNING run_id", (run_id,)):
+            self.execute(COUNT_DELETION)  # readers see a deletion without counting the runs (v11)
 
     def delete_run(self, run_id: int) -> None:
         """Delete a run and everything logged under it, in its own transaction."""
@@ -188,60 +195,69 @@ class RunRows(Engine):
         with self._lock:
             self.atomic(change)
 
-    def run_tags(self, run_id: int | None = None) -> dict[int, list[str]]:
-        """{run_id: sorted tags} of one run or of every run that has any (none in a table older than
-        the tags, which reading commands read as it is: see store/location.py)."""
+    def run_tags(
+        self, run_id: int | None = None, run_ids: Sequence[int] | None = None
+    ) -> dict[int, list[str]]:
+        """{run_id: sorted tags} of one run, of `run_ids`, or of every run that has any (none in a
+        table older than the tags, which reading commands read as it is: see store/location.py)."""
         from tallyboard.store.migrations import stored_version
 
         with self._lock:
             if (stored_version(self) or 0) < RUN_TAGS_SINCE:
                 return {}
-        sql, params = "SELECT run_id, tag FROM run_tags", tuple[int, ...]()
-        if run_id is not None:
-            sql, params = sql + " WHERE run_id = ?", (run_id,)
-        with self._lock:
-            rows = self.execute(sql + " ORDER BY run_id, tag", params)
+        rows = self._rows_of_runs("SELECT run_id, tag FROM run_tags", "run_id, tag", run_id, run_ids)
         out: dict[int, list[str]] = {}
         for rid, tag in rows:
             out.setdefault(rid, []).append(tag)
         return out
 
-    def run(self, run_id: int) -> dict[str, Any] | None:
-        """The row of one run as a dict of `runs` columns, or None."""
+    def run(self, run_id: int) -> RunRow | None:
+        """The row of one run, or None."""
         rows = self.runs(run_id=run_id, show_hidden=True)
         return rows[0] if rows else None
 
-    def runs(self, run_id: int | None = None, show_hidden: bool = False) -> list[dict[str, Any]]:
-        """Rows of `runs` ordered by run id, as dicts (all columns)."""
-        where, params = [], []
-        if run_id is not None:
-            where.append("run_id = ?")
-            params.append(run_id)
-        if not show_hidden:
-            where.append("hidden = 0")
-        sql = f"SELECT {', '.join(RUN_FIELDS)} FROM runs"
-        if where:
-            sql += " WHERE " + " AND ".join(where)
-        with self._lock:
-            rows = self.execute(sql + " ORDER BY run_id", params)
-        return [dict(zip(RUN_FIELDS, row, strict=True)) for row in rows]
+    def runs(
+        self, run_id: int | None = None, show_hidden: bool = False, run_ids: Sequence[int] | None = None
+    ) -> list[RunRow]:
+        """Rows of `runs` ordered by run id (all columns), visible ones unless `show_hidden`: every
+        run, one, or `run_ids`."""
+        select = f"SELECT {', '.join(RUN_FIELDS)} FROM runs" + ("" if show_hidden else " WHERE hidden = 0")
+        return [RunRow(*row) for row in self._rows_of_runs(select, "run_id", run_id, run_ids)]
 
-    def values(self, kind: str, run_id: int | None = None) -> dict[int, dict[str, Any]]:
-        """Hparams (`kind='hparams'`) or results (`'results'`) as {run_id: {name: value}}."""
+    def values(
+        self, kind: str, run_id: int | None = None, run_ids: Sequence[int] | None = None
+    ) -> dict[int, dict[str, Any]]:
+        """Hparams (`kind='hparams'`) or results (`'results'`) as {run_id: {name: value}}: of every
+        run, of one, or of `run_ids`."""
         if kind not in ("hparams", "results"):
             raise ValueError(f"kind must be 'hparams' or 'results', not {kind!r}")
-        sql = f"SELECT run_id, name, value FROM {kind}"
-        params: tuple[Any, ...] = ()
-        if run_id is not None:
-            sql, params = sql + " WHERE run_id = ?", (run_id,)
-        with self._lock:
-            rows = self.execute(sql + " ORDER BY run_id, name", params)
+        rows = self._rows_of_runs(f"SELECT run_id, name, value FROM {kind}", "run_id, name", run_id, run_ids)
         out: dict[int, dict[str, Any]] = {}
         for rid, name, value in rows:
             out.setdefault(rid, {})[name] = json.loads(value)
         return out
 
     # ---- columns of the result table ----------------------------------------------------------
+    def _rows_of_runs(
+        self, select: str, order: str, run_id: int | None, run_ids: Sequence[int] | None
+    ) -> list[tuple[Any, ...]]:
+        """The rows of `select` (which may end in a WHERE) of every run, of one, or of `run_ids`
+        (by key ranges of RUNS_PER_STATEMENT ids), in `order`."""
+        joiner = " AND " if " WHERE " in select else " WHERE "
+        if run_id is not None:
+            run_ids = [run_id]
+        if run_ids is None:
+            with self._lock:
+                return self.execute(f"{select} ORDER BY {order}")
+        rows: list[tuple[Any, ...]] = []
+        wanted = sorted(set(run_ids))
+        for start in range(0, len(wanted), RUNS_PER_STATEMENT):
+            chunk = wanted[start : start + RUNS_PER_STATEMENT]
+            marks = ", ".join("?" * len(chunk))
+            with self._lock:
+                rows += self.execute(f"{select}{joiner}run_id IN ({marks}) ORDER BY {order}", chunk)
+        return rows
+
     def columns(self) -> list[Column]:
         """Every column, shown ones first in display order, then hidden ones by name."""
         with self._lock:

@@ -11,10 +11,16 @@ raises `NotInSql` and the caller uses the in-memory table:
   fields of `RUN_FIELD_KINDS`. Not translated: `~`, `x in tags`, the `tags` column, two columns
   compared, a minus before a column, search, sorting by a run field other than the run id, or by a
   name that is an hparam of some runs and a result of others.
-A condition on values is "the run is among those whose value row passes a test" (`IN`, which the
-engines read once per statement from the index `(name, rank, number, text)`, rather than one
-lookup per run); on run fields an EXISTS over the run's row. Either way a missing cell behaves as
-the filter's None, and SQL's NULLs never reach a `not`.
+A condition on values is said one of two ways (`Translator(per_run=...)`), because what is cheap
+depends on how many runs a statement visits:
+- per run (a page): "the run's value row passes a test", a scalar subquery on the key
+  `(run_id, name)` evaluated for each run the page's walk visits, so a page costs the runs it
+  walks, not the runs the filter selects. A scalar subquery rather than EXISTS: PostgreSQL turns
+  EXISTS into a join whose plan follows its statistics, and never a scalar subquery;
+- as a set (a count of every run a view holds): "the run is among those whose value row passes a
+  test" (`IN`, read once per statement from the index `(name, rank, number, text)`).
+On run fields, the run's own row. Either way a missing cell behaves as the filter's None, and
+SQL's NULLs never reach a `not`.
 """
 
 from __future__ import annotations
@@ -86,8 +92,8 @@ FALSE = Condition("1 = 0")
 class Translator:
     """Filter expressions (run_filter.Node) to `Condition`s for one table's names."""
 
-    def __init__(self, hparams: set[str], results: set[str], dialect: Dialect) -> None:
-        self.hparams, self.results, self.dialect = hparams, results, dialect
+    def __init__(self, hparams: set[str], results: set[str], dialect: Dialect, per_run: bool = False) -> None:
+        self.hparams, self.results, self.dialect, self.per_run = hparams, results, dialect, per_run
 
     def condition(self, node: Node) -> Condition:
         """The whole filter: true where `truthy` of the expression is."""
@@ -166,19 +172,20 @@ class Translator:
     def value_cell(self, name: str, test: str, params: list[Any]) -> Condition:
         """Runs whose cell `name` (their hparam, else their result) passes `test`."""
 
-        def among(table: str) -> str:
+        def among(table: str, test: str = test, test_params: list[Any] = params) -> Condition:
+            if self.per_run:  # the test comes before the name in this statement
+                return Condition(f"{has(table, f'({test})')} IS NOT NULL", [*test_params, name])
             ids = f"SELECT v.run_id FROM {table} v WHERE v.name = ? AND ({test})"
-            return self.dialect.among.replace("{ids}", ids)
+            return Condition(self.dialect.among.replace("{ids}", ids), [name, *test_params])
 
         if name in self.hparams and name in self.results:  # an hparam hides a result of the same name
-            sql = (f"{among('hparams')} OR ({among('results')} AND {{run}} NOT IN"
-                   " (SELECT v.run_id FROM hparams v WHERE v.name = ?))")  # fmt: skip
-            return Condition(sql, [name, *params, name, *params, name])
+            parts = [among("hparams"), among("results"), self.negated(among("hparams", "1 = 1", []))]
+            return _joined("or", [parts[0], _joined("and", parts[1:])])
         table = "hparams" if name in self.hparams else "results" if name in self.results else None
         if table is None:
             return FALSE  # nobody has a value for it
-        driver = (table, name, test, list(params))
-        return Condition(among(table), [name, *params], driver=driver, rest=TRUE)
+        found = among(table)
+        return Condition(found.sql, found.params, driver=(table, name, test, list(params)), rest=TRUE)
 
     @staticmethod
     def negated(inner: Condition) -> Condition:
@@ -209,7 +216,16 @@ class Translator:
         else:
             number = int(literal) if isinstance(literal, bool) else literal  # True == 1
             test, params = f"r.{name} {'=' if op in ('==', '=') else op} ?", [number]
-        return Condition(f"EXISTS (SELECT 1 FROM runs r WHERE r.run_id = {{run}} AND {test})", params)
+        return Condition(f"(SELECT 1 FROM runs r WHERE r.run_id = {{run}} AND {test}) IS NOT NULL", params)
+
+
+def has(table: str, test: str) -> str:
+    """A scalar subquery on a run's value row of a name (`?`): 1 when the row passes `test`, else
+    NULL (also when there is no row). The test is in the SELECT list, not in the WHERE: the row is
+    found by its key `(run_id, name)` whatever the planner believes. A PostgreSQL without
+    statistics otherwise took the index `(name, rank, number, text, run_id)` for a test on the
+    value and scanned 50,000 of its entries per run (8 s a page)."""
+    return f"(SELECT CASE WHEN {test} THEN 1 END FROM {table} v WHERE v.run_id = {{run}} AND v.name = ?)"
 
 
 def of_runs(run_ids: list[int], condition: Condition) -> Condition:
@@ -238,83 +254,7 @@ def _folded(node: Node) -> Node:
     return node
 
 
-# -- the statements of one view -------------------------------------------------------------------
-HIDDEN = "{run} NOT IN (SELECT run_id FROM runs WHERE hidden <> 0)"  # the partial index runs_hidden
-FILLED = f"v.value_rank < {EMPTY_TEXT}"  # a cell with a value to sort by (others sort last)
-
-
-@dataclass(frozen=True)
-class Sort:
-    """Where a view's order comes from: the run id, or one hparam or result table's values
-    (`table` None with a `name`: nobody has a value, every cell is empty)."""
-
-    table: str | None = None
-    name: str | None = None
-    descending: bool = False
-
-
-def where(condition: Condition, show_hidden: bool, run: str) -> tuple[str, list[Any]]:
-    hidden = "" if show_hidden else f" AND {HIDDEN.replace('{run}', run)}"
-    return f"({condition.at(run)}){hidden}", list(condition.params)
-
-
-def count_sql(condition: Condition, show_hidden: bool) -> tuple[str, list[Any]]:
-    """How many runs the view holds. From the driver's index range when it has one (a range of
-    `(name, rank, number)`), else over every run."""
-    if condition.driver is not None and condition.rest is not None:
-        table, name, test, params = condition.driver
-        sql, rest = where(condition.rest, show_hidden, "d.run_id")
-        test = test.replace("v.", "d.")
-        return (
-            f"SELECT COUNT(*) FROM {table} d WHERE d.name = ? AND ({test}) AND {sql}",
-            [name, *params, *rest],
-        )
-    if condition is TRUE:
-        visible = "" if show_hidden else " - (SELECT COUNT(*) FROM runs WHERE hidden <> 0)"
-        return f"SELECT (SELECT COUNT(*) FROM runs){visible}", []
-    sql, params = where(condition, show_hidden, "x.run_id")
-    return f"SELECT COUNT(*) FROM runs x WHERE {sql}", params
-
-
-def by_run_id_sql(
-    condition: Condition, show_hidden: bool, descending: bool, filled: Sort | None = None
-) -> tuple[str, list[Any]]:
-    """Run ids of the view by run id (LIMIT ? OFFSET ? to add); with `filled`, only the runs whose
-    sort cell is empty (they come last, by run id)."""
-    sql, params = where(condition, show_hidden, "x.run_id")
-    if filled is not None and filled.table is not None:
-        sql += (f" AND NOT EXISTS (SELECT 1 FROM {filled.table} v WHERE v.run_id = x.run_id AND v.name = ?"
-                f" AND {FILLED})")  # fmt: skip
-        params.append(filled.name)
-    order = "DESC" if descending else "ASC"
-    return f"SELECT x.run_id FROM runs x WHERE {sql} ORDER BY x.run_id {order} LIMIT ? OFFSET ?", params
-
-
-def by_value_sql(
-    condition: Condition, show_hidden: bool, sort: Sort, dialect: Dialect
-) -> tuple[str, list[Any]]:
-    """Run ids of the view whose sort cell has a value, in the runs table's order: numbers, then
-    text, then booleans (rank, number, text), ties by run id; all reversed when descending. The
-    order is the index `(name, rank, number, text, run_id)` read forwards or backwards."""
-    sql, params = where(condition, show_hidden, "s.run_id")
-    d = " DESC" if sort.descending else ""
-    order = f"s.value_rank{d}, s.value_number{d}, s.value_text{dialect.by_code_point}{d}, s.run_id{d}"
-    return (
-        f"SELECT s.run_id FROM {sort.table} s WHERE s.name = ? AND s.{FILLED[2:]} AND {sql}"
-        f" ORDER BY {order} LIMIT ? OFFSET ?",
-        [sort.name, *params],
-    )
-
-
-def filled_count_sql(condition: Condition, show_hidden: bool, sort: Sort) -> tuple[str, list[Any]]:
-    """How many runs of the view have a value in the sort column (where the empty ones start)."""
-    sql, params = where(condition, show_hidden, "s.run_id")
-    return (
-        f"SELECT COUNT(*) FROM {sort.table} s WHERE s.name = ? AND s.{FILLED[2:]} AND {sql}",
-        [sort.name, *params],
-    )
-
-
+# -- the names of the value columns -----------------------------------------------------------
 FIRST_RUN = "SELECT MIN(run_id) FROM {table} WHERE name = ?"  # the first run with a value of a name
 
 

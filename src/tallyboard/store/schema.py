@@ -86,9 +86,13 @@ Conventions every reader relies on:
   `value_rank`, `value_number`, `value_text` (`store/typed_values.py` says what each holds), indexed
   by (name, rank, number, text, run_id) so the dashboard filters and sorts 100,000 runs in SQL;
   `runs_hidden` indexes the (few) hidden runs. Every writer of a value row fills them.
+- `meta` 'runs_deleted' (v11) counts the runs ever deleted (integer as text), raised in the
+  transaction that deletes one. With the largest run id and the latest `updated_at` (two index
+  seeks) it tells a reader that the runs changed without counting them (`COUNT(*)` reads every
+  run: 25 ms at 100,000 on every page of the dashboard).
 """
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 RUN_TAGS_SINCE = 6  # the version that added `run_tags`
 UNIQUE_KEY_PREFIX = 256
 BLOCK_BITS = 8
@@ -330,6 +334,9 @@ CREATE INDEX hparams_by_value ON hparams (name, value_rank, value_number, value_
 CREATE INDEX results_by_value ON results (name, value_rank, value_number, value_text, run_id);
 CREATE INDEX runs_hidden ON runs (run_id) WHERE hidden <> 0"""
 
+# v11: the count of deleted runs, part of the runs' version (`DashboardQueries.runs_version`).
+RUNS_DELETED = "INSERT INTO meta (key, value) VALUES ('runs_deleted', '0')"
+
 # MIGRATIONS[n] upgrades a store at version n to n + 1. Version 1 is the first released schema.
 MIGRATIONS: dict[int, str] = {
     1: SCALAR_BLOCKS + ";" + BACKFILL_BLOCKS,  # v2: block summaries, backfilled
@@ -341,4 +348,5 @@ MIGRATIONS: dict[int, str] = {
     7: CONSOLE_AND_ENVIRONMENT,  # v8: console lines, environments; texts.markdown in Python
     8: ARTIFACTS,  # v9: artefacts listed with their run
     # 9 -> 10: typed hparam/result values; in Python: migrations.typed_values
+    10: RUNS_DELETED,  # v11: deleted runs counted
 }

@@ -34,7 +34,7 @@ from array import array
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
-from tallyboard.store.location import Access
+from tallyboard.store.location import Access, redacted
 from tallyboard.store.records import (
     ArtifactRow,
     Batch,
@@ -196,8 +196,8 @@ class SpoolStore(SqliteStore):
         bound = self.state("target")
         if target_url is not None and bound is not None and bound != target_url:
             raise StoreError(
-                f"the spool {self.path!r} ships to {bound!r}, not {target_url!r}: give each database"
-                " a spool file of its own"
+                f"the spool {self.path!r} ships to {redacted(bound)!r}, not {redacted(target_url)!r}:"
+                " give each database a spool file of its own"
             )
         if bound is None and target_url is not None:
             self._set_state("target", target_url)

@@ -88,10 +88,13 @@ export function readState(defaults) {
   for (const key of Object.keys(defaults)) if (query.has(key)) state[key] = query.get(key);
   return state;
 }
+// Writes `state`'s keys into the URL and leaves every other key as it is: two parts of a page (the
+// compare page and its statistics panel) each own some of the URL, and neither may drop the other's.
 export function writeState(state, defaults) {
-  const query = new URLSearchParams();
+  const query = new URLSearchParams(location.search);
   for (const [key, value] of Object.entries(state)) {
     if (value !== undefined && value !== null && String(value) !== String(defaults[key] ?? "")) query.set(key, value);
+    else query.delete(key);
   }
   history.replaceState(null, "", `${location.pathname}${query.toString() ? "?" + query : ""}`);
 }

@@ -6,14 +6,10 @@ import * as TB from "./common.js";
 const { el } = TB;
 const DEFAULTS = { runs: "", sm: "", by: "", summary: "final", k: "5", goal: "max", unit: "rep" };
 const state = TB.readState(DEFAULTS);
-// The compare page owns the URL too: change only this panel's keys in it.
+// The compare page owns the URL too (and `runs`): write only this panel's keys.
 function save() {
-  const query = new URLSearchParams(location.search);
-  for (const [key, value] of Object.entries(state)) {
-    if (key === "runs") continue;
-    if (value === "" || String(value) === DEFAULTS[key]) query.delete(key); else query.set(key, value);
-  }
-  history.replaceState(null, "", `${location.pathname}?${query}`);
+  const { runs, ...own } = state;
+  TB.writeState(own, DEFAULTS);
 }
 const panel = el("div", { class: "card stats-panel", id: "stats" });
 const out = el("div", { id: "stats-out" });

@@ -41,11 +41,26 @@ function update(changes) {
   load();
 }
 
-const query = () => new URLSearchParams({ offset: state.offset, limit: state.limit, sort: state.sort,
-  desc: state.desc === "1", filter: state.filter, q: state.q, hidden: state.hidden === "1" });
+// What selects the view's runs (a page's count), and the whole view (its pages' cursors).
+const selects = () => ({ filter: state.filter, q: state.q, hidden: state.hidden === "1" });
+const viewKey = () => JSON.stringify([state.sort, state.desc, state.limit, selects()]);
+// A page of a big view is read from where the page before ended (its `next` cursor): page N costs
+// what page 1 costs. The cursors of the pages seen, by offset, for the current view only.
+let cursors = { view: null, at: new Map() };
+// The exact count, asked for after the page is shown when the page says only "at least".
+let exact = { selects: null, total: null };
+
+function query() {
+  if (cursors.view !== viewKey()) cursors = { view: viewKey(), at: new Map() };
+  const params = { offset: state.offset, limit: state.limit, sort: state.sort, desc: state.desc === "1", ...selects() };
+  const after = cursors.at.get(+state.offset);
+  return new URLSearchParams(after && +state.offset > 0 ? { ...params, after } : params);
+}
 
 async function load() {
+  let view;
   try {
+    view = viewKey();
     page = await TB.getJSON(`/api/runs?${query()}`);
     error.textContent = "";
     filterInput.classList.remove("bad");
@@ -54,9 +69,26 @@ async function load() {
     filterInput.classList.add("bad");
     return;
   }
+  if (page.next && cursors.view === view) cursors.at.set(+state.offset + +state.limit, page.next);
   version = page.version;
   live.className = "live"; live.textContent = "live";
   render();
+  countExactly().catch(() => {});  // the count stays "at least" if it cannot be had
+}
+
+async function countExactly() {
+  const asked = JSON.stringify([selects(), version]);
+  if (page.total_exact !== false || exact.selects === asked) return;
+  const { total } = await TB.getJSON(`/api/runs/count?${new URLSearchParams(selects())}`);
+  exact = { selects: asked, total };
+  if (JSON.stringify([selects(), version]) === asked) render();
+}
+
+// The view's number of runs and whether it is exact (a page may say "at least").
+function viewTotal() {
+  const known = exact.selects === JSON.stringify([selects(), version]);
+  if (page.total_exact === false && !known) return { total: page.total, more: true };
+  return { total: known && page.total_exact === false ? exact.total : page.total, more: false };
 }
 
 const visibleColumns = () => page.columns.filter((c) => c.position !== null);
@@ -145,12 +177,15 @@ function render() {
   if (!performance.getEntriesByName("tallyboard:first-rows").length) performance.mark("tallyboard:first-rows");
   if (!page.rows.length) table.append(el("tbody", {}, el("tr", {}, el("td", { colspan: 99, class: "empty-state" }, "no runs match"))));
   const offset = +state.offset, limit = +state.limit;
-  count.textContent = `${page.total.toLocaleString()} run${page.total === 1 ? "" : "s"}`;
+  const { total, more } = viewTotal();
+  const shown = `${total.toLocaleString()}${more ? "+" : ""}`;
+  count.textContent = `${shown} run${total === 1 && !more ? "" : "s"}`;
+  const last = page.rows.length < limit || (!more && offset + limit >= total);
   pager.replaceChildren(
-    el("span", {}, page.total ? `${offset + 1}–${Math.min(offset + limit, page.total)} of ${page.total.toLocaleString()}` : ""),
+    el("span", {}, page.rows.length ? `${offset + 1}–${offset + page.rows.length} of ${shown}` : ""),
     el("span", {},
       el("button", { disabled: offset === 0, onclick: () => update({ offset: String(Math.max(0, offset - limit)) }) }, "‹ Prev"), " ",
-      el("button", { id: "next-page", disabled: offset + limit >= page.total, onclick: () => update({ offset: String(offset + limit) }) }, "Next ›")));
+      el("button", { id: "next-page", disabled: last, onclick: () => update({ offset: String(offset + limit) }) }, "Next ›")));
   renderSelection();
   if (columnsOpen) renderColumns();
 }
@@ -223,7 +258,7 @@ function follow() {
   stream({ table: 1 }, {
     update: (data) => {
       const now = data.version;
-      if (now && version && (now.runs !== version.runs || now.updated_at !== version.updated_at)) load();
+      if (now && version && ["runs", "deleted", "updated_at"].some((k) => now[k] !== version[k])) load();
     },
     reset: () => load(),
   });
