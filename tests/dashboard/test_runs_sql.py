@@ -250,14 +250,14 @@ def test_the_cli_filter_selects_in_sql_the_runs_the_in_memory_filter_does(
     """`tallyboard runs --filter` (`ResultTable.runs_table`, runs_view.load_runs) asks SQL for the
     ids where the translation is exact and filters in memory otherwise; either way the rows are
     those the filter selects."""
-    table = tb.ResultTable(db_url, read_only=True)
-    for show_hidden in (False, True):
-        everything = table.runs_table(None, show_hidden)
-        for filter_text in [*SQL_FILTERS, *MEMORY_FILTERS]:
-            matches = run_filter(filter_text, runs_table.queries.columns())
-            view = table.runs_table(filter_text, show_hidden)
-            expected = [row for row in everything.rows if matches(row)]
-            assert same(view.rows, expected) and view.columns == everything.columns, (
-                filter_text,
-                show_hidden,
-            )
+    with tb.ResultTable(db_url, read_only=True) as table:
+        for show_hidden in (False, True):
+            everything = table.runs_table(None, show_hidden)
+            for filter_text in [*SQL_FILTERS, *MEMORY_FILTERS]:
+                matches = run_filter(filter_text, runs_table.queries.columns())
+                view = table.runs_table(filter_text, show_hidden)
+                expected = [row for row in everything.rows if matches(row)]
+                assert same(view.rows, expected) and view.columns == everything.columns, (
+                    filter_text,
+                    show_hidden,
+                )

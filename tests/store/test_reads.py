@@ -87,10 +87,8 @@ def test_a_dashboard_that_may_edit_gives_postgres_its_statistics_and_a_read_only
             (True, []),
             (False, [("hparams",), ("results",), ("run_tags",), ("runs",)]),
         ):
-            queries, store = open_for_dashboard(url, read_only)
+            queries, _ = open_for_dashboard(url, read_only)
             try:
                 assert queries.read(analysed) == expected, read_only
             finally:
-                queries.close()
-                if store is not None:
-                    store.close()
+                queries.store.close()  # its reader pool, then its own connection (read-only too)

@@ -65,7 +65,8 @@ def open_queries(url_or_path: str | os.PathLike[str], read_only: bool = False) -
 
 
 def open_for_dashboard(url_or_path: str, read_only: bool) -> tuple[DashboardQueries, Store | None]:
-    """The dashboard's queries and, unless `read_only`, the store its edits go through.
+    """The dashboard's queries and, unless `read_only`, the store its edits go through; the store
+    is opened either way, and `queries.store.close()` closes it with its pool of readers.
 
     Opening creates nothing and migrates nothing (store/location.py): a location without a result
     table, or with an older one, is an error that says what is there or which command migrates it."""
