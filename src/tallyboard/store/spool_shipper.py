@@ -29,6 +29,7 @@ import threading
 import time
 from typing import Any
 
+from tallyboard.store.location import redacted
 from tallyboard.store.postgres import SCHEMA_LOCK, PostgresStore
 from tallyboard.store.records import (
     ArtifactRow,
@@ -283,7 +284,8 @@ class Shipper:
                 backoff = min(backoff * 2, MAX_BACKOFF)
                 continue
             if failing_since is not None:
-                log.warning("tallyboard: spool %s ships to %s again", self.path, spool.target_url)
+                shown = redacted(spool.bound_to()[0])
+                log.warning("tallyboard: spool %s ships to %s again", self.path, shown)
             self.failing, backoff, failing_since = False, FIRST_BACKOFF, None
             if not moved:
                 with self._changed:
@@ -300,8 +302,9 @@ class Shipper:
         log.warning(
             "tallyboard: spool %s could not ship to %s for %.0f s (%s); %d entries wait in the spool%s."
             " They are safe on disk; shipping resumes on its own, or run `tallyboard sync %s`",
-            self.path, spool.target_url, failing_for, str(error).strip().splitlines()[0] if str(error) else
-            type(error).__name__, count, behind, self.path,
+            self.path, redacted(spool.bound_to()[0]), failing_for,
+            str(error).strip().splitlines()[0] if str(error) else type(error).__name__,
+            count, behind, self.path,
         )  # fmt: skip
 
 
