@@ -153,7 +153,7 @@ def bench_chart(path: Path | str, points: int, repeats: int, engine: str = "SQLi
 
 
 def _series_key(row: tuple):
-    from tallyboard.store.queries import SeriesKey
+    from tallyboard.store.dashboard_reads import SeriesKey
 
     return SeriesKey(row[0], row[1], row[3])
 

@@ -31,7 +31,7 @@ def reference(epochs: int) -> None:
     import numpy as np
     from sklearn.exceptions import ConvergenceWarning
 
-    from tallyboard.demo import (
+    from tallyboard.cli.demo import (
         DEBUG_HPARAMS,
         DIVERGING_LEARNING_RATE,
         REPETITIONS,

@@ -68,9 +68,9 @@ from tallyboard.dashboard import create_app
 from tallyboard.exchange.export import export_table
 from tallyboard.store import open_store
 from tallyboard.store.copy import copy_table
-from tallyboard.store.run_rows import RUN_TABLES
+from tallyboard.store.indexed_values import UPSERT_VALUE, with_types
+from tallyboard.store.runs import RUN_TABLES
 from tallyboard.store.schema import BACKFILL_BLOCKS
-from tallyboard.store.typed_values import UPSERT_VALUE, with_types
 
 BULK_RUNS = 100  # runs that hold the bulk scalars
 BULK_TAGS = 100

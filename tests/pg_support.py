@@ -89,9 +89,9 @@ def settle_sinks() -> None:
     """Commit what this process's runs queued before a test's schema is dropped: a record racing the
     drop would wait in memory for a database that never comes back, and the process would spend
     `OUTAGE_WAIT` on it at exit."""
-    from tallyboard import sink
+    from tallyboard.run import sink
 
-    for each in list(sink._all_sinks):
+    for each in list(sink.all_sinks()):
         if each.pid == os.getpid() and each._thread.is_alive() and each.pending():
             with contextlib.suppress(Exception):  # a test's own outage: its records may stay queued
                 each.flush(wait=2.0)

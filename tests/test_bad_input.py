@@ -13,7 +13,7 @@ import pytest
 from hypothesis import strategies as st
 
 import tallyboard as tb
-from tallyboard.sink import end_runs
+from tallyboard.run.exit_paths import end_runs
 from tallyboard.values import MAX_KEY_BYTES, check_text
 
 

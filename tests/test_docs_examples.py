@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from tallyboard import ResultTable
-from tallyboard.runs_view import RunsView
+from tallyboard.analysis.runs_listing import RunsView
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]

@@ -9,12 +9,12 @@ import pytest
 import torch
 
 import tallyboard as tb
+from run.test_quarantine import refuse
 from tallyboard.exchange.export import export_table
 from tallyboard.exchange.formats import FORMATS
 from tallyboard.exchange.reimport import import_export
 from tallyboard.histogram import MAX_BINS, pack_floats, pack_ints, summarise, unpack_floats, unpack_ints
-from tallyboard.sink import end_runs
-from test_quarantine import refuse
+from tallyboard.run.exit_paths import end_runs
 
 
 @pytest.fixture
@@ -228,7 +228,7 @@ def test_the_on_device_torch_path_agrees_with_numpy(monkeypatch):
 
 def test_the_bounded_queue_counts_a_histograms_bytes():
     """What crosses the queue is flat with its buckets packed, so `record_bytes` sees its size."""
-    from tallyboard.sink import record_bytes
+    from tallyboard.run.sink import record_bytes
     from tallyboard.store.histograms import queued_row
 
     small = queued_row(1, "x", 0, 0, None, 0.0, summarise(np.arange(100.0), bins=4))

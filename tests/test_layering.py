@@ -183,7 +183,7 @@ def test_the_walker_reads_the_whole_package(imports):
     modules = module_names(PACKAGE_ROOT)
     assert {"tallyboard.table", "tallyboard.store.base", "tallyboard.monitor.stat"} <= set(modules)
     lazy = {(i.importer, i.imported) for i in imports}
-    assert ("tallyboard.table", "tallyboard.system_metrics") in lazy  # an import inside a function
+    assert ("tallyboard.table", "tallyboard.run.system_metrics") in lazy  # an import inside a function
 
 
 def test_monitor_imports_nothing_of_ours(imports):
@@ -235,7 +235,7 @@ def test_nothing_but_the_cli_imports_the_dashboard(imports):
         for i in imports
         if within(i.imported, "tallyboard.dashboard")
         and not within(i.importer, "tallyboard.dashboard")
-        and i.importer != "tallyboard.cli"
+        and not within(i.importer, "tallyboard.cli")
     ]
     assert not leaks, _report(leaks)
 
@@ -246,7 +246,7 @@ def test_the_core_never_imports_the_integrations(imports):
         for i in imports
         if within(i.imported, "tallyboard.integrations")
         and not within(i.importer, "tallyboard.integrations")
-        and i.importer != "tallyboard.cli"
+        and not within(i.importer, "tallyboard.cli")
     ]
     assert not leaks, _report(leaks)
 

@@ -19,7 +19,7 @@ import pytest
 import tallyboard as tb
 from pg_support import scratch_schema
 from tallyboard import query
-from tallyboard.run_filter import FilterError
+from tallyboard.errors import FilterError
 
 STEPS = 600  # more than a page in the tests below (chunk_rows=250)
 

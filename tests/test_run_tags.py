@@ -12,9 +12,9 @@ import pytest
 import tallyboard as tb
 from cli_runner import run_cli
 from store.schema_versions import downgrade
+from tallyboard.errors import FilterError
 from tallyboard.exchange.export import export_table
 from tallyboard.exchange.reimport import import_export
-from tallyboard.run_filter import FilterError
 from tallyboard.store.copy import copy_table
 from tallyboard.store.schema import SCHEMA_VERSION
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import tallyboard as tb
-from tallyboard.sink import end_runs
+from tallyboard.run.exit_paths import end_runs
 from tallyboard.store import DuplicateRunError, StoreError, open_store
 
 

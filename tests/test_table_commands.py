@@ -14,9 +14,9 @@ import pytest
 import tallyboard as tb
 from cli_runner import CLI_TIMEOUT_S, run_cli
 from store.test_opening import fingerprint, version_1_table
-from tallyboard import importers
+from tallyboard.analysis.runs_listing import format_runs
+from tallyboard.exchange import importers
 from tallyboard.json_numbers import dumps
-from tallyboard.runs_view import format_runs
 from tallyboard.store import NotAResultTable, ReadOnlyTableError, schema
 
 SRC = Path(tb.__file__).resolve().parents[1]

@@ -8,33 +8,60 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 from tallyboard import monitor
+from tallyboard.errors import (
+    ArtifactError,
+    DatabaseUnreachable,
+    DuplicateRunError,
+    FilterError,
+    NotAResultTable,
+    NotDurableError,
+    ReadOnlyTableError,
+    StoreError,
+    TallyboardError,
+)
 
 __version__ = "0.1.0"
 
+__all__ = [
+    "ArtifactError",
+    "DatabaseUnreachable",
+    "DuplicateRunError",
+    "FilterError",
+    "Histogram",
+    "HistogramRecord",
+    "LogWriter",
+    "NoCommitAction",
+    "NotAResultTable",
+    "NotDurableError",
+    "ReadOnlyTableError",
+    "ResultTable",
+    "ResultTableEventHandler",
+    "RunView",
+    "StoreError",
+    "TallyboardError",
+    "__version__",
+    "monitor",
+]
+
+# Where each name of `__all__` that is resolved on first use is defined (the errors cost nothing).
 _LAZY = {
     "ResultTable": "tallyboard.table",
-    "NoCommitAction": "tallyboard.table",
-    "DuplicateRunError": "tallyboard.store",
-    "ReadOnlyTableError": "tallyboard.store",
-    "LogWriter": "tallyboard.writer",
-    "RunView": "tallyboard.run_view",
-    "ResultTableEventHandler": "tallyboard.handlers",
+    "NoCommitAction": "tallyboard.run.start",
+    "LogWriter": "tallyboard.run.writer",
+    "RunView": "tallyboard.run.view",
+    "ResultTableEventHandler": "tallyboard.run.event_handler",
     "Histogram": "tallyboard.histogram",
     "HistogramRecord": "tallyboard.histogram",
 }
 
-__all__ = ["__version__", "monitor", *_LAZY]
-
 if TYPE_CHECKING:  # pragma: no cover; `X as X` marks a re-export for type checkers and linters
-    from tallyboard.handlers import ResultTableEventHandler as ResultTableEventHandler
     from tallyboard.histogram import Histogram as Histogram
     from tallyboard.histogram import HistogramRecord as HistogramRecord
-    from tallyboard.run_view import RunView as RunView
-    from tallyboard.store import DuplicateRunError as DuplicateRunError
-    from tallyboard.store import ReadOnlyTableError as ReadOnlyTableError
-    from tallyboard.table import NoCommitAction as NoCommitAction
+    from tallyboard.run.event_handler import ResultTableEventHandler as ResultTableEventHandler
+    from tallyboard.run.start import NoCommitAction as NoCommitAction
+    from tallyboard.run.view import RunView as RunView
+    from tallyboard.run.writer import LogWriter as LogWriter
     from tallyboard.table import ResultTable as ResultTable
-    from tallyboard.writer import LogWriter as LogWriter
 
 
 def __getattr__(name: str) -> Any:

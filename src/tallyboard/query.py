@@ -18,7 +18,7 @@ import dataclasses
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Literal, NamedTuple
 
-from tallyboard.run_filter import column_resolver, run_cell, run_filter
+from tallyboard.filter import column_resolver, run_cell, run_filter
 from tallyboard.store import Store
 from tallyboard.store.series import (
     DEFAULT_CHUNK_ROWS,

@@ -12,54 +12,44 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import time
-import warnings
-from collections.abc import Iterator, Mapping, Sequence
-from datetime import datetime
-from enum import Enum
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Literal, NamedTuple, cast
 
-from tallyboard import capture, left_out, run_context
 from tallyboard import query as query_api
-from tallyboard.artifacts import location_for
+from tallyboard.errors import ReadOnlyTableError, StoreError
 from tallyboard.exchange.target import require_existing
 from tallyboard.media import open_png
-from tallyboard.run_view import RunView
-from tallyboard.sink import DEFAULT_COMMIT_INTERVAL, NullSink, Sink, arm_signals, sink_for
-from tallyboard.store import Access, Column, Quarantined, StoreError, open_store
+from tallyboard.run import capture, left_out
+from tallyboard.run import context as run_context
+from tallyboard.run.exit_paths import arm_signals
+from tallyboard.run.sink import DEFAULT_COMMIT_INTERVAL, NullSink, Sink, sink_for
+from tallyboard.run.start import (
+    NoCommitAction,
+    RunRequest,
+    deepboard_keys,
+    run_fields,
+    unique_column_names,
+    unique_key,
+)
+from tallyboard.run.view import RunView
+from tallyboard.run.writer import LogWriter, let_go
+from tallyboard.store import Access, Column, Quarantined, Store, open_store
+from tallyboard.store.artifacts import location_for
 from tallyboard.store.records import DEBUG_RUN_ID, ConsoleLine, ResumePoint
-from tallyboard.store.run_row import DEFAULT_UNIQUE_COLUMNS, UNIQUE_CANDIDATES, RunRow
+from tallyboard.store.run_fields import DEFAULT_UNIQUE_COLUMNS, RunRow
 from tallyboard.store.series import DEFAULT_CHUNK_ROWS
-from tallyboard.table_commands import TableCommands
-from tallyboard.values import check_text, to_int
-from tallyboard.writer import LogWriter, let_go
+from tallyboard.values import check_text
 
 if TYPE_CHECKING:
     from typing_extensions import Self  # typing.Self is new in Python 3.11; we support 3.10
 
-    from tallyboard.comparison import Comparison
+    from tallyboard.analysis.comparison import Comparison
+    from tallyboard.analysis.runs_listing import RunsView
+    from tallyboard.store.records import ArtifactRow
     from tallyboard.store.spool import SpoolStore
 
-# DeepBoard's names for the same columns, accepted in `unique_columns`.
-DEEPBOARD_NAMES = {"config": "config_path", "commit_hash": "git_commit", "diff": "git_diff"}
 DISABLED_RUN_ID = -2
-
-
-def deepboard_keys(row: RunRow) -> dict[str, Any]:
-    """A run row's values under DeepBoard's column names; `start` as DeepBoard's SQLite file returns
-    it, the ISO text of a local datetime ('2025-01-31T12:00:00.123456')."""
-    fields = row._asdict()
-    keys = {deepboard: fields[ours] for deepboard, ours in DEEPBOARD_NAMES.items()}
-    keys["start"] = datetime.fromtimestamp(row.start_time).isoformat()
-    return keys
-
-
-class NoCommitAction(Enum):
-    """What `new_run` does when the git working tree has uncommitted changes."""
-
-    NOP = "NOP"
-    WARN = "WARN"
-    RAISE = "RAISE"
 
 
 class TableTuple(NamedTuple):
@@ -91,15 +81,7 @@ def require_writable_file(path: str) -> None:
             )
 
 
-def _normalise_unique(columns: tuple[str, ...] | list[str]) -> tuple[str, ...]:
-    names = tuple(DEEPBOARD_NAMES.get(name, name) for name in columns)
-    unknown = [name for name in names if name not in UNIQUE_CANDIDATES]
-    if unknown:
-        raise ValueError(f"invalid unique column(s) {unknown}; choose from {UNIQUE_CANDIDATES}")
-    return names
-
-
-class ResultTable(TableCommands):
+class ResultTable:
     """The result table in a SQLite file (created if missing) or a `postgresql://` database; with
     `spool`, logged into that node-local SQLite file first and shipped to the database from there
     (store/spool.py; `spool=None` takes $TALLYBOARD_SPOOL, `spool=False` never spools).
@@ -108,7 +90,7 @@ class ResultTable(TableCommands):
     creates nothing, migrates nothing and writes nothing, and every method that would write raises
     `ReadOnlyTableError`. `create=False` opens an existing table to write, but never makes a new one
     (`tallyboard migrate`). Either way a missing file is a FileNotFoundError. Every `tallyboard`
-    command is one method of this class (table_commands.py)."""
+    command is one method of this class (the table commands, below)."""
 
     def __init__(
         self,
@@ -123,35 +105,59 @@ class ResultTable(TableCommands):
     ) -> None:
         if db_path is None:  # $TALLYBOARD_URL lets a cluster point every job at one table
             db_path = os.environ.get("TALLYBOARD_URL") or "results.db"
-        wanted = None if unique_columns is None else _normalise_unique(unique_columns)
         self.db_path = db_path if isinstance(db_path, str) and "://" in db_path else os.fspath(db_path)
         self.nocommit_action = NoCommitAction(nocommit_action)
         self.commit_interval = commit_interval
         self.read_only = read_only
-        if spool and read_only:
+        wanted = None if unique_columns is None else unique_column_names(unique_columns)
+        self._refuse_unusable_location(bool(spool), create)
+        # Where `log_artifact` copies files: a folder or an fsspec URL; by default `results.db` ->
+        # `results.artifacts/`; None for PostgreSQL unless configured (store/artifacts.py).
+        self.artifacts = location_for(self.db_path, artifacts)
+        self.spool = self._spool_in_front(spool, wanted)
+        self._store = self._open_store(wanted, create)
+        self.unique_columns = self._stored_unique_columns(wanted)
+        if not read_only:
+            arm_signals()  # from the main thread, so that runs of any thread are ended on SIGTERM
+
+    def _refuse_unusable_location(self, spooled: bool, create: bool) -> None:
+        """Before anything is opened (so nothing is created): a table to read or reopen must exist,
+        a SQLite file to log into must be writable, and a table opened to read has no spool."""
+        if spooled and self.read_only:
             raise ValueError("a spool is where runs are logged: a read_only table has none")
-        if read_only or not create:
-            require_existing(self.db_path)  # before anything is opened, so nothing is created
+        if self.read_only or not create:
+            require_existing(self.db_path)
         elif "://" not in self.db_path:
             require_writable_file(self.db_path)
-        # Where `log_artifact` copies files: a folder or an fsspec URL; by default `results.db` ->
-        # `results.artifacts/`; None for PostgreSQL unless configured (tallyboard/artifacts.py).
-        self.artifacts = location_for(self.db_path, artifacts)
-        if spool is None and not read_only:  # $TALLYBOARD_SPOOL: a node-local file that ships to
-            spool = os.environ.get("TALLYBOARD_SPOOL") or None  # db_path (docs/cluster.md)
-        self.spool = os.path.abspath(os.fspath(spool)) if spool else None
-        if self.spool is not None:
-            from tallyboard.store import spool as spool_module
-            from tallyboard.store.spool_shipper import shipper_for
 
-            require_writable_file(self.spool)
-            unique = DEFAULT_UNIQUE_COLUMNS if wanted is None else wanted
-            self.db_path = spool_module.location(self.spool, self.db_path, unique)
-            shipper_for(self.spool)
-        if not create and not read_only:  # a table must be there: look without writing first
+    def _spool_in_front(
+        self, spool: str | os.PathLike[str] | Literal[False] | None, wanted: tuple[str, ...] | None
+    ) -> str | None:
+        """The node-local spool runs are logged into, if any ($TALLYBOARD_SPOOL unless `spool` is
+        given; docs/cluster.md). With one, `db_path` becomes the spool's location, and its shipper
+        to the database is started."""
+        if spool is None and not self.read_only:
+            spool = os.environ.get("TALLYBOARD_SPOOL") or None
+        if not spool:
+            return None
+        from tallyboard.store import spool as spool_module
+        from tallyboard.store.spool_shipper import shipper_for
+
+        path = os.path.abspath(os.fspath(spool))
+        require_writable_file(path)
+        unique = DEFAULT_UNIQUE_COLUMNS if wanted is None else wanted
+        self.db_path = spool_module.location(path, self.db_path, unique)
+        shipper_for(path)
+        return path
+
+    def _open_store(self, wanted: tuple[str, ...] | None, create: bool) -> Store:
+        if not create and not self.read_only:  # a table must be there: look without writing first
             open_store(self.db_path, access=Access.READ).close()
-        access = Access.READ if read_only else Access.WRITE
-        self._store = open_store(self.db_path, DEFAULT_UNIQUE_COLUMNS if wanted is None else wanted, access)
+        access = Access.READ if self.read_only else Access.WRITE
+        return open_store(self.db_path, DEFAULT_UNIQUE_COLUMNS if wanted is None else wanted, access)
+
+    def _stored_unique_columns(self, wanted: tuple[str, ...] | None) -> tuple[str, ...]:
+        """The unique columns the table was created with; asking for others is an error."""
         stored = tuple(json.loads(self._store.meta("unique_columns") or "[]"))
         if wanted is not None and set(wanted) != set(stored):
             self._store.close()
@@ -159,93 +165,33 @@ class ResultTable(TableCommands):
                 f"unique columns {wanted} do not match the ones this table was created with, {stored}; "
                 f"open it with ResultTable({self.db_path!r}, unique_columns={stored}) or use a new table"
             )
-        self.unique_columns = stored
-        if not read_only:
-            arm_signals()  # from the main thread, so that runs of any thread are ended on SIGTERM
+        return stored
+
+    def _refuse_if_read_only(self, what: str) -> None:
+        """Raise `ReadOnlyTableError` before a write is attempted on a table opened to read."""
+        if self.read_only:
+            raise ReadOnlyTableError(
+                f"cannot {what}: ResultTable({self.db_path!r}) was opened with read_only=True, which "
+                "never writes; open it without read_only to change it"
+            )
 
     # ---- starting runs ------------------------------------------------------------------------
-    def _run_fields(
-        self,
-        experiment_name: str,
-        configfile: str | os.PathLike[str] | IO[str] | None,
-        cli: dict[str, Any] | None,
-        comment: str | None,
-        tag: str,
-        with_git: bool,
-    ) -> dict[str, Any]:
-        """The run's row, every text checked first (`values.check_text`): a run the database cannot
-        store must not start."""
-        if not isinstance(experiment_name, str) or not experiment_name:
-            raise TypeError(f"experiment_name must be a non-empty string, got {experiment_name!r}")
-        check_text("experiment_name", experiment_name)
-        if comment is not None:
-            check_text("comment", comment)
-        if not isinstance(tag, str):  # '' is "no tag"
-            raise TypeError(f"tag must be a str ('' for none), got {type(tag).__name__}")
-        check_text("tag", tag)
-        cli_text = None if cli is None else capture.cli_json(cli)
-        config = None if configfile is None else capture.read_config(configfile)
-        if config is not None and config.path is not None:
-            check_text("configfile", config.path)
-        fields: dict[str, Any] = {
-            "experiment": experiment_name,
-            "config_path": None if config is None else config.path,
-            "config_hash": None if config is None else config.sha256,
-            "config_content": None if config is None else config.content,
-            "cli": cli_text,
-            "command": capture.command_line(),
-            "comment": comment,
-            "tag": tag,
-            "start_time": time.time(),
-        }
-        if with_git:
-            git = capture.git_state()
-            if git.diff and self.nocommit_action is not NoCommitAction.NOP:
-                message = "You have uncommitted changes; commit them so that this run can be reproduced."
-                if self.nocommit_action is NoCommitAction.RAISE:
-                    raise RuntimeError(message)
-                warnings.warn(message, RuntimeWarning, stacklevel=3)
-            fields["git_commit"], fields["git_diff"] = git.commit, git.diff
-        return fields
-
-    def _unique_key(self, fields: dict[str, Any], unique: bool | Mapping[str, Any] = True) -> str | None:
-        """The run's values of the unique columns, then the values of a `unique` mapping; None (no
-        check) for a table without unique columns or when `unique` is False."""
-        if not self.unique_columns or unique is False:
-            return None
-
-        def canonical(name: str) -> Any:
-            if name == "cli" and fields["cli"] is not None:  # key order must not make runs distinct
-                return json.dumps(json.loads(fields["cli"]), sort_keys=True)
-            return fields.get(name)
-
-        key = [canonical(name) for name in self.unique_columns]
-        if isinstance(unique, Mapping) and unique:
-            key.append(json.dumps(dict(unique), sort_keys=True, default=str))
-        return json.dumps(key)
-
-    def _start(self, debug: bool, name: str, configfile: str | os.PathLike[str] | IO[str] | None,
-               cli: dict[str, Any] | None, comment: str | None, tag: str, flush_each: int, keep_each: int,
-               auto_log_plt: bool, disable: bool, system_metrics: bool,
-               unique: bool | Mapping[str, Any] = True, capture_console: bool = False,
-               environment: bool = True) -> LogWriter:  # fmt: skip
+    def _start(self, request: RunRequest, debug: bool) -> LogWriter:
         """What new_run and new_debug_run share; a debug run skips git and uniqueness."""
         self._refuse_if_read_only("start a run")
-        if disable:
+        if request.disable:
             return LogWriter(
                 self._store, NullSink(), DEBUG_RUN_ID if debug else DISABLED_RUN_ID, disable=True
             )
-        for what, count in (("keep_each", keep_each), ("flush_each", flush_each)):
-            if to_int(what, count) < 1:
-                raise ValueError(f"{what} must be 1 or more, got {count}")
-        run_context.check(capture_console)
-        fields = self._run_fields(name, configfile, cli, comment, tag, with_git=not debug)
+        request.check_counts()
+        run_context.check(request.capture_console)
+        fields = run_fields(request, self.nocommit_action, with_git=not debug)
         if not debug:
-            fields["unique_key"] = self._unique_key(fields, unique)
+            fields["unique_key"] = unique_key(fields, self.unique_columns, request.unique)
         run_id = self._store.create_run(fields, debug=debug)
         sink = sink_for(self.db_path, self.commit_interval)
-        writer = self._writer(sink, run_id, keep_each, auto_log_plt, system_metrics)
-        run_context.attach(writer, capture_console, environment)
+        writer = self._writer(sink, run_id, request.keep_each, request.auto_log_plt, request.system_metrics)
+        run_context.attach(writer, request.capture_console, request.environment)
         return writer
 
     def _writer(
@@ -262,7 +208,7 @@ class ResultTable(TableCommands):
             self._store, sink, run_id, keep_each, auto_log_plt, resume=resume, artifacts=self.artifacts
         )
         if system_metrics:
-            from tallyboard import system_metrics as metrics
+            from tallyboard.run import system_metrics as metrics
 
             writer.before_end(metrics.start(writer).stop)
         return writer
@@ -291,11 +237,14 @@ class ResultTable(TableCommands):
         launch of a training script is a run of its own, the way framework loggers count versions.
         A mapping (e.g. the hyperparameters) is checked too: same columns and same mapping is a
         duplicate. `capture_console` tees stdout, stderr and `logging` into the run until it ends
-        (console.py); `environment` records the interpreter, machine, packages and allowlisted
-        variables (environment.py)."""
-        return self._start(False, experiment_name, configfile, cli, comment, tag, flush_each, keep_each,
-                           auto_log_plt, disable, system_metrics, unique, capture_console,
-                           environment)  # fmt: skip
+        (run/console.py); `environment` records the interpreter, machine, packages and allowlisted
+        variables (run/environment.py)."""
+        request = RunRequest(
+            experiment_name, configfile, cli, comment, tag, flush_each=flush_each, keep_each=keep_each,
+            auto_log_plt=auto_log_plt, disable=disable, system_metrics=system_metrics, unique=unique,
+            capture_console=capture_console, environment=environment,
+        )  # fmt: skip
+        return self._start(request, debug=False)
 
     def new_debug_run(
         self,
@@ -314,9 +263,12 @@ class ResultTable(TableCommands):
     ) -> LogWriter:
         """Start the debug run: id -1 (`DEBUG_RUN_ID`), replaced by the next debug run, no git
         capture, no uniqueness; real runs' ids are never shifted by it."""
-        return self._start(True, experiment_name, configfile, cli, comment, tag, flush_each, keep_each,
-                           auto_log_plt, disable, system_metrics, True, capture_console,
-                           environment)  # fmt: skip
+        request = RunRequest(
+            experiment_name, configfile, cli, comment, tag, flush_each=flush_each, keep_each=keep_each,
+            auto_log_plt=auto_log_plt, disable=disable, system_metrics=system_metrics,
+            capture_console=capture_console, environment=environment,
+        )  # fmt: skip
+        return self._start(request, debug=True)
 
     def resume_run(
         self, run_id: int, keep_each: int = 1, auto_log_plt: bool = True, system_metrics: bool = False
@@ -428,7 +380,7 @@ class ResultTable(TableCommands):
         'best' by `goal` 'max' or 'min', or 'last_k': the mean of the last k points), or a result
         column. Runs: `run_ids`, else every visible run. `unit='run'` makes each run (the mean of
         its repetitions) one sample instead of each repetition."""
-        from tallyboard import comparison
+        from tallyboard.analysis import comparison
 
         names = [by] if isinstance(by, str) else list(by)
         known = {row.run_id for row in self._store.runs(show_hidden=True)}
@@ -616,6 +568,133 @@ class ResultTable(TableCommands):
         names = [c.name for c in self._shown() if c.name != column]
         names.insert(len(names) if order < 0 else min(order, len(names)), column)
         self._store.set_columns({name: {"position": i} for i, name in enumerate(names)})
+
+    # ---- the table commands: one method per `tallyboard` command (cli/main.py is their skin) ----
+    def runs_table(self, filter: str | None = None, show_hidden: bool = False) -> RunsView:
+        """`tallyboard runs`: every run's fields, tags, hparams and results (`.rows`, JSON-ready) and
+        the columns a terminal shows (`.columns`); `filter` is the dashboard's filter language.
+        `runs_listing.format_runs(view)` is the aligned text table the command prints."""
+        from tallyboard.analysis.runs_listing import load_runs
+
+        return load_runs(self._store, filter, show_hidden)
+
+    def export(
+        self,
+        out: str | os.PathLike[str],
+        format: str = "csv",
+        run_ids: Sequence[int] | None = None,
+        artifacts: str | os.PathLike[str] | None = None,
+        progress: bool = False,
+    ) -> dict[str, int]:
+        """`tallyboard export`: the table (or the runs `run_ids`) as files in the new directory `out`,
+        every point at full resolution, in `format` ('csv', 'parquet' or 'jsonl'); returns the rows
+        written per file. Artefacts come from `artifacts`, else the table's artefact store.
+        `import_export` reads it back (exchange/export.py describes the layout)."""
+        from tallyboard.exchange.export import export_store
+
+        return export_store(self._store, out, format, run_ids, progress, self._artifacts_or(artifacts))
+
+    def copy_to(
+        self,
+        destination: str | os.PathLike[str],
+        artifacts: str | os.PathLike[str] | None = None,
+        artifacts_to: str | os.PathLike[str] | None = None,
+        progress: bool = False,
+    ) -> dict[str, int]:
+        """`tallyboard copy`: every row into `destination` (a file or URL, created if missing),
+        losslessly; copying twice changes nothing. The artefacts' files go from `artifacts` (else
+        the table's store) to `artifacts_to` (else the one next to a SQLite destination). Returns the
+        rows copied per table, and the artefact files copied."""
+        from tallyboard.store.artifacts import plan_carry
+        from tallyboard.store.copy import copy_table
+
+        target = os.fspath(destination)
+        to = None if artifacts_to is None else os.fspath(artifacts_to)
+        carry = plan_carry(self.db_path, target, self._artifacts_or(artifacts), to)  # before any row
+        counts = copy_table(self.db_path, target, progress=progress)
+        if carry is not None:
+            counts["artefact files"] = carry.run(progress=progress)
+        return counts
+
+    def list_artifacts(self, run_id: int) -> list[ArtifactRow]:
+        """`tallyboard artifacts list`: the files kept with run `run_id` (`run.log_artifact`)."""
+        return self._store.artifacts(run_id)
+
+    def save_artifact(self, run_id: int, name: str, to: str | os.PathLike[str]) -> ArtifactRow:
+        """`tallyboard artifacts get`: save the artefact `name` of run `run_id` as the file `to`
+        (checked against its sha256); returns its row. ArtifactError names the run's artefacts
+        when it has no such one."""
+        from tallyboard.store import artifacts as files
+
+        row = files.find(self._store, run_id, name)
+        files.save_to(files.open_blobs(files.require_location(self.artifacts)), row.sha256, Path(to))
+        return row
+
+    def migrate(self) -> tuple[int | None, int | None]:
+        """`tallyboard migrate`: bring a table written by an older tallyboard to this version now
+        (the first write does it too); returns the schema versions (before, after)."""
+        self._refuse_if_read_only("migrate")
+        before = self._store.schema_version
+        self._store.ready_for_writing()
+        return before, self._store.schema_version
+
+    def _import_target(self, what: str) -> str:
+        """Where an import writes: this table's database itself (runs keep the ids the import gives them)."""
+        self._refuse_if_read_only(f"import {what}")
+        if self.spool is not None:
+            raise ValueError(
+                f"cannot import {what} through a spool: imports write into the database itself; "
+                "open the table without a spool (spool=False) to import"
+            )
+        return self.db_path
+
+    def import_export(
+        self,
+        directory: str | os.PathLike[str],
+        artifacts: str | os.PathLike[str] | None = None,
+        progress: bool = False,
+    ) -> str:
+        """`tallyboard import tallyboard`: a directory written by `export` back into this table;
+        runs already present are skipped. Its artefact files go to `artifacts`, else the table's
+        artefact store. Returns a one-line summary."""
+        from tallyboard.exchange.reimport import import_export
+
+        into = self._import_target("an export")
+        return import_export(directory, into, progress, self._artifacts_or(artifacts))
+
+    def import_from(self, importer: str, source: str | os.PathLike[str], progress: bool = False,
+                    **options: Any) -> Any:  # fmt: skip
+        """Import `source` with the importer registered under the name `importer` (exchange/importers.py: an
+        entry point of the `tallyboard.exchange.importers` group, ours or another package's), passing it
+        `options`; returns what it returns. Importing the same source twice adds nothing."""
+        from tallyboard.exchange import importers
+
+        into = self._import_target(importer)
+        return importers.load(importer)(source, into, progress=progress, **options)
+
+    def import_tensorboard(
+        self,
+        logdir: str | os.PathLike[str],
+        finished_after: float | None = None,
+        watch: bool = False,
+        on_pass: Callable[[Any], None] | None = None,
+        progress: bool = False,
+    ) -> Any:
+        """`tallyboard import tensorboard`: TensorBoard event files under `logdir`, one run per
+        directory; what was imported before is not imported again. A run whose files have not
+        changed for `finished_after` seconds (default 600) is finished. Returns the pass's
+        `ImportReport` (also given to `on_pass`); with `watch`, passes until interrupted."""
+        options = {"finished_after": finished_after, "watch": watch, "on_pass": on_pass}
+        return self.import_from("tensorboard", logdir, progress, **options)
+
+    def import_deepboard(self, path: str | os.PathLike[str], progress: bool = False) -> str:
+        """`tallyboard import deepboard`: every run of a DeepBoard 0.3 table, with its id where it is
+        free; runs already present are skipped. Returns a one-line summary."""
+        summary: str = self.import_from("deepboard", path, progress)
+        return summary
+
+    def _artifacts_or(self, location: str | os.PathLike[str] | None) -> str | None:
+        return self.artifacts if location is None else os.fspath(location)
 
     # ---- the spool (store/spool.py) ------------------------------------------------------------
     def ship(self, timeout: float = 30.0) -> bool:

@@ -13,8 +13,9 @@ import pytest
 
 import tallyboard as tb
 from own_postgres import own_server
-from tallyboard import sink as sink_module
-from tallyboard.sink import NotDurableError
+from tallyboard.errors import NotDurableError
+from tallyboard.run import exit_paths
+from tallyboard.run import sink as sink_module
 from tallyboard.store import open_store
 
 
@@ -95,14 +96,14 @@ def test_a_5_s_outage_with_flushes_every_second_arrives_exactly_once(outage_log)
     assert len(refusals) >= 3 and "not yet durable" in refusals[-1]
     assert slowest_flush < 10  # a flush in an outage answers, it does not wait for the server
     assert logger.longest < 5  # the queue had room: no call waited for the server
-    warnings = [r.getMessage() for r in outage_log.records if r.name == "tallyboard.sink"]
+    warnings = [r.getMessage() for r in outage_log.records if r.name == "tallyboard.run.sink"]
     assert any("could not write to" in w and "records wait in memory" in w for w in warnings)
     assert any("accepts writes again" in w for w in warnings)
     assert not [r for r in outage_log.records if r.exc_info]  # reported, not traceback spam
 
 
 def test_a_60_s_outage_holds_the_queue_at_its_bound_and_close_reports_after_its_wait(outage_log, monkeypatch):
-    monkeypatch.setattr(sink_module, "OUTAGE_WAIT", 2.0)
+    monkeypatch.setattr(exit_paths, "OUTAGE_WAIT", 2.0)
     with own_server() as server:
         table = tb.ResultTable(server.url, nocommit_action=tb.NoCommitAction.NOP)
         run = table.new_run("busy", auto_log_plt=False)
@@ -142,9 +143,9 @@ def test_a_60_s_outage_holds_the_queue_at_its_bound_and_close_reports_after_its_
     assert steps == list(range(logger.step)) and texts == logger.texts() and status == "finished"
     assert other_row.status == "finished" and other_results == {other.run_id: {"acc": 1.0}}
     assert peak_queue <= sink_module.MAX_QUEUE_BYTES
-    warnings = [r.getMessage() for r in outage_log.records if r.name == "tallyboard.sink"]
+    warnings = [r.getMessage() for r in outage_log.records if r.name == "tallyboard.run.sink"]
     assert any("logging calls (and the training that makes them) wait" in w for w in warnings)
     assert peak_rss <= 2 * sink_module.MAX_QUEUE_BYTES  # the estimate is not far from the truth
-    warnings = [r.getMessage() for r in outage_log.records if r.name == "tallyboard.sink"]
+    warnings = [r.getMessage() for r in outage_log.records if r.name == "tallyboard.run.sink"]
     outage = [w for w in warnings if "could not write to" in w]
     assert len(outage) >= 5, outage  # reported while it lasts (every 10 s), saying for how long

@@ -9,7 +9,7 @@ import sys
 import textwrap
 import time
 
-from tallyboard.sink import MAX_QUEUE_BYTES
+from tallyboard.run.sink import MAX_QUEUE_BYTES
 from tallyboard.store import open_store
 
 LOSS_WINDOW, KILL_LATENCY = 1.0, 0.25  # as in test_crash_matrix.py

@@ -8,7 +8,7 @@ from starlette.testclient import TestClient
 import tallyboard as tb
 from own_postgres import own_server
 from tallyboard.dashboard.app import create_app
-from tallyboard.sink import NotDurableError
+from tallyboard.errors import NotDurableError
 
 PASSWORD = "hunter2"
 

@@ -10,7 +10,7 @@ import pytest
 import tallyboard as tb
 from tallyboard.dashboard.downsample import Downsampler, bucket_width, raw_after
 from tallyboard.store import open_queries
-from tallyboard.store.queries import DashboardQueries, SeriesKey
+from tallyboard.store.dashboard_reads import DashboardQueries, SeriesKey
 
 POINTS = 20_000
 SPIKE_AT = 12_345

@@ -11,7 +11,8 @@ import pytest
 import tallyboard as tb
 from tallyboard.dashboard import runs_table as runs_table_module
 from tallyboard.dashboard.runs_table import BadCursor, RunsTable, _public, cursor_text
-from tallyboard.run_filter import FilterError, column_resolver, parse_tree, run_filter
+from tallyboard.errors import FilterError
+from tallyboard.filter import column_resolver, parse_tree, run_filter
 from tallyboard.store import open_queries, runs_walk
 from tallyboard.store.runs_sql import NotInSql, Translator
 from tallyboard.store.runs_walk import Position

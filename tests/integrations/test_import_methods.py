@@ -1,5 +1,6 @@
 """`ResultTable.import_tensorboard` and `import_deepboard`: one call from Python does what
-`tallyboard import tensorboard|deepboard` does, found through the `tallyboard.importers` entry points."""
+`tallyboard import tensorboard|deepboard` does, found through the `tallyboard.importers` entry
+points (exchange/importers.py)."""
 
 from __future__ import annotations
 

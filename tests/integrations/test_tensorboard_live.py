@@ -15,7 +15,7 @@ import pytest
 from integrations.tb_reference import assert_same, framed, reference, stored
 from tallyboard.integrations.tensorboard_import import follow, import_logdir
 from tallyboard.store import open_store
-from tallyboard.store.run_row import RunRow
+from tallyboard.store.run_fields import RunRow
 
 QUIET = 600.0
 

@@ -22,8 +22,8 @@ import pytest
 import tallyboard as tb
 from cli_runner import assert_one_line_error, run_cli
 from store.schema_versions import downgrade
-from tallyboard import sink as sink_module
 from tallyboard.dashboard import create_app
+from tallyboard.run import sink as sink_module
 from tallyboard.store import Access, NotAResultTable, open_store, schema
 from tallyboard.store.location import redacted
 

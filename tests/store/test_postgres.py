@@ -15,8 +15,8 @@ import pytest
 
 import tallyboard as tb
 from pg_support import connect
-from tallyboard import sink as sink_module
-from tallyboard.sink import Sink
+from tallyboard.run import sink as sink_module
+from tallyboard.run.sink import Sink
 from tallyboard.store import Batch, StoreError, open_store, schema
 from tallyboard.store.postgres import RUNS_LOCK, PostgresStore
 

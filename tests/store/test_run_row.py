@@ -8,7 +8,7 @@ from tallyboard import query
 from tallyboard.dashboard.runs_table import TABLE_RUN_FIELDS
 from tallyboard.exchange.export import RUNS
 from tallyboard.store import open_store
-from tallyboard.store.run_row import DEFAULT_UNIQUE_COLUMNS, FIELDS, RUN_FIELDS, UNIQUE_CANDIDATES
+from tallyboard.store.run_fields import DEFAULT_UNIQUE_COLUMNS, FIELDS, RUN_FIELDS, UNIQUE_CANDIDATES
 
 
 def test_the_table_has_exactly_the_described_columns(tmp_path):

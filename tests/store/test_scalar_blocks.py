@@ -12,7 +12,7 @@ import tallyboard as tb
 from store.schema_versions import downgrade
 from tallyboard.dashboard.downsample import Downsampler, grid
 from tallyboard.store import open_queries, open_store
-from tallyboard.store.queries import DashboardQueries, SeriesKey
+from tallyboard.store.dashboard_reads import DashboardQueries, SeriesKey
 from tallyboard.store.schema import BLOCK_BITS, BLOCK_STEPS, SCHEMA_VERSION
 
 # Steps of repetition 0: a gap of whole blocks, a partly filled block, negative steps.

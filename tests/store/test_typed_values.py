@@ -9,8 +9,8 @@ import tallyboard as tb
 from store.schema_versions import downgrade
 from tallyboard.dashboard.runs_table import RunsTable
 from tallyboard.store import open_queries, open_store
+from tallyboard.store.indexed_values import BOOL, EMPTY_TEXT, NAN, NUMBER, TEXT, typed
 from tallyboard.store.schema import SCHEMA_VERSION, TYPED_VALUES_STEP
-from tallyboard.store.typed_values import BOOL, EMPTY_TEXT, NAN, NUMBER, TEXT, typed
 
 VALUES = {"lr": 0.01, "steps": 3, "opt": "Adam", "flag": True, "none": None, "empty": "", "nan": math.nan}
 

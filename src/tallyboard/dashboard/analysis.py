@@ -9,10 +9,10 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from tallyboard import comparison, stats
+from tallyboard.analysis import comparison, stats
+from tallyboard.analysis.run_diff import diff_runs
 from tallyboard.dashboard import params
 from tallyboard.dashboard.params import BadRequest, Json
-from tallyboard.run_diff import diff_runs
 
 MAX_RUNS = 5000  # runs in one statistics request (the hparams page of a large sweep)
 MAX_DIFF = 10

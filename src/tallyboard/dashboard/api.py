@@ -23,9 +23,9 @@ from tallyboard.dashboard import markdown, params
 from tallyboard.dashboard.downsample import DEFAULT_WIDTH, MAX_WIDTH, Downsampler, Series, grid, raw_after
 from tallyboard.dashboard.params import BadRequest, Json
 from tallyboard.dashboard.runs_table import MAX_CURSOR, BadCursor, RunsTable
-from tallyboard.run_filter import FilterError
+from tallyboard.errors import ArtifactError, FilterError
 from tallyboard.store import Store
-from tallyboard.store.queries import STATUSES, DashboardQueries, RunsVersion, SeriesKey, SeriesOfRun
+from tallyboard.store.dashboard_reads import STATUSES, DashboardQueries, RunsVersion, SeriesKey, SeriesOfRun
 
 MAX_COMPARE = 50
 MAX_NAME = 4000  # characters of a metric or tag name in a query (the page says so for longer ones)
@@ -407,7 +407,7 @@ def media_png(request: Request) -> Response:
     return Response(png, media_type="image/png", headers={"Cache-Control": "private, max-age=86400"})
 
 
-# -- files kept with a run (tallyboard/artifacts.py) ----------------------------------------------
+# -- files kept with a run (tallyboard/store/artifacts.py) ----------------------------------------------
 def artifacts(request: Request) -> Response:
     run_id = params.path_id(request, "run_id")
     return Json({"artifacts": [row._asdict() for row in _dash(request).queries.artifacts(run_id)]})
@@ -417,7 +417,7 @@ def artifact_file(request: Request) -> Response:
     """The bytes of one artefact, streamed a chunk at a time, always as a download (never shown
     inline: a logged .html or .svg must not run as our page); the security middleware adds
     Cross-Origin-Resource-Policy: same-origin and nosniff."""
-    from tallyboard import artifacts as store
+    from tallyboard.store import artifacts as store
 
     dash = _dash(request)
     run_id, name = params.path_id(request, "run_id"), request.path_params["name"]
@@ -430,7 +430,7 @@ def artifact_file(request: Request) -> Response:
     blobs = store.open_blobs(dash.artifacts)
     try:
         stored = blobs.exists(row.sha256)
-    except store.ArtifactError as error:  # a damaged or hostile table: its hash is no hash
+    except ArtifactError as error:  # a damaged or hostile table: its hash is no hash
         return Json({"error": str(error)}, status_code=404)
     if not stored:
         return Json({"error": f"artefact {name!r} is listed but its file is missing from {dash.artifacts}"},

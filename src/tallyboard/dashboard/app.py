@@ -20,7 +20,6 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Mount, Route
 
-from tallyboard.artifacts import location_for
 from tallyboard.dashboard import analysis, api, params, stream
 from tallyboard.dashboard.assets import Assets, module_graph
 from tallyboard.dashboard.downsample import Downsampler
@@ -29,6 +28,7 @@ from tallyboard.dashboard.params import MAX_ID, BadRequest, Json
 from tallyboard.dashboard.runs_table import RunsTable
 from tallyboard.dashboard.security import FRAGMENT_CSP, BodyTooLarge, SecurityMiddleware, usable_token
 from tallyboard.store import DatabaseUnreachable, open_for_dashboard
+from tallyboard.store.artifacts import location_for
 
 HERE = Path(__file__).parent
 OUT_OF_RANGE = MAX_ID + 1

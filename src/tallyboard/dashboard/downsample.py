@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tallyboard.json_numbers import NAN, number
-from tallyboard.store.queries import DashboardQueries, SeriesKey
+from tallyboard.store.dashboard_reads import DashboardQueries, SeriesKey
 from tallyboard.store.schema import BLOCK_BITS, BLOCK_STEPS
 
 MAX_WIDTH = 4000  # buckets; a 4K screen

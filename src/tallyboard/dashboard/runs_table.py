@@ -29,14 +29,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from tallyboard.run_filter import column_resolver, parse_tree, run_cell, run_filter
+from tallyboard.filter import column_resolver, parse_tree, run_cell, run_filter
 from tallyboard.store import runs_sql, runs_walk
-from tallyboard.store.queries import DashboardQueries, RunsVersion
+from tallyboard.store.dashboard_reads import DashboardQueries, RunsVersion
+from tallyboard.store.indexed_values import BOOL, NUMBER, TEXT
 from tallyboard.store.records import Column
-from tallyboard.store.run_row import RUN_ROW
+from tallyboard.store.run_fields import RUN_ROW
 from tallyboard.store.runs_sql import TRUE, Condition, Dialect, NotInSql, Translator
 from tallyboard.store.runs_walk import Position, Sort
-from tallyboard.store.typed_values import BOOL, NUMBER, TEXT
 
 VIEWS_KEPT = 8  # filtered and sorted views kept for the current version of the table
 WALK_BUDGET = 500  # rows a page walks testing each run by its key, then the filter's runs as a set

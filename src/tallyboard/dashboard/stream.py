@@ -31,7 +31,7 @@ from tallyboard.dashboard.downsample import raw_after
 from tallyboard.dashboard.params import BadRequest
 from tallyboard.json_numbers import dumps
 from tallyboard.store import DatabaseUnreachable
-from tallyboard.store.queries import DashboardQueries, RunsVersion, SeriesKey
+from tallyboard.store.dashboard_reads import DashboardQueries, RunsVersion, SeriesKey
 
 INTERVAL = 1.0  # seconds between polls of the store
 KEEP = 300  # updates kept for reconnects (5 minutes at the default interval)

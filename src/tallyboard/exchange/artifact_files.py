@@ -17,8 +17,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from tallyboard.artifacts import (
-    ArtifactError,
+from tallyboard.errors import ArtifactError
+from tallyboard.exchange.formats import Layout, RowWriter
+from tallyboard.store.artifacts import (
     Blobs,
     Carry,
     LocalBlobs,
@@ -27,7 +28,6 @@ from tallyboard.artifacts import (
     open_blobs,
     require_location,
 )
-from tallyboard.exchange.formats import Layout, RowWriter
 from tallyboard.store.base import Store
 from tallyboard.store.records import ArtifactRow
 

@@ -45,12 +45,12 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from tallyboard.artifacts import location_for, open_blobs, require_location
 from tallyboard.exchange.artifact_files import ARTIFACTS, export_artifacts
 from tallyboard.exchange.formats import FORMATS, Layout, RowWriter
 from tallyboard.exchange.target import open_target
 from tallyboard.store import Store
-from tallyboard.store.run_row import RunRow, typed
+from tallyboard.store.artifacts import location_for, open_blobs, require_location
+from tallyboard.store.run_fields import RunRow, typed
 
 EXPORT_VERSION = 2  # 2: console, environments and the texts' markdown flag
 READABLE_VERSIONS = (1, 2)

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from tallyboard.store import Access, Store, is_postgres_url, open_store
-from tallyboard.store.run_row import DEFAULT_UNIQUE_COLUMNS
+from tallyboard.store.run_fields import DEFAULT_UNIQUE_COLUMNS
 
 
 def require_existing(url_or_path: str | os.PathLike[str]) -> str:

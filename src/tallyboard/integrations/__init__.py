@@ -19,11 +19,11 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from tallyboard.extras import missing_framework
-from tallyboard.relaunch import record_launch, run_to_resume
+from tallyboard.run.relaunch import record_launch, run_to_resume
 
 if TYPE_CHECKING:  # pragma: no cover
+    from tallyboard.run.writer import LogWriter
     from tallyboard.table import ResultTable
-    from tallyboard.writer import LogWriter
 
 log = logging.getLogger(__name__)
 
@@ -238,6 +238,6 @@ def last_values(writer: LogWriter) -> dict[str, float]:
 def _clear_of_run_fields(values: dict[str, Any], kind: str) -> dict[str, Any]:
     """Frameworks name things freely; a name that is a column of every run (``hidden``, ``tag``,
     ``status``...) is renamed ``<kind>/<name>`` rather than refused."""
-    from tallyboard.store.run_row import RUN_FIELDS
+    from tallyboard.store.run_fields import RUN_FIELDS
 
     return {f"{kind}/{name}" if name in RUN_FIELDS else name: value for name, value in values.items()}

@@ -26,8 +26,8 @@ except ImportError as error:
     raise missing_framework(error, "tallyboard.integrations.keras") from error
 
 if TYPE_CHECKING:  # pragma: no cover
+    from tallyboard.run.writer import LogWriter
     from tallyboard.table import ResultTable
-    from tallyboard.writer import LogWriter
 
 
 def _numbers(logs: Mapping[str, Any] | None, prefix: str = "") -> dict[str, float]:

@@ -44,8 +44,8 @@ def _rank() -> int:
 if TYPE_CHECKING:  # pragma: no cover
     from lightning.pytorch.callbacks import ModelCheckpoint
 
+    from tallyboard.run.writer import LogWriter
     from tallyboard.table import ResultTable
-    from tallyboard.writer import LogWriter
 
 # The ids of the runs the launching process created, in the order its loggers were made; a ``ddp``
 # child process runs the same script, so its n-th logger is the launcher's n-th.

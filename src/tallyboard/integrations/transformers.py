@@ -37,8 +37,8 @@ except ImportError as error:
 if TYPE_CHECKING:  # pragma: no cover
     from transformers import TrainerControl, TrainerState, TrainingArguments
 
+    from tallyboard.run.writer import LogWriter
     from tallyboard.table import ResultTable
-    from tallyboard.writer import LogWriter
 
 _SPLIT_PREFIXES = (("eval_", "eval/"), ("test_", "test/"), ("predict_", "predict/"))
 # Written into every checkpoint folder: the run that checkpoint belongs to.

@@ -12,20 +12,19 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from tallyboard.store.base import Store
-from tallyboard.store.location import Access, NotAResultTable, is_postgres_url, require_current
-from tallyboard.store.records import (
-    Batch,
-    Column,
+from tallyboard.errors import (
     DatabaseUnreachable,
     DuplicateRunError,
-    Quarantined,
+    NotAResultTable,
     ReadOnlyTableError,
     StoreError,
 )
+from tallyboard.store.base import Store
+from tallyboard.store.location import Access, is_postgres_url, require_current
+from tallyboard.store.records import Batch, Column, Quarantined
 
 if TYPE_CHECKING:  # pragma: no cover
-    from tallyboard.store.queries import DashboardQueries
+    from tallyboard.store.dashboard_reads import DashboardQueries
 
 __all__ = [
     "Access", "Batch", "Column", "DatabaseUnreachable", "DuplicateRunError", "NotAResultTable", "Quarantined",
@@ -59,7 +58,7 @@ def open_store(
 
 def open_queries(url_or_path: str | os.PathLike[str], read_only: bool = False) -> DashboardQueries:
     """The dashboard's queries of the table at a location, opened to read and closed with them."""
-    from tallyboard.store.queries import DashboardQueries
+    from tallyboard.store.dashboard_reads import DashboardQueries
 
     return DashboardQueries(open_store(url_or_path, access=Access.READ), read_only=read_only, owns_store=True)
 

@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING
 
 from tallyboard.store.imported import ImportedLogs
 from tallyboard.store.logged import LoggedReads
-from tallyboard.store.run_rows import RunRows
+from tallyboard.store.runs import RunRows
 
 if TYPE_CHECKING:
-    from tallyboard.store.queries import DashboardQueries
+    from tallyboard.store.dashboard_reads import DashboardQueries
 
 
 class Store(RunRows, ImportedLogs, LoggedReads, ABC):
@@ -33,8 +33,8 @@ class Store(RunRows, ImportedLogs, LoggedReads, ABC):
         """The dashboard's queries of this table, on a pool of reader connections (made on first use;
         read-only ones when the store was opened to read)."""
         if self._reads is None:
+            from tallyboard.store.dashboard_reads import DashboardQueries
             from tallyboard.store.location import Access
-            from tallyboard.store.queries import DashboardQueries
 
             self._reads = DashboardQueries(self, read_only=self.access is Access.READ)
         return self._reads

@@ -26,10 +26,10 @@ from typing import Any
 
 from tallyboard.progress import progress_bar
 from tallyboard.store import Access, Store, StoreError, is_postgres_url, open_store
+from tallyboard.store.indexed_values import TYPED_COLUMNS
 from tallyboard.store.location import Kind, require_current
 from tallyboard.store.records import DEBUG_RUN_ID
-from tallyboard.store.run_row import RUN_FIELDS
-from tallyboard.store.typed_values import TYPED_COLUMNS
+from tallyboard.store.run_fields import RUN_FIELDS
 
 # (table, primary key, other columns, rows per chunk), parents before children.
 HISTOGRAM_STATS = ("count", "nonfinite", "minimum", "maximum", "total", "total_squares", "edges", "counts")

@@ -81,9 +81,9 @@ class Engine(ABC):
     def ready_for_writing(self) -> None:
         """Migrate an older table now (every write does it first; `tallyboard migrate` calls this).
         A table opened to read refuses here, so no write of any kind gets past it."""
+        from tallyboard.errors import ReadOnlyTableError
         from tallyboard.store import migrations
         from tallyboard.store.location import Access
-        from tallyboard.store.records import ReadOnlyTableError
 
         if self.access is Access.READ:
             raise ReadOnlyTableError(f"{self.url} was opened read-only: nothing may be written to it")

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from enum import Enum
 from urllib.parse import urlsplit, urlunsplit
 
-from tallyboard.store.records import StoreError
+from tallyboard.errors import NotAResultTable
 from tallyboard.store.schema import SCHEMA_VERSION
 
 DEEPBOARD_TABLES = frozenset({"experiments", "results", "logs"})  # SQLite names ignore case
@@ -70,10 +70,6 @@ class Kind(Enum):
     TABLE = "table"  # a tallyboard result table (of `Found.version`)
     DEEPBOARD = "deepboard"
     OTHER = "other"  # a SQLite database of something else, or not a SQLite file at all
-
-
-class NotAResultTable(StoreError, ValueError):
-    """The location holds no result table that may be opened this way; nothing was changed."""
 
 
 @dataclass(frozen=True)

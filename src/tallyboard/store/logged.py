@@ -82,7 +82,7 @@ class LoggedReads(Engine):
             rows = self.execute(sql + " ORDER BY quarantine_id", params)
         return [Quarantined(*row) for row in rows]
 
-    # ---- artefacts listed with their run (the bytes: tallyboard/artifacts.py) -------------------
+    # ---- artefacts listed with their run (the bytes: tallyboard/store/artifacts.py) -------------------
     def add_artifact(self, row: ArtifactRow) -> None:
         """List an artefact with its run, in its own transaction; a name logged again is replaced."""
         self.ready_for_writing()

@@ -11,8 +11,9 @@ import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from tallyboard.store.indexed_values import TYPED_COLUMNS, with_types
 from tallyboard.store.location import redacted
-from tallyboard.store.run_row import RUN_COLUMNS
+from tallyboard.store.run_fields import RUN_COLUMNS
 from tallyboard.store.schema import (
     MIGRATIONS,
     SCHEMA_V1,
@@ -22,7 +23,6 @@ from tallyboard.store.schema import (
 from tallyboard.store.schema import (
     SCHEMA_VERSION as SCHEMA_VERSION,  # re-exported: engine.py reads it here (tests replace it here)
 )
-from tallyboard.store.typed_values import TYPED_COLUMNS, with_types
 
 if TYPE_CHECKING:
     from tallyboard.store.engine import Engine
@@ -45,7 +45,7 @@ def ensure_schema(store: Engine, ddl_types: dict[str, str], unique_columns: tupl
 
     Raises `StoreError` for a store written by a newer tallyboard, naming the versions.
     """
-    from tallyboard.store.records import StoreError
+    from tallyboard.errors import StoreError
 
     def upgrade() -> None:
         version = stored_version(store)

@@ -45,9 +45,10 @@ import psycopg
 from psycopg import errors
 from psycopg.conninfo import conninfo_to_dict
 
+from tallyboard.errors import NotAResultTable
 from tallyboard.store import migrations, pg_session
 from tallyboard.store.base import Store
-from tallyboard.store.location import Access, Found, Kind, NotAResultTable, redacted
+from tallyboard.store.location import Access, Found, Kind, redacted
 from tallyboard.store.records import Batch, ScalarRow
 from tallyboard.store.schema import BLOCK_BITS
 from tallyboard.store.writes import WALLTIME_MS_SQL, walltime_ms

@@ -147,31 +147,6 @@ class TextRow(NamedTuple):
 DEBUG_RUN_ID = -1  # the debug run's id: replaced by the next debug run, never a real run's
 
 
-class StoreError(Exception):
-    """The database cannot be used as a result table (wrong version, bad unique columns, ...)."""
-
-
-class DatabaseUnreachable(StoreError):
-    """The database does not answer now (a server stopped or restarting, a network gone): what
-    asked may ask again later, and a reader does so on a new connection."""
-
-
-class ReadOnlyTableError(StoreError):
-    """A write through a table opened only to read (`ResultTable(..., read_only=True)`, the reading
-    commands): refused before anything reaches the database, so reads never write."""
-
-
-class DuplicateRunError(RuntimeError):
-    """A visible, non-failed run with the same unique columns exists already."""
-
-    def __init__(self, run_id: int) -> None:
-        super().__init__(
-            f"Configuration has already been run with run id {run_id}. Change a unique column "
-            "(experiment, config, cli, comment, tag, ...), or hide that run, to run it again."
-        )
-        self.run_id = run_id
-
-
 @dataclass
 class Batch:
     """Everything the sink commits in one transaction, in the order it is applied.

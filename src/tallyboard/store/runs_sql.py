@@ -28,8 +28,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from tallyboard.run_filter import Node, constant, truthy
-from tallyboard.store.typed_values import BOOL, EMPTY_TEXT, NAN, NUMBER, TEXT
+from tallyboard.filter import Node, constant, truthy
+from tallyboard.store.indexed_values import BOOL, EMPTY_TEXT, NAN, NUMBER, TEXT
 
 # Run fields a filter may name, by how their cell compares ('tags', a list, is not translated).
 RUN_FIELD_KINDS = {

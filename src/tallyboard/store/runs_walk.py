@@ -23,8 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from tallyboard.store.indexed_values import EMPTY_TEXT, TEXT
 from tallyboard.store.runs_sql import TRUE, Condition, Dialect
-from tallyboard.store.typed_values import EMPTY_TEXT, TEXT
 
 COUNT_CAP = 1000  # a page counts its view's runs up to this many; more is "at least" that
 

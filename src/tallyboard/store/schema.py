@@ -77,7 +77,7 @@ Conventions every reader relies on:
   host, CPU/GPU, packages and the allowlisted environment variables;
 - `texts.markdown` (v8) is 1 when the text was logged with `markdown=True` (rendered, then
   sanitised, by the dashboard), else 0;
-- `artifacts` (v9) lists the files kept with a run (`tallyboard/artifacts.py`): `name` is unique
+- `artifacts` (v9) lists the files kept with a run (`tallyboard/store/artifacts.py`): `name` is unique
   per run (logging a name again replaces the entry: the last one wins), `sha256` names the blob in
   the table's artefact store, `size` is in bytes, `step` NULL when not given, `logged_at` float
   seconds since the Unix epoch (when `log_artifact` was called). The blobs live outside the

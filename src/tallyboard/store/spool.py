@@ -34,6 +34,7 @@ from array import array
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
+from tallyboard.errors import StoreError
 from tallyboard.store.location import Access, redacted
 from tallyboard.store.records import (
     ArtifactRow,
@@ -48,7 +49,6 @@ from tallyboard.store.records import (
     QueuedValue,
     ResumePoint,
     RunUpdate,
-    StoreError,
 )
 from tallyboard.store.sqlite import SqliteStore
 

@@ -29,16 +29,10 @@ import threading
 import time
 from typing import Any
 
+from tallyboard.errors import DuplicateRunError
 from tallyboard.store.location import redacted
 from tallyboard.store.postgres import SCHEMA_LOCK, PostgresStore
-from tallyboard.store.records import (
-    ArtifactRow,
-    Batch,
-    DuplicateRunError,
-    QueuedRecord,
-    QueuedValue,
-    ScalarRow,
-)
+from tallyboard.store.records import ArtifactRow, Batch, QueuedRecord, QueuedValue, ScalarRow
 from tallyboard.store.spool import ShippedRun, SpoolStore, batch_from_json, decode
 
 log = logging.getLogger(__name__)

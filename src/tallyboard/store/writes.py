@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 from tallyboard.store import histograms as histogram_rows
 from tallyboard.store.engine import Engine
+from tallyboard.store.indexed_values import UPSERT_VALUE, with_types
 from tallyboard.store.records import Batch, QueuedValue, ScalarRow
 from tallyboard.store.schema import BLOCK_BITS, BLOCK_STEPS
-from tallyboard.store.typed_values import UPSERT_VALUE, with_types
 
 # Seconds -> whole milliseconds, to the nearest (halves away from zero): SQLite's ROUND adds 0.5 to
 # the magnitude and truncates; `walltime_ms` does that same float arithmetic, for engines that COPY.

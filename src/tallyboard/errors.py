@@ -1,0 +1,67 @@
+"""Every error a user of tallyboard may want to catch, under one base class.
+
+Why one module: a training script catches `tallyboard.errors.TallyboardError` (or one kind of it)
+without knowing which part of the package raised it. Each error also keeps the built-in base its
+callers caught before (`RuntimeError`, `ValueError`), so `except ValueError` around a filter still
+works. Imports nothing: every layer may raise these.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ArtifactError",
+    "DatabaseUnreachable",
+    "DuplicateRunError",
+    "FilterError",
+    "NotAResultTable",
+    "NotDurableError",
+    "ReadOnlyTableError",
+    "StoreError",
+    "TallyboardError",
+]
+
+
+class TallyboardError(Exception):
+    """The base of every error tallyboard raises on purpose."""
+
+
+class StoreError(TallyboardError):
+    """The database cannot be used as a result table (wrong version, bad unique columns, ...)."""
+
+
+class DatabaseUnreachable(StoreError):
+    """The database does not answer now (a server stopped or restarting, a network gone): what
+    asked may ask again later, and a reader does so on a new connection."""
+
+
+class ReadOnlyTableError(StoreError):
+    """A write through a table opened only to read (`ResultTable(..., read_only=True)`, the reading
+    commands): refused before anything reaches the database, so reads never write."""
+
+
+class NotAResultTable(StoreError, ValueError):
+    """The location holds no result table that may be opened this way; nothing was changed."""
+
+
+class DuplicateRunError(TallyboardError, RuntimeError):
+    """A visible, non-failed run with the same unique columns exists already."""
+
+    def __init__(self, run_id: int) -> None:
+        super().__init__(
+            f"Configuration has already been run with run id {run_id}. Change a unique column "
+            "(experiment, config, cli, comment, tag, ...), or hide that run, to run it again."
+        )
+        self.run_id = run_id
+
+
+class NotDurableError(TallyboardError, RuntimeError):
+    """What was logged is queued in memory but the database did not take it (yet): it will be
+    written when the database is back, as long as the process lives."""
+
+
+class ArtifactError(TallyboardError):
+    """An artefact cannot be stored or found (no store configured, missing file, unknown name)."""
+
+
+class FilterError(TallyboardError, ValueError):
+    """The filter text is not a valid expression; the message says where."""

@@ -1,0 +1,284 @@
+"""What it takes to reproduce a run: the git commit and diff, the config file, the command line.
+
+Untracked files and the config file are stored only when they are small text; the others are
+listed by path, size and sha256 (see left_out.py).
+
+Capture runs once, when a run starts, and must never be the reason a run fails to start: a missing
+git binary, a directory that is not a repository or a git that hangs (a network filesystem, a lock)
+all give ``None`` fields, within a bounded time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import re
+import shlex
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from tallyboard.run import left_out
+from tallyboard.run.left_out import LeftOut
+from tallyboard.values import check_text
+
+GIT_TIMEOUT_S = 10.0
+_CHUNK = 1 << 16
+# What `str()` of an object without a text of its own contains: `<Model object at 0x7f...>`.
+_ADDRESS = re.compile(r"\bat 0x[0-9a-fA-F]+")
+
+
+@dataclass(frozen=True)
+class GitState:
+    """``commit`` is HEAD's full hash (None before the first commit); ``diff`` is the working tree
+    against HEAD, untracked files included when small text (None outside a repository), preceded
+    by a line for each untracked file left out; ``left_out`` lists those files."""
+
+    commit: str | None
+    diff: str | None
+    left_out: tuple[LeftOut, ...] = ()
+
+
+@dataclass(frozen=True)
+class ConfigFile:
+    """A config file as it was when the run started: where it was, its sha256 and its text (or,
+    for a binary or large file, the line that says so, and ``left_out`` set)."""
+
+    path: str | None
+    sha256: str
+    content: str
+    left_out: LeftOut | None = None
+
+
+def git_state(cwd: str | os.PathLike[str] | None = None, timeout_s: float = GIT_TIMEOUT_S) -> GitState:
+    """Return the commit and the diff of the repository containing ``cwd``; never raises.
+
+    Untracked files are included with their contents when they are small text (see left_out.py),
+    ignored files (``.gitignore``) are not. They are marked intent-to-add in a temporary copy of the
+    index, so the user's own index is left alone.
+    """
+    try:
+        return _git_state(Path.cwd() if cwd is None else Path(cwd), timeout_s)
+    except (OSError, subprocess.SubprocessError, UnicodeDecodeError):
+        return GitState(None, None)
+
+
+def _git_state(cwd: Path, timeout_s: float) -> GitState:
+    env = {**os.environ, "GIT_OPTIONAL_LOCKS": "0", "LC_ALL": "C"}
+    inside = _git(cwd, env, timeout_s, "rev-parse", "--is-inside-work-tree")
+    if inside.returncode != 0 or inside.stdout.strip() != b"true":
+        return GitState(None, None)
+    head = _git(cwd, env, timeout_s, "rev-parse", "--verify", "--quiet", "HEAD^{commit}")
+    commit = head.stdout.decode().strip() if head.returncode == 0 else None
+    index_path = _git(cwd, env, timeout_s, "rev-parse", "--git-path", "index")
+    top = _git(cwd, env, timeout_s, "rev-parse", "--show-toplevel")
+    if index_path.returncode != 0 or top.returncode != 0:
+        return GitState(commit, None)
+    root = Path(os.fsdecode(top.stdout.rstrip(b"\n")))
+    with tempfile.TemporaryDirectory(prefix="tallyboard-git-") as scratch:
+        index_copy = Path(scratch) / "index"
+        user_index = cwd / index_path.stdout.decode().strip()  # relative to cwd unless absolute
+        if user_index.exists():
+            shutil.copyfile(user_index, index_copy)
+        env["GIT_INDEX_FILE"] = str(index_copy)
+        untracked = _git(root, env, timeout_s, "ls-files", "--others", "--exclude-standard", "-z")
+        if untracked.returncode != 0:
+            return GitState(commit, None)
+        kept, left = _select_untracked(root, [p for p in untracked.stdout.split(b"\0") if p])
+        if kept:
+            add = ("add", "--intent-to-add", "--pathspec-from-file=-", "--pathspec-file-nul")
+            _git(root, {**env, "GIT_LITERAL_PATHSPECS": "1"}, timeout_s, *add, stdin=b"\0".join(kept))
+        if commit is None:  # before the first commit, everything is new against the empty tree
+            base = _git(cwd, env, timeout_s, "hash-object", "-t", "tree", os.devnull).stdout.decode().strip()
+        else:
+            base = commit
+        diff = _git(root, env, timeout_s, "diff", "--no-color", "--no-ext-diff", "--no-textconv", base)
+    if diff.returncode != 0:
+        return GitState(commit, None)
+    listed = "".join(entry.line() + "\n" for entry in left)
+    return GitState(commit, listed + _decode(diff.stdout), tuple(left))
+
+
+def _select_untracked(root: Path, paths: list[bytes]) -> tuple[list[bytes], list[LeftOut]]:
+    """Split untracked files (paths relative to `root`, in git's order) into those the diff takes
+    whole and those it lists (see left_out.py). Anything but a regular file (a symlink, a nested
+    repository) is taken: git stores no more than a path for it."""
+    kept: list[bytes] = []
+    left: list[LeftOut] = []
+    total = 0
+    for path in paths:
+        full = root / os.fsdecode(path)
+        try:
+            info = os.lstat(full)
+            if not stat.S_ISREG(info.st_mode):
+                kept.append(path)
+                continue
+            if info.st_size > left_out.MAX_HASHED_BYTES:
+                left.append(LeftOut(os.fsdecode(path), info.st_size, None, left_out.TOO_LARGE))
+                continue
+            with open(full, "rb") as file:
+                head, reason = left_out.read_head(file)
+                if reason is None and total + len(head) > left_out.MAX_TOTAL_BYTES:
+                    reason = left_out.OVER_TOTAL
+                if reason is None:
+                    kept.append(path)
+                    total += len(head)
+                    continue
+                size, sha256 = left_out.rest_digest(file, head)
+        except OSError:  # gone or unreadable since git listed it: git would not store it either
+            continue
+        left.append(LeftOut(os.fsdecode(path), size, sha256, reason))
+    return kept, left
+
+
+def _git(
+    cwd: Path, env: dict[str, str], timeout_s: float, *args: str, stdin: bytes | None = None
+) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        ["git", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        input=b"" if stdin is None else stdin,
+        timeout=timeout_s,
+        check=False,
+    )
+
+
+def read_config(config: str | os.PathLike[str] | IO[str] | IO[bytes]) -> ConfigFile:
+    """Read a config file (a path or an open file): its text is stored with the run, unless it is
+    binary or larger than `left_out.MAX_FILE_BYTES` (then the line that lists it is stored).
+
+    The hash is always of the exact bytes, the whole file; the text is decoded as UTF-8,
+    undecodable bytes replaced.
+    """
+    if not isinstance(config, (str, os.PathLike)):  # an open file
+        if not hasattr(config, "read"):
+            raise TypeError(f"configfile must be a path or an open file, not {type(config).__name__}")
+        name = getattr(config, "name", None)
+        config_file = _config_from(_BytesOf(config), name if isinstance(name, str) else None)
+        if hasattr(config, "seek"):
+            config.seek(0)
+        return config_file
+    path = Path(config)
+    try:
+        with path.open("rb") as file:
+            return _config_from(file, os.fspath(config))
+    except FileNotFoundError:
+        raise FileNotFoundError(f"config file not found: {path.resolve()}") from None
+    except IsADirectoryError:
+        raise IsADirectoryError(f"config file is a directory: {path.resolve()}") from None
+
+
+def _config_from(file: left_out.Readable, path: str | None) -> ConfigFile:
+    head, reason = left_out.read_head(file)
+    size, sha256 = left_out.rest_digest(file, head)
+    if reason is None:
+        return ConfigFile(path, sha256, _decode(head))
+    listed = LeftOut(path or "", size, sha256, reason)
+    return ConfigFile(path, sha256, listed.line(), listed)
+
+
+class _BytesOf(io.RawIOBase):
+    """An open config file, text or binary, read as bytes (text is encoded as UTF-8)."""
+
+    def __init__(self, file: IO[str] | IO[bytes]) -> None:
+        self._file = file
+        self._pending = b""
+
+    def read(self, size: int = -1) -> bytes:
+        while size < 0 or len(self._pending) < size:
+            chunk = self._file.read(_CHUNK if size < 0 else max(size - len(self._pending), 1))
+            if not chunk:
+                break
+            self._pending += _as_bytes(chunk)
+        if size < 0:
+            data, self._pending = self._pending, b""
+        else:
+            data, self._pending = self._pending[:size], self._pending[size:]
+        return data
+
+
+def file_hash(file: str | os.PathLike[str] | IO[str] | IO[bytes], hash_algo: str = "sha256") -> str:
+    """The hex digest of a file with any algorithm of `hashlib.new`, read in chunks (a path, or an
+    open file rewound after)."""
+    digest = hashlib.new(hash_algo)
+    if hasattr(file, "read"):
+        while chunk := file.read(_CHUNK):
+            digest.update(_as_bytes(chunk))
+        if hasattr(file, "seek"):
+            file.seek(0)
+        return digest.hexdigest()
+    with open(file, "rb") as handle:
+        while chunk := handle.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def command_line() -> str:
+    """The command that started this process, shell-quoted so it can be pasted back into a shell.
+
+    ``sys.orig_argv`` keeps the interpreter and its options (``python -m pkg``, ``-X dev``), which
+    ``sys.argv`` loses.
+    """
+    argv = sys.orig_argv or [sys.executable, *sys.argv]  # orig_argv is empty in embedded interpreters
+    # An argument that is not UTF-8 (a file name) arrives as lone surrogates, which no store holds.
+    return _decode(os.fsencode(shlex.join(argv)))
+
+
+def cli_json(cli: dict[str, Any]) -> str:
+    """The CLI dict as the JSON text stored with the run (and compared for uniqueness).
+
+    JSON values are kept as they are (tuples become lists); any other object becomes its `str()` (a
+    path its path, an enum member `Color.RED`) -- unless that text holds a memory address, which would
+    differ at every start and so defeat the uniqueness check: that is a `TypeError` naming the key.
+    Every text follows `values.check_text`.
+    """
+    if not isinstance(cli, dict):
+        raise TypeError(f"cli must be a dict (e.g. vars(args)), got {type(cli).__name__}")
+    return json.dumps(_plain(cli, "cli"))
+
+
+def _plain(value: Any, where: str) -> Any:
+    """`value` as JSON types (see `cli_json`); `where` names it in errors, e.g. cli['model']."""
+    if value is None or isinstance(value, (bool, int, float)):
+        if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 3321:
+            raise ValueError(f"{where}: an integer of more than 1000 digits cannot be stored")
+        return value
+    if isinstance(value, str):
+        return check_text(where, value)
+    if isinstance(value, dict):
+        out = {}
+        for key, item in value.items():
+            if not isinstance(key, (str, int, float, bool)) and key is not None:
+                raise TypeError(f"{where}: keys must be strings, got {type(key).__name__} {key!r}")
+            name = key if isinstance(key, str) else json.dumps(key)
+            out[check_text(f"a key of {where}", name)] = _plain(item, f"{where}[{name!r}]")
+        return out
+    if isinstance(value, (list, tuple)):
+        return [_plain(item, f"{where}[{index}]") for index, item in enumerate(value)]
+    text = str(value)
+    if _ADDRESS.search(text):
+        raise TypeError(
+            f"{where}: a {type(value).__name__} is stored as its text, but {text!r} holds a memory "
+            "address that changes at every start (so no two runs would ever match); pass a value "
+            "that names it, e.g. its class name or its settings"
+        )
+    return check_text(where, text)
+
+
+def _as_bytes(chunk: str | bytes) -> bytes:
+    return chunk.encode("utf-8") if isinstance(chunk, str) else chunk
+
+
+def _decode(data: bytes) -> str:
+    """Bytes as storable text: what is not UTF-8, and NUL (which PostgreSQL text cannot hold),
+    become U+FFFD; the sha256 is taken of the exact bytes."""
+    return data.decode("utf-8", errors="replace").replace("\x00", "\ufffd")

@@ -1,0 +1,258 @@
+"""How a process's open runs end when the process or a thread ends: atexit, SIGTERM/SIGINT,
+uncaught exceptions, a fork.
+
+Why it is its own stage: the commit pipeline (sink.py) only moves records to the database; which
+runs end, with what status, and how long the end may wait, is decided here, once per process.
+- `atexit`, SIGTERM and uncaught exceptions (main thread or any thread) end the open runs they
+  concern (see `end_runs`) and drain the queue; the hooks are installed while at least one run is
+  open and restored when the last one closes. A second SIGTERM/SIGINT during a drain gives up
+  draining (`_abandon_runs`): impatient users and schedulers get a quick exit, and the runs are
+  marked failed on a connection of their own.
+- A forked child (a DataLoader worker, `os.fork()`) inherits copies of the parent's runs and hooks.
+  The parent's runs are the parent's to end: the exit paths compare `os.getpid()` with the process
+  that opened the run, so a child leaving a `with` block or running its atexit hooks neither marks
+  them failed nor drains the parent's sink (whose thread the child does not have).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from tallyboard.errors import NotDurableError
+from tallyboard.run.sink import Sink, all_sinks
+from tallyboard.store import open_store
+from tallyboard.store.records import RunUpdate
+
+log = logging.getLogger(__name__)
+
+# How long close() / write_result() / the exit of the process wait for an unreachable database.
+OUTAGE_WAIT = 30.0
+
+
+def _drain_at_exit() -> None:
+    """Records still queued when the interpreter exits (a close() that timed out in an outage):
+    give the database `OUTAGE_WAIT` seconds more, then say what is lost."""
+    for sink in all_sinks():
+        if sink.pid != os.getpid() or not sink._thread.is_alive() or not sink.pending():
+            continue
+        try:
+            sink.flush(wait=OUTAGE_WAIT)
+        except RuntimeError as error:
+            log.error("%s; they are lost now that the process exits", error)
+
+
+atexit.register(_drain_at_exit)
+
+
+# ---- ending runs when the process or a thread ends ------------------------------------------------
+class OpenRun(Protocol):
+    """What the exit hooks need of a LogWriter."""
+
+    owner: int  # ident of the thread that created the run
+    pid: int  # the process that created it
+
+    @property
+    def run_id(self) -> int: ...
+
+    def _end(self, status: str) -> None: ...
+
+
+_open_runs: dict[int, tuple[OpenRun, Sink]] = {}  # id(writer) -> (writer, its sink)
+_hooks_lock = threading.RLock()
+_previous: dict[str, Any] = {}
+_draining = 0  # drains in progress (ends of runs): a signal now is the user's second
+_abandoned = False  # a second signal gave up draining: nothing waits for the queue any more
+
+
+def opened(run: OpenRun, sink: Sink) -> None:
+    """Register an open run; the first one installs the exit hooks."""
+    with _hooks_lock:
+        if not _open_runs:
+            _install_hooks()
+        _open_runs[id(run)] = (run, sink)
+
+
+def closed(run: OpenRun) -> None:
+    """Unregister a run; the last one restores the hooks that were there before."""
+    with _hooks_lock:
+        if _open_runs.pop(id(run), None) is not None and not _open_runs:
+            _uninstall_hooks()
+
+
+def end_run(sink: Sink, run_id: int, status: str | None) -> None:
+    """Record the end of a run (status None: only let go of it, see `writer.let_go`) and drain the
+    queue (a second signal meanwhile gives up draining, see `_on_signal`); an unreachable database
+    is waited for `OUTAGE_WAIT` seconds, then reported with `NotDurableError` while the records
+    stay queued."""
+    global _draining
+    if _abandoned:
+        return
+    if status is not None:
+        sink.put("run_updates", RunUpdate(run_id, {"status": status, "end_time": time.time()}), wait=False)
+    with _hooks_lock:  # threads may drain at once: a lost update would make a first signal a second
+        _draining += 1
+    try:
+        sink.flush(wait=OUTAGE_WAIT)
+    finally:
+        with _hooks_lock:
+            _draining -= 1
+        sink.release(run_id)
+
+
+def end_runs(status: str, thread_ident: int | None = None) -> None:
+    """End this process's open runs (those created by `thread_ident`, or all) with `status`, durably."""
+    pid = os.getpid()
+    with _hooks_lock:
+        runs = [
+            run
+            for run, _ in _open_runs.values()
+            if run.pid == pid and (thread_ident is None or run.owner == thread_ident)
+        ]
+    for run in runs:
+        try:
+            run._end(status)
+        except NotDurableError as error:  # the text says it all: a traceback would only hide it
+            log.error("tallyboard: could not record that run %s ended (%s): %s", run.run_id, status, error)
+        except Exception:  # an exit path must not hide the original error
+            log.exception("tallyboard: could not record the end of a run")
+
+
+def _abandon_runs() -> None:
+    """Give up draining: mark this process's open runs failed, each in a transaction of its own
+    on a connection of its own (the writer thread may be mid-commit), and leave the queue. What is
+    committed stays; the commit in flight lands whole or not at all."""
+    global _abandoned
+    _abandoned = True
+    pid = os.getpid()
+    with _hooks_lock:
+        entries = [(run.run_id, sink.store.url) for run, sink in _open_runs.values() if run.pid == pid]
+    for url in dict.fromkeys(url for _, url in entries):
+        try:
+            store = open_store(url)
+            store.retry_for = 0.0
+            try:
+                for run_id in (run_id for run_id, at in entries if at == url):
+                    store.update_run(run_id, status="failed", end_time=time.time())
+            finally:
+                store.close()
+        except Exception as error:  # the process is going down; say why the status is stale
+            log.error("tallyboard: could not mark the runs in %s failed: %s", url, error)
+
+
+# Each hook reads the hook it chains to first: ending the last open run uninstalls ours.
+def _excepthook(exc_type: type[BaseException], value: BaseException, tb: Any) -> None:
+    previous = _previous.get("excepthook", sys.__excepthook__)
+    end_runs("failed", threading.main_thread().ident)
+    previous(exc_type, value, tb)
+
+
+def _threading_excepthook(args: Any) -> None:
+    previous = _previous.get("threading_excepthook", threading.__excepthook__)
+    if args.thread is not None:
+        end_runs("failed", args.thread.ident)
+    previous(args)
+
+
+def _on_signal(signum: int, frame: Any, key: str) -> None:
+    """SIGTERM ends every open run of the process (any thread's) as failed, draining the queue;
+    SIGINT is left to the KeyboardInterrupt, which ends the runs on its way out. A second signal
+    while a drain is in progress gives up draining (`_abandon_runs`). Then whatever was there
+    before runs: the user's handler, or the default action (dying of the signal)."""
+    previous = _previous.get(key, signal.SIG_DFL)
+    if _draining or _abandoned:
+        _abandon_runs()
+        if previous is signal.default_int_handler:  # Ctrl-C twice: die of it, not mid-drain
+            previous = signal.SIG_DFL
+    elif signum == signal.SIGTERM:
+        end_runs("failed")
+    if callable(previous):
+        previous(signum, frame)
+    else:  # default action: die of the signal, as if we had not been here
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+
+def _sigterm(signum: int, frame: Any) -> None:
+    _on_signal(signum, frame, "sigterm")
+
+
+def _sigint(signum: int, frame: Any) -> None:
+    _on_signal(signum, frame, "sigint")
+
+
+_SIGNALS = (("sigterm", signal.SIGTERM, _sigterm), ("sigint", signal.SIGINT, _sigint))
+
+
+def arm_signals() -> None:
+    """Install the signal handlers now if this is the main thread (the only one that may), so that
+    runs opened later in other threads are ended on SIGTERM too. `ResultTable(...)` calls it."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    with _hooks_lock:
+        for key, signum, ours in _SIGNALS:
+            current = signal.getsignal(signum)
+            if current is not ours and current is not signal.SIG_IGN and current is not None:
+                _previous[key] = current
+                signal.signal(signum, ours)
+
+
+# The status `_at_exit` ends runs with: the end status the run's user chose (`set_status`), else
+# 'failed' (see `LogWriter._end`).
+AT_EXIT = "at-exit"
+
+
+def _at_exit() -> None:
+    """Runs still open when the interpreter exits never closed: they end with the end status
+    their user set (an adapter that saw training succeed), else as failed."""
+    end_runs(AT_EXIT)
+
+
+def _forget_parent() -> None:
+    """In a forked child (e.g. a DataLoader worker) the parent's runs are not ours to end: start
+    from none, with fresh locks in case one was held at the fork, and the hooks that were there
+    before ours, so the child's first run installs them afresh (the sinks forget theirs in sink.py)."""
+    global _hooks_lock, _draining, _abandoned
+    _hooks_lock = threading.RLock()
+    _draining, _abandoned = 0, False
+    if _open_runs:  # our hooks are installed while runs are open
+        _open_runs.clear()
+        _uninstall_hooks()
+
+
+os.register_at_fork(after_in_child=_forget_parent)
+
+
+def _install_hooks() -> None:
+    _previous["excepthook"] = sys.excepthook
+    _previous["threading_excepthook"] = threading.excepthook
+    sys.excepthook = _excepthook
+    threading.excepthook = _threading_excepthook
+    atexit.register(_at_exit)
+    arm_signals()
+
+
+def _uninstall_hooks() -> None:
+    _restore(sys, "excepthook", _excepthook, "excepthook")
+    _restore(threading, "excepthook", _threading_excepthook, "threading_excepthook")
+    atexit.unregister(_at_exit)
+    if threading.current_thread() is threading.main_thread():
+        for key, signum, ours in _SIGNALS:
+            with contextlib.suppress(ValueError):
+                if key in _previous and signal.getsignal(signum) is ours:
+                    signal.signal(signum, _previous.pop(key))
+
+
+def _restore(module: Any, attribute: str, ours: Callable[..., Any], key: str) -> None:
+    """Put back the previous hook, unless someone installed another over ours meanwhile."""
+    previous = _previous.pop(key)
+    if getattr(module, attribute) is ours:
+        setattr(module, attribute, previous)

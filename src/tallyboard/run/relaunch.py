@@ -1,0 +1,63 @@
+"""Which run a relaunched process continues: the one named by ``TALLYBOARD_RUN_ID``, or, for a SLURM
+job that was requeued (after preemption, or by ``scontrol requeue``), the run that job started.
+
+SLURM keeps ``SLURM_JOB_ID`` across a requeue and counts the restarts in ``SLURM_RESTART_COUNT``, so
+a run records the job that started it (the hparam ``slurm_job_id``) and a restarted job finds it
+again. The framework adapters share this one rule; a script of one's own calls ``run_to_resume``
+and then ``ResultTable.resume_run``.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tallyboard.run.writer import LogWriter
+    from tallyboard.table import ResultTable
+
+RUN_ID_VARIABLE = "TALLYBOARD_RUN_ID"
+SLURM_JOB_HPARAM = "slurm_job_id"
+
+
+def slurm_job_id() -> str | None:
+    """The SLURM job this process belongs to, or None outside SLURM."""
+    return os.environ.get("SLURM_JOB_ID") or None
+
+
+def slurm_restarts() -> int:
+    """How many times SLURM restarted this job (0 for its first start)."""
+    count = os.environ.get("SLURM_RESTART_COUNT", "0").strip() or "0"
+    if not count.isdigit():
+        raise ValueError(f"SLURM_RESTART_COUNT must be a count, got {count!r}")
+    return int(count)
+
+
+def run_to_resume(table: ResultTable, experiment_name: str) -> int | None:
+    """The id of the run this process should continue, or None to start a new one.
+
+    ``TALLYBOARD_RUN_ID`` wins; otherwise a requeued SLURM job continues the newest run of
+    ``experiment_name`` that recorded the same job id.
+    """
+    named = os.environ.get(RUN_ID_VARIABLE, "").strip()
+    if named:
+        try:
+            return int(named)
+        except ValueError:
+            raise ValueError(f"{RUN_ID_VARIABLE} must be a run id (an integer), got {named!r}") from None
+    job = slurm_job_id()
+    if job is None or slurm_restarts() == 0:
+        return None
+    for run_id in sorted(table.runs, reverse=True):
+        if table.get_experiment_raw(run_id)["experiment"] != experiment_name:
+            continue
+        if str(table.load_run(run_id).get_hparams().get(SLURM_JOB_HPARAM)) == job:
+            return run_id
+    return None
+
+
+def record_launch(writer: LogWriter) -> None:
+    """Remember the SLURM job that started a run, so that a requeue of that job finds it."""
+    job = slurm_job_id()
+    if job is not None:
+        writer.add_hparams({SLURM_JOB_HPARAM: job})

@@ -1,0 +1,135 @@
+"""What a run is started with, and the row it starts as: the options of `new_run`, the captured
+fields (config, CLI, command, git) and the uniqueness key.
+
+Why apart from `table.py`: `ResultTable` is the facade that opens stores and hands out writers;
+deciding what a new run's row holds is the write path's first step, and the two start methods
+(`new_run`, `new_debug_run`) share it through one options type, `RunRequest`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from enum import Enum
+from typing import IO, Any
+
+from tallyboard.run import capture
+from tallyboard.store.run_fields import UNIQUE_CANDIDATES, RunRow
+from tallyboard.values import check_text, to_int
+
+# DeepBoard's names for the same columns, accepted in `unique_columns`.
+DEEPBOARD_NAMES = {"config": "config_path", "commit_hash": "git_commit", "diff": "git_diff"}
+
+
+class NoCommitAction(Enum):
+    """What `new_run` does when the git working tree has uncommitted changes."""
+
+    NOP = "NOP"
+    WARN = "WARN"
+    RAISE = "RAISE"
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """Everything `new_run` and `new_debug_run` are given: the run's identity (experiment, config,
+    CLI, comment, tag) and how its writer behaves. `flush_each` is DeepBoard's and only checked:
+    commits happen every `commit_interval` seconds instead."""
+
+    experiment_name: str
+    configfile: str | os.PathLike[str] | IO[str] | None = None
+    cli: dict[str, Any] | None = None
+    comment: str | None = None
+    tag: str = ""
+    flush_each: int = 10
+    keep_each: int = 1
+    auto_log_plt: bool = True
+    disable: bool = False
+    system_metrics: bool = False
+    unique: bool | Mapping[str, Any] = True
+    capture_console: bool = False
+    environment: bool = True
+
+    def check_counts(self) -> None:
+        for what, count in (("keep_each", self.keep_each), ("flush_each", self.flush_each)):
+            if to_int(what, count) < 1:
+                raise ValueError(f"{what} must be 1 or more, got {count}")
+
+
+def unique_column_names(columns: tuple[str, ...] | list[str]) -> tuple[str, ...]:
+    """`unique_columns` as our column names (DeepBoard's accepted); unknown names are a ValueError."""
+    names = tuple(DEEPBOARD_NAMES.get(name, name) for name in columns)
+    unknown = [name for name in names if name not in UNIQUE_CANDIDATES]
+    if unknown:
+        raise ValueError(f"invalid unique column(s) {unknown}; choose from {UNIQUE_CANDIDATES}")
+    return names
+
+
+def deepboard_keys(row: RunRow) -> dict[str, Any]:
+    """A run row's values under DeepBoard's column names; `start` as DeepBoard's SQLite file returns
+    it, the ISO text of a local datetime ('2025-01-31T12:00:00.123456')."""
+    fields = row._asdict()
+    keys = {deepboard: fields[ours] for deepboard, ours in DEEPBOARD_NAMES.items()}
+    keys["start"] = datetime.fromtimestamp(row.start_time).isoformat()
+    return keys
+
+
+def run_fields(request: RunRequest, nocommit_action: NoCommitAction, with_git: bool) -> dict[str, Any]:
+    """The run's row, every text checked first (`values.check_text`): a run the database cannot
+    store must not start."""
+    name = request.experiment_name
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"experiment_name must be a non-empty string, got {name!r}")
+    check_text("experiment_name", name)
+    if request.comment is not None:
+        check_text("comment", request.comment)
+    if not isinstance(request.tag, str):  # '' is "no tag"
+        raise TypeError(f"tag must be a str ('' for none), got {type(request.tag).__name__}")
+    check_text("tag", request.tag)
+    cli_text = None if request.cli is None else capture.cli_json(request.cli)
+    config = None if request.configfile is None else capture.read_config(request.configfile)
+    if config is not None and config.path is not None:
+        check_text("configfile", config.path)
+    fields: dict[str, Any] = {
+        "experiment": name,
+        "config_path": None if config is None else config.path,
+        "config_hash": None if config is None else config.sha256,
+        "config_content": None if config is None else config.content,
+        "cli": cli_text,
+        "command": capture.command_line(),
+        "comment": request.comment,
+        "tag": request.tag,
+        "start_time": time.time(),
+    }
+    if with_git:
+        git = capture.git_state()
+        if git.diff and nocommit_action is not NoCommitAction.NOP:
+            message = "You have uncommitted changes; commit them so that this run can be reproduced."
+            if nocommit_action is NoCommitAction.RAISE:
+                raise RuntimeError(message)
+            warnings.warn(message, RuntimeWarning, stacklevel=4)  # the user's new_run line
+        fields["git_commit"], fields["git_diff"] = git.commit, git.diff
+    return fields
+
+
+def unique_key(
+    fields: dict[str, Any], unique_columns: tuple[str, ...], unique: bool | Mapping[str, Any] = True
+) -> str | None:
+    """The run's values of the unique columns, then the values of a `unique` mapping; None (no
+    check) for a table without unique columns or when `unique` is False."""
+    if not unique_columns or unique is False:
+        return None
+
+    def canonical(name: str) -> Any:
+        if name == "cli" and fields["cli"] is not None:  # key order must not make runs distinct
+            return json.dumps(json.loads(fields["cli"]), sort_keys=True)
+        return fields.get(name)
+
+    key = [canonical(name) for name in unique_columns]
+    if isinstance(unique, Mapping) and unique:
+        key.append(json.dumps(dict(unique), sort_keys=True, default=str))
+    return json.dumps(key)

@@ -1,0 +1,610 @@
+"""The dashboard's read queries (`Store.reads`; its few edits go through `Store.update_run` /
+`set_columns`).
+
+Why a module of its own: the dashboard reads in ways the logging path never does (a page of the
+runs table, one bucketed range of a series, a PNG by id) and it must never block training. Its
+store lends it a small pool of connections for the serving threads (`Engine.reader_connection`),
+and every query is a short statement that an index answers (a series is one range scan of the
+`scalars` primary key). SQL is plain standard SQL written with `?` placeholders; the engine
+rewrites them to its own (`Engine.reader_sql`). Nothing here writes; the connections of a
+read-only dashboard cannot (SQLite `mode=ro`, PostgreSQL read-only transactions), so it works on a
+read-only file system or a file its user may not write.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import re
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
+
+from tallyboard.errors import DatabaseUnreachable
+from tallyboard.filter import Node
+from tallyboard.store import histograms as histogram_rows
+from tallyboard.store.location import redacted
+from tallyboard.store.logged import artifacts_query, console_query
+from tallyboard.store.records import ArtifactRow, Column, ConsoleLine
+from tallyboard.store.run_fields import DETAIL_FIELDS, LISTED_FIELDS
+from tallyboard.store.runs_sql import Dialect, Translator, value_names_sql
+from tallyboard.store.runs_walk import matching_sql
+from tallyboard.store.schema import BLOCK_BITS
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tallyboard.store.base import Store
+
+# A number as JSON writes it; groups 1 and 2 (fraction, exponent) make it a float.
+_JSON_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?")
+
+STATUSES = ("running", "finished", "failed")
+T = TypeVar("T")
+
+
+# The last row of each bucket (see `DashboardQueries.buckets`): an index seek per bucket. On SQLite,
+# the seek finds the step and the join reads its row; PostgreSQL gets the same seek as a LATERAL
+# join, because for a join its planner, on a fresh table's guessed statistics, hashes the buckets
+# and scans every point of the series (240 ms for a million points instead of a few).
+_BUCKET_STARTS = """WITH RECURSIVE b(lo) AS (
+    SELECT CAST(? AS BIGINT) UNION ALL SELECT lo + ? FROM b WHERE lo + ? <= ?)"""
+_LAST_IN_BUCKET = """SELECT s.step{columns} FROM scalars s WHERE s.run_id = ? AND s.tag_id = ? AND s.rep = ?
+    AND s.step >= b.lo AND s.step >= ? AND s.step < b.lo + ? AND s.step <= ? ORDER BY s.step DESC LIMIT 1"""
+LAST_ROWS_SQLITE = f"""{_BUCKET_STARTS}
+    SELECT t.step, t.epoch, t.walltime_ms, t.value FROM b JOIN scalars t
+    ON t.run_id = ? AND t.tag_id = ? AND t.rep = ? AND t.step = ({_LAST_IN_BUCKET.format(columns="")})
+    ORDER BY t.step"""
+_LAST_ROW_IN_BUCKET = _LAST_IN_BUCKET.format(columns=", s.epoch, s.walltime_ms, s.value")
+LAST_ROWS_POSTGRES = f"""{_BUCKET_STARTS}
+    SELECT t.* FROM b CROSS JOIN LATERAL ({_LAST_ROW_IN_BUCKET}) t ORDER BY t.step"""
+
+
+class RunsVersion(NamedTuple):
+    """The runs' version (`DashboardQueries.runs_version`). A new run has the largest id and the
+    latest `updated_at`; an edit sets `updated_at`; a deletion raises `meta` 'runs_deleted'
+    (schema v11; None before it, read as 0)."""
+
+    last_run_id: int
+    deleted: int
+    updated_at: float
+
+
+RUNS_VERSION = """SELECT (SELECT MAX(run_id) FROM runs),
+    (SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'runs_deleted'),
+    (SELECT MAX(updated_at) FROM runs)"""
+
+
+@dataclass(frozen=True)
+class SeriesKey:
+    """One logged series: a tag of a repetition of a run."""
+
+    run_id: int
+    tag_id: int
+    rep: int
+
+
+class SeriesOfRun(NamedTuple):
+    """One scalar series of a run (`DashboardQueries.tags_of_runs`)."""
+
+    run_id: int
+    tag_id: int
+    tag: str
+    rep: int
+    start_time: float
+
+
+class DashboardQueries:
+    """Thread-safe access to one store for the dashboard, through a small pool of connections.
+
+    A pool rather than a connection per thread: the server's thread pool has dozens of threads,
+    and each connection holds its own page cache, so per-thread connections would let memory grow
+    with the number of threads that ever served a request."""
+
+    def __init__(
+        self, store: Store, connections: int = 4, read_only: bool = False, owns_store: bool = False
+    ) -> None:
+        """Queries through connections lent by `store` (its engine makes them); `owns_store`: the
+        store is closed with these queries (`tallyboard.store.open_queries` opened it for them).
+        Why the store is given, never a location: opening one needs the engines, which import this
+        module (`Store.reads`)."""
+        self._owned: Store | None = store if owns_store else None
+        self.store = store
+        self.url = self.store.url
+        self.read_only = read_only
+        self.postgres = self.store.dialect == "postgresql"
+        self._idle: queue.LifoQueue[Any] = queue.LifoQueue()
+        self._slots = threading.BoundedSemaphore(connections)
+        self._closing = threading.Lock()  # a connection in use when the pool closes is closed on return
+        self._closed = False
+        try:
+            self._one("SELECT value FROM meta WHERE key = 'schema_version'")
+        except Exception as error:
+            self.close()
+            raise ValueError(f"{redacted(self.url)!r} is not a tallyboard result table ({error})") from None
+
+    # -- plumbing -----------------------------------------------------------------------------
+    def _connect(self) -> Any:
+        return self.store.reader_connection(self.read_only)
+
+    @contextmanager
+    def _connection(self) -> Iterator[Any]:
+        """A pooled connection, returned to the pool afterwards, unless it died under its statement
+        (the server stopped or restarted): then every idle one is dropped too (they talked to the
+        same server) and `DatabaseUnreachable` says so; the next statement connects anew."""
+        with self._slots:
+            try:
+                conn = self._idle.get_nowait()
+            except queue.Empty:
+                try:
+                    conn = self._connect()
+                except Exception as error:
+                    raise DatabaseUnreachable(self._unreachable(error)) from error
+            try:
+                yield conn
+            except Exception as error:
+                if not self.store.reader_lost(conn):
+                    self._give_back(conn)
+                    raise
+                self._drop_idle()
+                with suppress(Exception):
+                    conn.close()
+                raise DatabaseUnreachable(self._unreachable(error)) from error
+            self._give_back(conn)
+
+    def _give_back(self, conn: Any) -> None:
+        """Return `conn` to the pool; close it instead when the pool was closed while it was in use."""
+        with self._closing:
+            if self._closed:
+                conn.close()
+            else:
+                self._idle.put(conn)
+
+    def _unreachable(self, error: Exception) -> str:
+        reason = " ".join(str(error).split()) or type(error).__name__
+        return f"the database {redacted(self.url)} does not answer ({reason}); ask again once it is back"
+
+    def _retried(self, statement: Callable[[], T]) -> T:
+        """Run a read again once on a new connection when its pooled one had died meanwhile (a
+        server restarted since the last request): reads can always run twice."""
+        try:
+            return statement()
+        except DatabaseUnreachable:
+            return statement()
+
+    def _sql(self, sql: str) -> str:
+        return self.store.reader_sql(sql)
+
+    def _run(self, sql: str, params: Sequence[Any], fetch: str) -> Any:
+        def statement() -> Any:
+            with self._connection() as conn:
+                with self._read_only(conn):
+                    cursor = conn.execute(self._sql(sql), tuple(params))
+                return cursor.fetchall() if fetch == "all" else cursor.fetchone()
+
+        return self._retried(statement)
+
+    def _read_only(self, conn: Any) -> AbstractContextManager[Any]:
+        """PostgreSQL opened read-only: the block's statements in one read-only transaction, ended
+        with the block (not a session setting, which PgBouncer would pass on to other clients)."""
+        if not (self.postgres and self.read_only):
+            return nullcontext()
+        transaction: AbstractContextManager[Any] = conn.transaction()
+        return transaction
+
+    def _each(self, sql: str, param_rows: Sequence[Sequence[Any]]) -> list[tuple[Any, ...]]:
+        """The first row of `sql` for each parameter row, on one connection: SQLite reruns its
+        cached statement; PostgreSQL sends them all in one pipeline (one round trip, not one each)."""
+        if not param_rows:
+            return []
+
+        def statement() -> list[tuple[Any, ...]]:
+            with self._connection() as conn, self._read_only(conn):
+                return self.store.first_rows(conn, sql, param_rows)
+
+        return self._retried(statement)
+
+    def _all(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        rows: list[tuple[Any, ...]] = self._run(sql, params, "all")
+        return rows
+
+    def read(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """The rows of a query built elsewhere (the runs table's views: dashboard/runs_sql.py)."""
+        return self._all(sql, params)
+
+    def _one(self, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
+        row: tuple[Any, ...] | None = self._run(sql, params, "one")
+        return row
+
+    def close(self) -> None:
+        """Close the idle connections, and those in use as they come back (and the store, when these
+        queries opened it)."""
+        with self._closing:
+            self._closed = True
+            self._drop_idle()
+        if self._owned is not None:
+            self._owned.close()
+
+    def _drop_idle(self) -> None:
+        while True:
+            try:
+                conn = self._idle.get_nowait()
+            except queue.Empty:
+                return
+            with suppress(Exception):  # a dead connection may fail to close: it is gone either way
+                conn.close()
+
+    # -- the runs table -----------------------------------------------------------------------
+    def runs_version(self) -> RunsVersion:
+        """What changes whenever a run is added, deleted or edited: three index seeks, whatever the
+        number of runs (a count of the runs read them all)."""
+        row = self._one(RUNS_VERSION) or (None, None, None)  # always a row
+        last, deleted, latest = row
+        return RunsVersion(int(last or 0), int(deleted or 0), float(latest or 0.0))
+
+    def run_ids_where(self, tree: Node, show_hidden: bool) -> list[int]:
+        """The ids of the runs a parsed filter selects, by run id, answered in SQL from the typed
+        values (store/runs_sql.py); raises `NotInSql` where SQL cannot say it exactly (the caller
+        filters in memory then)."""
+        hparams, results = (
+            {row[0] for row in self._all(value_names_sql(table))} for table in ("hparams", "results")
+        )
+        condition = Translator(hparams, results, Dialect.of(self.postgres)).condition(tree)
+        return [row[0] for row in self._all(*matching_sql(condition, show_hidden))]
+
+    def runs(self, updated_after: float | None = None) -> list[dict[str, Any]]:
+        """Runs with their hparams and results (all, or those changed at or after a time)."""
+        where, params = ("WHERE updated_at >= ?", [updated_after]) if updated_after is not None else ("", [])
+        rows = self._all(f"SELECT {', '.join(LISTED_FIELDS)} FROM runs {where}", params)
+        return self._with_values(rows, f"IN (SELECT run_id FROM runs {where})", params)
+
+    def run_field(self, field: str) -> list[tuple[int, Any]]:
+        """(run id, that field) of every run: what ordering the runs table by a run field needs."""
+        if field not in LISTED_FIELDS:
+            raise ValueError(f"{field!r} is not a field of the runs table")
+        return self._all(f"SELECT run_id, {field} FROM runs")
+
+    def runs_of(self, run_ids: Sequence[int]) -> list[dict[str, Any]]:
+        """Some runs by id (hidden ones too) with their hparams and results."""
+        if not run_ids:
+            return []
+        # PostgreSQL without statistics plans `IN (100 ids)` as a scan of every value row (0.5 s at
+        # 100,000 runs): an `= ANY` of one array is planned as the index's 100 seeks.
+        among, params = ("= ANY(?)", [list(run_ids)]) if self.postgres else (
+            f"IN ({', '.join('?' * len(run_ids))})", list(run_ids))  # fmt: skip
+        rows = self._all(f"SELECT {', '.join(LISTED_FIELDS)} FROM runs WHERE run_id {among}", params)
+        return self._with_values(rows, among, params)
+
+    def _with_values(
+        self, rows: list[tuple[Any, ...]], among: str, params: Sequence[Any]
+    ) -> list[dict[str, Any]]:
+        """Runs (rows of LISTED_FIELDS) as dicts with their hparams and results (those whose
+        `run_id {among}` holds)."""
+        runs = {row[0]: dict(zip(LISTED_FIELDS, row, strict=True), hparams={}, results={}) for row in rows}
+        if not runs:
+            return []
+        parsed: dict[str, Any] = {}  # a sweep repeats its values: each distinct text is parsed once
+        for table in ("hparams", "results"):
+            for run_id, name, value in self._all(
+                f"SELECT run_id, name, value FROM {table} WHERE run_id {among}", params
+            ):
+                if run_id in runs:
+                    if value not in parsed:
+                        parsed[value] = _json_value(value)
+                    runs[run_id][table][name] = parsed[value]
+        for run in runs.values():
+            run["tags"] = []
+        for run_id, tag in self._all(
+            f"SELECT run_id, tag FROM run_tags WHERE run_id {among} ORDER BY tag", params
+        ):
+            if run_id in runs:
+                runs[run_id]["tags"].append(tag)
+        return list(runs.values())
+
+    def run(self, run_id: int) -> dict[str, Any] | None:
+        """Everything about one run that its page shows, except the logged series and media."""
+        row = self._one(f"SELECT {', '.join(DETAIL_FIELDS)} FROM runs WHERE run_id = ?", [run_id])
+        if row is None:
+            return None
+        run = dict(zip(DETAIL_FIELDS, row, strict=True))
+        for table in ("hparams", "results"):
+            pairs = self._all(f"SELECT name, value FROM {table} WHERE run_id = ? ORDER BY name", [run_id])
+            run[table] = {name: _json_value(value) for name, value in pairs}
+        run["tags"] = [
+            row[0] for row in self._all("SELECT tag FROM run_tags WHERE run_id = ? ORDER BY tag", [run_id])
+        ]
+        reps = self._all("SELECT rep, start_time FROM repetitions WHERE run_id = ? ORDER BY rep", [run_id])
+        run["repetitions"] = [{"rep": rep, "start_time": start} for rep, start in reps]
+        return run
+
+    def run_states(self, run_ids: Sequence[int]) -> list[dict[str, Any]]:
+        """status and updated_at of some runs (what a live view watches)."""
+        marks = ", ".join("?" * len(run_ids))
+        sql = f"SELECT run_id, status, updated_at FROM runs WHERE run_id IN ({marks}) ORDER BY run_id"
+        return [
+            dict(zip(("run_id", "status", "updated_at"), row, strict=True))
+            for row in self._all(sql, list(run_ids))
+        ]
+
+    def columns(self) -> list[Column]:
+        """The column preferences (alias, position; position None = hidden)."""
+        return [Column(*row) for row in self._all("SELECT name, kind, alias, position FROM columns")]
+
+    def run_tags(self) -> list[str]:
+        """Distinct run tags, for autocompletion."""
+        return [row[0] for row in self._all("SELECT DISTINCT tag FROM runs WHERE tag <> '' ORDER BY tag")]
+
+    # -- series -------------------------------------------------------------------------------
+    def tags_of_runs(self, run_ids: Sequence[int]) -> list[SeriesOfRun]:
+        """Every scalar series of the given runs, with its tag's name and its repetition's start.
+
+        A series exists exactly when it has a `scalar_blocks` row, so the test reads those (one row
+        per 256 points): SQLite seeks one per candidate, and PostgreSQL, which turns EXISTS into a
+        semi-join that may scan them all, scans 4,000 rows for a million points, not the points."""
+        if not run_ids:
+            return []
+        marks = ", ".join("?" * len(run_ids))
+        sql = f"""
+            SELECT r.run_id, t.tag_id, t.name, r.rep, r.start_time
+            FROM repetitions r CROSS JOIN tags t
+            WHERE r.run_id IN ({marks}) AND EXISTS (
+                SELECT 1 FROM scalar_blocks b
+                WHERE b.run_id = r.run_id AND b.tag_id = t.tag_id AND b.rep = r.rep)
+            ORDER BY r.run_id, t.name, r.rep"""
+        return [SeriesOfRun(*row) for row in self._all(sql, list(run_ids))]
+
+    def metric_points(self, run_ids: Sequence[int], tag: str) -> list[tuple[int, int, float | None]]:
+        """(run_id, rep, value) of one tag of some runs, ordered by run, rep and step: what the
+        statistics views reduce to one number per repetition (value None for NaN)."""
+        if not run_ids:
+            return []
+        marks = ", ".join("?" * len(run_ids))
+        sql = f"""SELECT run_id, rep, value FROM scalars
+            WHERE run_id IN ({marks}) AND tag_id = (SELECT tag_id FROM tags WHERE name = ?)
+            ORDER BY run_id, rep, step"""
+        return self._all(sql, [*run_ids, tag])
+
+    def step_bounds(self, key: SeriesKey) -> tuple[int, int] | None:
+        """First and last step of a series (two index seeks)."""
+        where = "WHERE run_id = ? AND tag_id = ? AND rep = ?"
+        params = [key.run_id, key.tag_id, key.rep]
+        first = self._one(f"SELECT step FROM scalars {where} ORDER BY step LIMIT 1", params)
+        if first is None:
+            return None
+        last = self._one(f"SELECT step FROM scalars {where} ORDER BY step DESC LIMIT 1", params) or first
+        return first[0], last[0]
+
+    def points(self, key: SeriesKey, lo: int, hi: int, limit: int | None = None) -> list[tuple[Any, ...]]:
+        """Raw (step, epoch, walltime_ms, value) rows with lo <= step <= hi, in step order."""
+        sql = (
+            "SELECT step, epoch, walltime_ms, value FROM scalars"
+            " WHERE run_id = ? AND tag_id = ? AND rep = ? AND step >= ? AND step <= ? ORDER BY step"
+        )
+        params: list[Any] = [key.run_id, key.tag_id, key.rep, lo, hi]
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+        return self._all(sql, params)
+
+    # -- repeated steps (imports keep every point: store/imported.py) ---------------------------
+    def repeated_step_series(self, run_id: int) -> list[tuple[int, str, int, int, int, int]]:
+        """(tag_id, tag, rep, points, same-step repeats, steps that went back) of every series of
+        the run that holds several points at a step; a repeat is a point whose step equals the one
+        before it in source order, a step back one whose step is smaller."""
+        return self._all(
+            """
+            SELECT e.tag_id, t.name, e.rep, COUNT(*),
+                   SUM(CASE WHEN e.step = e.prev THEN 1 ELSE 0 END),
+                   SUM(CASE WHEN e.step < e.prev THEN 1 ELSE 0 END)
+            FROM (SELECT tag_id, rep, step, LAG(step) OVER (PARTITION BY tag_id, rep ORDER BY seq) AS prev
+                  FROM scalar_events WHERE run_id = ?) e
+            JOIN tags t ON t.tag_id = e.tag_id
+            GROUP BY e.tag_id, t.name, e.rep ORDER BY t.name, e.rep""",
+            [run_id],
+        )
+
+    def scalar_events(self, key: SeriesKey, after_seq: int, limit: int) -> list[tuple[Any, ...]]:
+        """(seq, step, epoch, walltime_ms, value) of a series' points in source order, from seq
+        `after_seq` + 1 on, at most `limit`; [] when the series never repeated a step."""
+        return self._all(
+            "SELECT seq, step, epoch, walltime_ms, value FROM scalar_events"
+            " WHERE run_id = ? AND tag_id = ? AND rep = ? AND seq > ? ORDER BY seq LIMIT ?",
+            [key.run_id, key.tag_id, key.rep, after_seq, limit],
+        )
+
+    def buckets(
+        self, key: SeriesKey, lo: int, hi: int, span: int, origin: int | None = None
+    ) -> list[tuple[Any, ...]]:
+        """Per bucket that holds points, its last row (step, epoch, walltime_ms, value), then its
+        min and max value. Bucket k holds the steps of [origin + k * span, origin + (k + 1) * span)
+        that lie in [lo, hi]; `origin` (<= lo) defaults to `lo`. Exactly what MIN, MAX and ORDER BY step
+        over the bucket's rows give (NaN, stored as NULL, is skipped; a NaN-only bucket has None).
+
+        Whole `scalar_blocks` blocks inside a bucket are read from their summary rows (one
+        statement, grouped by bucket); only the parts of a bucket that cover a block partly are
+        read from `scalars` (one MIN/MAX range scan each). With `origin` and `span` multiples of
+        `BLOCK_STEPS` those are at most the two blocks cut by the ends of [lo, hi]: a million
+        points cost ~4,000 summary rows plus an index seek per bucket for its last row."""
+        origin = lo if origin is None else origin
+        ids = [key.run_id, key.tag_id, key.rep]
+        pieces = _cut_pieces(lo, hi, span, origin)
+        extremes = self._each(
+            "SELECT MIN(value), MAX(value) FROM scalars"
+            " WHERE run_id = ? AND tag_id = ? AND rep = ? AND step >= ? AND step < ?",
+            [(*ids, start, stop) for _, start, stop in pieces],
+        )
+        bucket_of = f"(((block << {BLOCK_BITS}) - ?) / ?)"  # never negative: origin <= lo
+        extremes = [(k, *row) for (k, _, _), row in zip(pieces, extremes, strict=True)] + self._all(
+            f"SELECT {bucket_of}, MIN(lowest), MAX(highest) FROM scalar_blocks"
+            " WHERE run_id = ? AND tag_id = ? AND rep = ? AND block >= ? AND block < ?"
+            f" AND {bucket_of} = ((((block + 1) << {BLOCK_BITS}) - 1 - ?) / ?)"  # not cut by an edge
+            " GROUP BY 1",
+            [origin, span, *ids, -(-lo >> BLOCK_BITS), (hi + 1) >> BLOCK_BITS, origin, span, origin, span],
+        )
+        low: dict[int, float | None] = {}
+        high: dict[int, float | None] = {}
+        for k, lowest, highest in extremes:
+            low[k], high[k] = _extreme(min, low.get(k), lowest), _extreme(max, high.get(k), highest)
+        starts = [origin + (lo - origin) // span * span, span, span, hi]
+        if self.postgres:
+            rows = self._all(LAST_ROWS_POSTGRES, [*starts, *ids, lo, span, hi])
+        else:
+            rows = self._all(LAST_ROWS_SQLITE, [*starts, *ids, *ids, lo, span, hi])
+        return [(*row, low[k], high[k]) for row, k in ((row, (row[0] - origin) // span) for row in rows)]
+
+    def stream_points(self, key: SeriesKey, batch: int = 5000) -> Iterator[tuple[Any, ...]]:
+        """Every (step, epoch, walltime_ms, value) of a series, fetched in bounded batches."""
+        after = None
+        while True:
+            sql = (
+                "SELECT step, epoch, walltime_ms, value FROM scalars"
+                " WHERE run_id = ? AND tag_id = ? AND rep = ?"
+            )
+            params: list[Any] = [key.run_id, key.tag_id, key.rep]
+            if after is not None:
+                sql += " AND step > ?"
+                params.append(after)
+            rows = self._all(sql + " ORDER BY step LIMIT ?", [*params, batch])
+            yield from rows
+            if len(rows) < batch:
+                return
+            after = rows[-1][0]
+
+    def tag_id(self, name: str) -> int | None:
+        row = self._one("SELECT tag_id FROM tags WHERE name = ?", [name])
+        return None if row is None else row[0]
+
+    # -- live stream: high-water marks ---------------------------------------------------------
+    def last_steps(self, run_ids: Sequence[int]) -> dict[SeriesKey, int]:
+        """The last step of every scalar series of some runs: what a live stream compares with its
+        previous answer to find the series that grew. One statement: the series come from
+        `scalar_blocks` (one row per 256 points), their last step from one index seek each."""
+        if not run_ids:
+            return {}
+        marks = ", ".join("?" * len(run_ids))
+        sql = f"""
+            SELECT k.run_id, k.tag_id, k.rep, (SELECT MAX(s.step) FROM scalars s
+                WHERE s.run_id = k.run_id AND s.tag_id = k.tag_id AND s.rep = k.rep)
+            FROM (SELECT DISTINCT run_id, tag_id, rep FROM scalar_blocks WHERE run_id IN ({marks})) k"""
+        return {
+            SeriesKey(r, t, p): last for r, t, p, last in self._all(sql, list(run_ids)) if last is not None
+        }
+
+    def last_item_ids(self) -> tuple[int, int]:
+        """(largest media_id, largest text_id): ids only grow, so new images and texts of any run
+        are those above the last answer (two primary-key seeks)."""
+        media = self._one("SELECT MAX(media_id) FROM media")
+        texts = self._one("SELECT MAX(text_id) FROM texts")
+        return int((media and media[0]) or 0), int((texts and texts[0]) or 0)
+
+    def new_items(self, table: str, after: int, upto: int, run_ids: Sequence[int]) -> list[dict[str, Any]]:
+        """Index rows (no pixels, no content) of media or texts with after < id <= upto of some runs."""
+        if table not in ("media", "texts") or not run_ids:
+            return []
+        item_id = "media_id" if table == "media" else "text_id"
+        marks = ", ".join("?" * len(run_ids))
+        sql = f"""
+            SELECT x.{item_id}, x.run_id, t.name, x.kind, x.rep, x.step, x.epoch
+            FROM {table} x JOIN tags t ON t.tag_id = x.tag_id
+            WHERE x.{item_id} > ? AND x.{item_id} <= ? AND x.run_id IN ({marks}) ORDER BY x.{item_id}"""
+        names = ("id", "run_id", "tag", "kind", "rep", "step", "epoch")
+        return [dict(zip(names, row, strict=True)) for row in self._all(sql, [after, upto, *run_ids])]
+
+    # -- media and texts ----------------------------------------------------------------------
+    def media(self, run_id: int, kind: str) -> list[dict[str, Any]]:
+        """Index of a run's images or figures (no pixels)."""
+        sql = """
+            SELECT m.media_id, t.name, m.rep, m.step, m.epoch, m.width, m.height
+            FROM media m JOIN tags t ON t.tag_id = m.tag_id
+            WHERE m.run_id = ? AND m.kind = ? ORDER BY t.name, m.rep, m.step, m.media_id"""
+        names = ("media_id", "tag", "rep", "step", "epoch", "width", "height")
+        return [dict(zip(names, row, strict=True)) for row in self._all(sql, [run_id, kind])]
+
+    def histograms(self, run_id: int, tag: str | None = None) -> dict[str, Any]:
+        """A run's histogram tags, and the histograms of `tag` (default: its first tag) with their
+        buckets, by repetition and step. Every row is a few hundred bytes, so a tag is sent whole."""
+        tags = [name for (name,) in self._all(
+            "SELECT DISTINCT t.name FROM histograms h JOIN tags t ON t.tag_id = h.tag_id"
+            " WHERE h.run_id = ? ORDER BY t.name", [run_id])]  # fmt: skip
+        if tag is None and tags:
+            tag = tags[0]
+        rows = self._all(
+            f"SELECT h.rep, h.step, h.epoch, {histogram_rows.STATS} FROM histograms h"
+            " JOIN tags t ON t.tag_id = h.tag_id WHERE h.run_id = ? AND t.name = ?"
+            " ORDER BY h.rep, h.step, h.histogram_id",
+            [run_id, tag],
+        )
+        found = []
+        for rep, step, epoch, *stats in rows:
+            h = histogram_rows.from_columns(stats)
+            found.append({"rep": rep, "step": step, "epoch": epoch, "count": h.count,
+                          "nonfinite": h.nonfinite, "min": h.minimum, "max": h.maximum, "sum": h.total,
+                          "sum_squares": h.total_squares, "edges": h.edges, "counts": h.counts})  # fmt: skip
+        return {"tags": tags, "tag": tag, "histograms": found}
+
+    def media_png(self, media_id: int) -> bytes | None:
+        row = self._one("SELECT png FROM media WHERE media_id = ?", [media_id])
+        return None if row is None else bytes(row[0])
+
+    def texts(self, run_id: int, kind: str) -> list[dict[str, Any]]:
+        """A run's texts or HTML fragments, content included."""
+        sql = """
+            SELECT x.text_id, t.name, x.rep, x.step, x.epoch, x.content, x.markdown
+            FROM texts x JOIN tags t ON t.tag_id = x.tag_id
+            WHERE x.run_id = ? AND x.kind = ? ORDER BY t.name, x.rep, x.step, x.text_id"""
+        names = ("text_id", "tag", "rep", "step", "epoch", "content", "markdown")
+        texts = [dict(zip(names, row, strict=True)) for row in self._all(sql, [run_id, kind])]
+        for text in texts:
+            text["markdown"] = bool(text["markdown"])
+        return texts
+
+    def console(self, run_id: int, after: int, limit: int, search: str | None) -> list[dict[str, Any]]:
+        """A run's console lines after id `after` (see `Store.console`), as dicts."""
+        rows = self._all(*console_query(run_id, after, limit, search))
+        return [line._asdict() for line in map(ConsoleLine._make, rows)]
+
+    def environment(self, run_id: int) -> dict[str, Any] | None:
+        row = self._one("SELECT content FROM environments WHERE run_id = ?", [run_id])
+        return None if row is None else json.loads(row[0])
+
+    def artifacts(self, run_id: int, name: str | None = None) -> list[ArtifactRow]:
+        """A run's artefacts (or the one called `name`), by name."""
+        return [ArtifactRow(*row) for row in self._all(*artifacts_query(run_id, name))]
+
+    def fragment(self, text_id: int) -> str | None:
+        row = self._one("SELECT content FROM texts WHERE text_id = ? AND kind = 'fragment'", [text_id])
+        return None if row is None else row[0]
+
+
+def _cut_pieces(lo: int, hi: int, span: int, origin: int) -> list[tuple[int, int, int]]:
+    """(bucket, start, stop) of the step ranges of buckets (see `DashboardQueries.buckets`) that
+    only partly cover a block: what is read from `scalars` rather than from `scalar_blocks`."""
+    pieces = []
+    for k in range((lo - origin) // span, (hi - origin) // span + 1):
+        start, stop = max(origin + k * span, lo), min(origin + (k + 1) * span, hi + 1)
+        whole_start, whole_stop = -(-start >> BLOCK_BITS) << BLOCK_BITS, stop >> BLOCK_BITS << BLOCK_BITS
+        if whole_stop <= whole_start:  # no whole block inside
+            pieces.append((k, start, stop))
+        else:
+            pieces += [(k, start, whole_start), (k, whole_stop, stop)]
+    return [(k, start, stop) for k, start, stop in pieces if start < stop]
+
+
+def _extreme(choose: Callable[[float, float], float], a: float | None, b: float | None) -> float | None:
+    """min or max of two extremes where None (no finite-or-infinite value: NaN only) loses."""
+    if a is None or b is None:
+        return b if a is None else a
+    return choose(a, b)
+
+
+def _json_value(text: str) -> Any:
+    """A stored hparam/result value; text that is not JSON is shown as the string it is.
+
+    A JSON number (most values) is read by int()/float(), as `json.loads` would, at half the cost."""
+    number = _JSON_NUMBER.fullmatch(text) if isinstance(text, str) else None
+    if number is not None:
+        return float(text) if number.lastindex else int(text)
+    try:
+        return json.loads(text)
+    except (TypeError, ValueError):
+        return text
