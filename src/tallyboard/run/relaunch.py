@@ -10,14 +10,26 @@ and then ``ResultTable.resume_run``.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:  # pragma: no cover
+    from tallyboard.run.view import RunView
     from tallyboard.run.writer import LogWriter
-    from tallyboard.table import ResultTable
 
 RUN_ID_VARIABLE = "TALLYBOARD_RUN_ID"
 SLURM_JOB_HPARAM = "slurm_job_id"
+
+
+class Table(Protocol):
+    """What `run_to_resume` reads of a table: a `ResultTable`, named by what it offers because the
+    write path never imports the facade above it (tests/test_layering.py)."""
+
+    @property
+    def runs(self) -> list[int]: ...
+
+    def get_experiment_raw(self, run_id: int) -> dict[str, Any]: ...
+
+    def load_run(self, run_id: int) -> RunView: ...
 
 
 def slurm_job_id() -> str | None:
@@ -33,7 +45,7 @@ def slurm_restarts() -> int:
     return int(count)
 
 
-def run_to_resume(table: ResultTable, experiment_name: str) -> int | None:
+def run_to_resume(table: Table, experiment_name: str) -> int | None:
     """The id of the run this process should continue, or None to start a new one.
 
     ``TALLYBOARD_RUN_ID`` wins; otherwise a requeued SLURM job continues the newest run of
