@@ -1,11 +1,14 @@
 """The layering rules of docs/architecture.md, checked on every import of the package.
 
-The rules (they hold for imports inside functions too, which is where a shortcut hides):
-- `monitor` imports nothing of ours;
+The import rules are one table, `RULES`: each row is a part of the package (a folder, or top-level
+modules) and the rows its modules may import (besides each other); a row that is in no other
+row's list is imported by nobody outside it. `test_every_import_follows_the_rules` walks it. The
+rules hold for imports inside functions too, which is where a shortcut hides, and for imports
+under `if TYPE_CHECKING:` (an annotation that names the layer above is a dependency on it too).
+Every module belongs to exactly one row, so a new folder must be placed before its first test run.
+
+Besides the table:
 - only `store/` speaks SQL: nothing outside it imports a database driver or holds an SQL statement;
-- nothing but the CLI imports `dashboard`;
-- `integrations/` depend on the core, never the reverse: only the CLI (the outermost skin, like the
-  dashboard) and the integrations themselves import them;
 - no import cycle among modules. An import under `if TYPE_CHECKING:` runs in no process, so it
   counts for the rules above but not for cycles (annotations may name a type both ways).
 Imports are read with `ast`, so a module is never run to be checked.
@@ -28,6 +31,62 @@ SQL_STATEMENT = re.compile(
     r"^\s*(SELECT\s|INSERT\s+INTO\s|UPDATE\s+\w+\s+SET\s|DELETE\s+FROM\s|CREATE\s+(TABLE|INDEX|UNIQUE)\s"
     r"|ALTER\s+TABLE\s|DROP\s+(TABLE|INDEX)\s|PRAGMA\s|WITH\s+\w+\s+AS\s*\()"
 )
+
+
+class Rule(NamedTuple):
+    members: tuple[str, ...]  # paths under src/tallyboard: "run/" a folder and all below, "table.py" a module
+    may_import: frozenset[str]  # the rows whose modules these may import, besides their own row
+    why: str
+
+
+# DESIGN.md's arrows. Below the facade: `run` (the write path) and `analysis` (the read path's
+# logic) both stand on `store`, which stands on the vocabulary floor; the skins (cli, dashboard,
+# integrations) stand on the core. A row may always import its own modules.
+FLOOR = frozenset({"floor", "errors"})
+CORE = FLOOR | {"package", "table", "run", "analysis", "exchange", "store", "monitor"}
+RULES: dict[str, Rule] = {
+    "errors": Rule(("errors.py",), frozenset(), "every error a user catches: the very bottom"),
+    "floor": Rule(
+        ("values.py", "media.py", "histogram.py", "filter.py", "json_numbers.py", "extras.py", "progress.py"),
+        frozenset({"errors"}),
+        "the vocabulary floor: what every layer shares, so it imports nothing of ours but itself and errors",
+    ),
+    "monitor": Rule(("monitor/",), frozenset(), "the torch.monitor port: usable without the rest of us"),
+    "store": Rule(("store/",), FLOOR, "the only package that speaks SQL, beneath both paths"),
+    "run": Rule(
+        ("run/",),
+        FLOOR | {"store", "monitor"},
+        "the write path: writes through the store; the monitor feeds its event handler and system metrics",
+    ),
+    "analysis": Rule(
+        ("analysis/", "query.py"),
+        FLOOR | {"store"},
+        "the read path's logic, and query.py its public query API: reads through the store, never `run`",
+    ),
+    "exchange": Rule(("exchange/",), FLOOR | {"store"}, "our own format in and out, through the store"),
+    "table": Rule(
+        ("table.py",),
+        FLOOR | {"run", "analysis", "exchange", "store", "monitor"},
+        "the facade: hands out the write path and the read path over one store",
+    ),
+    "package": Rule(("__init__.py",), CORE - {"package"}, "the public API: re-exports the core, lazily"),
+    "dashboard": Rule(
+        ("dashboard/",),
+        FLOOR | {"table", "analysis", "store"},
+        "the web app reads (and edits rows) through the store and the read path; no write path",
+    ),
+    "integrations": Rule(("integrations/",), CORE, "adapters of other tools: the core, never the reverse"),
+    "cli": Rule(
+        ("cli/",), CORE | {"dashboard", "integrations"}, "the outermost skin: it alone imports the dashboard"
+    ),
+    "main": Rule(("__main__.py",), frozenset({"cli"}), "`python -m tallyboard` is the command"),
+}
+# The imports that break a row's rule, each allowed here with why; one no longer made fails too.
+ALLOWED: dict[tuple[str, str], str] = {
+    # The API's version in /api/openapi.json is the package's `__version__` (the package runs before
+    # any of its modules anyway); no other name of the public API is read there.
+    ("dashboard/openapi.py", "__init__.py"): "the dashboard reads `tallyboard.__version__`",
+}
 
 
 class Import(NamedTuple):
@@ -100,6 +159,39 @@ def all_imports(root: Path = PACKAGE_ROOT) -> list[Import]:
 
 def within(name: str, package: str) -> bool:
     return name == package or name.startswith(package + ".")
+
+
+def relative_path(name: str, modules: dict[str, Path], root: Path = PACKAGE_ROOT) -> str:
+    """`tallyboard.run.sink` -> "run/sink.py"; `tallyboard` -> "__init__.py"."""
+    return modules[name].relative_to(root / "tallyboard").as_posix()
+
+
+def rows_of(path: str, rules: dict[str, Rule] = RULES) -> list[str]:
+    """The rows of `rules` a module (by its path under src/tallyboard) belongs to."""
+    return [
+        row
+        for row, rule in rules.items()
+        if any(path == m or (m.endswith("/") and path.startswith(m)) for m in rule.members)
+    ]
+
+
+def rule_breaks(
+    imports: list[Import], modules: dict[str, Path], rules: dict[str, Rule] = RULES, root: Path = PACKAGE_ROOT
+) -> list[tuple[str, str, Import]]:
+    """(importer's path, imported module's path, the import) for every import of ours that its
+    importer's row does not allow (ALLOWED not applied)."""
+    breaks = []
+    for i in imports:
+        if not within(i.imported, "tallyboard") or i.imported not in modules:
+            continue
+        importer = relative_path(i.importer, modules, root)
+        imported = relative_path(i.imported, modules, root)
+        rows, targets = rows_of(importer, rules), rows_of(imported, rules)
+        if len(rows) != 1 or len(targets) != 1:
+            continue  # unplaced: test_every_module_belongs_to_exactly_one_row says so
+        if targets[0] != rows[0] and targets[0] not in rules[rows[0]].may_import:
+            breaks.append((importer, imported, i))
+    return breaks
 
 
 def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
@@ -186,17 +278,6 @@ def test_the_walker_reads_the_whole_package(imports):
     assert ("tallyboard.table", "tallyboard.run.system_metrics") in lazy  # an import inside a function
 
 
-def test_monitor_imports_nothing_of_ours(imports):
-    leaks = [
-        i
-        for i in imports
-        if within(i.importer, "tallyboard.monitor")
-        and within(i.imported, "tallyboard")
-        and not within(i.imported, "tallyboard.monitor")
-    ]
-    assert not leaks, _report(leaks)
-
-
 def test_only_the_store_imports_a_database_driver(imports):
     leaks = [
         i
@@ -229,26 +310,62 @@ def test_the_sql_check_knows_a_statement_from_prose():
     assert not SQL_STATEMENT.match("update the table")
 
 
-def test_nothing_but_the_cli_imports_the_dashboard(imports):
-    leaks = [
-        i
-        for i in imports
-        if within(i.imported, "tallyboard.dashboard")
-        and not within(i.importer, "tallyboard.dashboard")
-        and not within(i.importer, "tallyboard.cli")
-    ]
-    assert not leaks, _report(leaks)
+def test_every_module_belongs_to_exactly_one_row():
+    modules = module_names(PACKAGE_ROOT)
+    placed = {relative_path(name, modules): rows_of(relative_path(name, modules)) for name in modules}
+    wrong = {path: rows for path, rows in placed.items() if len(rows) != 1}
+    assert not wrong, f"place each module in exactly one row of RULES (a new folder needs a row): {wrong}"
+    members = [member for rule in RULES.values() for member in rule.members]
+    alone = {member: {"": Rule((member,), frozenset(), "")} for member in members}
+    stale = sorted(m for m in members if not any(rows_of(path, alone[m]) for path in placed))
+    assert not stale, f"RULES names what is not in src/tallyboard: {stale}"
 
 
-def test_the_core_never_imports_the_integrations(imports):
-    leaks = [
-        i
-        for i in imports
-        if within(i.imported, "tallyboard.integrations")
-        and not within(i.importer, "tallyboard.integrations")
-        and not within(i.importer, "tallyboard.cli")
-    ]
+def test_every_import_follows_the_rules(imports):
+    breaks = rule_breaks(imports, module_names(PACKAGE_ROOT))
+    leaks = [i for importer, imported, i in breaks if (importer, imported) not in ALLOWED]
     assert not leaks, _report(leaks)
+    unused = set(ALLOWED) - {(importer, imported) for importer, imported, _ in breaks}
+    assert not unused, f"ALLOWED lets through imports the code no longer makes: {sorted(unused)}"
+
+
+def test_the_rules_keep_the_arrows_of_the_design():
+    """The table itself may grow, but never against DESIGN.md's arrows."""
+    importers_of = {row: {other for other, rule in RULES.items() if row in rule.may_import} for row in RULES}
+    assert RULES["monitor"].may_import == frozenset()  # monitor imports nothing of ours
+    assert RULES["errors"].may_import == frozenset()
+    assert RULES["floor"].may_import <= {"errors"}  # the floor: nothing but itself and errors
+    assert importers_of["dashboard"] == {"cli"}  # nothing but the CLI imports the dashboard
+    assert importers_of["integrations"] == {"cli"}  # the core never imports the integrations
+    assert "analysis" not in RULES["run"].may_import  # run and analysis never import each other
+    assert "run" not in RULES["analysis"].may_import
+    assert RULES["run"].may_import <= {"store", "monitor", "floor", "errors"}
+    assert RULES["analysis"].may_import <= {"store", "floor", "errors"}
+    assert RULES["store"].may_import <= {"floor", "errors"}
+    for skin in ("cli", "dashboard", "integrations"):
+        assert skin not in RULES["table"].may_import | RULES["package"].may_import
+
+
+def test_the_rule_check_finds_a_break_and_knows_its_rows():
+    rules = {
+        "low": Rule(("low.py",), frozenset(), ""),
+        "high": Rule(("high/",), frozenset({"low"}), ""),
+    }
+    root = Path("/src")
+    modules = {
+        "tallyboard.low": root / "tallyboard/low.py",
+        "tallyboard.high": root / "tallyboard/high/__init__.py",
+        "tallyboard.high.part": root / "tallyboard/high/part.py",
+    }
+    imports = [
+        Import("tallyboard.high.part", "tallyboard.low", 1, False),
+        Import("tallyboard.high.part", "tallyboard.high", 2, False),
+        Import("tallyboard.low", "tallyboard.high.part", 3, True),  # type-only counts too
+        Import("tallyboard.low", "os", 4, False),
+    ]
+    assert rows_of("high/part.py", rules) == ["high"] and rows_of("other.py", rules) == []
+    found = [(a, b, i.line) for a, b, i in rule_breaks(imports, modules, rules, root)]
+    assert found == [("low.py", "high/part.py", 3)]
 
 
 def test_no_import_cycle(imports):
