@@ -2,7 +2,7 @@
 
 What `ResultTable.query`, `.series`, `.iter_series` and `.summary` return, assembled here from the
 store's named records (store/series.py holds the SQL). Why it is built this way:
-- One filter language: `query(filter=...)` selects runs with run_filter.py, exactly as the
+- One filter language: `query(filter=...)` selects runs with filter.py, exactly as the
   dashboard and `tallyboard runs --filter` do.
 - Whatever is installed: pandas by default, polars when asked (`backend="polars"`), and lists of
   named records (`RunRecord`, `SeriesPoint`, `SeriesSummary`) when neither is there, so the core

@@ -2,7 +2,7 @@
 
 The same rows the dashboard shows: every run with its built-in columns, hparams and results, in
 the table's column order and under its aliases, filtered with the dashboard's expression language
-(`lr < 0.05 and status == "finished"`; see run_filter.py). JSON output carries every column
+(`lr < 0.05 and status == "finished"`; see filter.py). JSON output carries every column
 (config content and git diff included), with hparams and results as nested objects.
 """
 

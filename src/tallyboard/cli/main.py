@@ -1,7 +1,7 @@
 """The `tallyboard` command: serve, demo, runs, compare, export, import, copy, artifacts, sync, migrate.
 
 Each command that works on a table is `ResultTable(path_or_url)` (`read_only=True` when it only
-reads) plus one public method of it (table_commands.py), as sqlite-utils' CLI mirrors its library:
+reads) plus one public method of it (table.py), as sqlite-utils' CLI mirrors its library:
 anything the CLI does is one call from Python too. Heavy modules (the dashboard, numpy,
 scikit-learn, tensorboard) are imported only by the subcommand that needs them: `tallyboard --help`
 answers at once. Errors are one line on stderr and a non-zero exit code; `TALLYBOARD_TRACEBACK=1`
