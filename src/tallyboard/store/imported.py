@@ -68,8 +68,8 @@ class RawSummary(NamedTuple):
 
 
 class ImportedLogs(BatchWrites):
-    """The `Store` methods imports use (mixed into `Store`): the sink's batch write, plus what
-    only imports keep, in the same transaction."""
+    """The `Store` methods imports use: the sink's batch write (`BatchWrites`), plus what only
+    imports keep, in the same transaction."""
 
     def write_import(self, batch: Batch, records: ImportRecords) -> None:
         """Commit `batch` and `records` in one transaction: a crash leaves the files' read

@@ -26,7 +26,7 @@ COUNT_DELETION = "UPDATE meta SET value = CAST(CAST(value AS INTEGER) + 1 AS TEX
 
 
 class RunRows(Engine):
-    """The `Store` methods of run rows (mixed into `Store`)."""
+    """The `Store` methods of run rows, on the engine's primitives alone."""
 
     # ---- runs ----------------------------------------------------------------------------
     def create_run(self, fields: dict[str, Any], debug: bool = False) -> int:
