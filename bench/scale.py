@@ -69,8 +69,8 @@ from tallyboard.exchange.export import export_table
 from tallyboard.store import open_store
 from tallyboard.store.copy import copy_table
 from tallyboard.store.indexed_values import UPSERT_VALUE, with_types
-from tallyboard.store.runs import RUN_TABLES
 from tallyboard.store.schema import BACKFILL_BLOCKS
+from tallyboard.store.tables import RUN_TABLES
 
 BULK_RUNS = 100  # runs that hold the bulk scalars
 BULK_TAGS = 100

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from tallyboard.store import open_store
-from tallyboard.store.imported import IMPORT_RUN_TABLES
 from tallyboard.store.indexed_values import TYPED_COLUMNS
 from tallyboard.store.schema import TYPED_VALUES_STEP
+from tallyboard.store.tables import IMPORT_RUN_TABLES
 
 # The tables each schema version added (v4 changed columns only: its step runs again harmlessly).
 TABLES_ADDED: dict[int, tuple[str, ...]] = {

@@ -6,9 +6,10 @@ from __future__ import annotations
 import tallyboard as tb
 from store.schema_versions import downgrade
 from tallyboard.store import open_store
-from tallyboard.store.imported import IMPORT_RUN_TABLES, ImportRecords
+from tallyboard.store.imported import ImportRecords
 from tallyboard.store.records import Batch
 from tallyboard.store.schema import SCHEMA_VERSION
+from tallyboard.store.tables import IMPORT_RUN_TABLES
 
 
 def test_a_version_4_table_gains_the_import_tables_at_the_first_write(db_url: str) -> None:

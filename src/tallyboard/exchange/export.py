@@ -51,10 +51,12 @@ from tallyboard.exchange.target import open_target
 from tallyboard.store import Store
 from tallyboard.store.artifacts import location_for, open_blobs, require_location
 from tallyboard.store.run_fields import RunRow, typed
+from tallyboard.store.tables import BY_NAME
 
 EXPORT_VERSION = 2  # 2: console, environments and the texts' markdown flag
 READABLE_VERSIONS = (1, 2)
-CONSOLE_SINCE = 8  # the schema version that added the console, environments and texts.markdown
+# The schema version that added the console, environments and texts.markdown.
+CONSOLE_SINCE = BY_NAME["console"].since
 CONSOLE_PAGE = 10_000  # console lines read at a time (a chatty run may have millions)
 MANIFEST = "manifest.json"
 MEDIA_DIR = "media"

@@ -46,6 +46,7 @@ from tallyboard.store import Batch, Store, open_store
 from tallyboard.store.location import redacted
 from tallyboard.store.quarantine import describe, halves
 from tallyboard.store.records import QueuedRecord
+from tallyboard.store.tables import BATCH_RECORDS
 
 log = logging.getLogger(__name__)
 
@@ -73,9 +74,6 @@ MAX_BACKOFF = 2.0
 REPORT_EVERY = 10.0  # seconds between two warnings while the database stays unreachable
 # A shared sink whose runs have all ended stops after this long idle (its thread and connection go).
 IDLE_STOP = 5.0
-
-
-RECORD_KINDS = ("media", "texts", "hparams", "results", "repetitions", "run_updates")  # Batch lists
 
 
 class SeriesQueue:
@@ -257,7 +255,7 @@ class Sink:
         records = self._queued_bytes
         for batch in self._resend[:]:
             rows += sum(len(chunk) for _, _, chunk in batch.scalars)
-            records += sum(record_bytes(row) for kind in RECORD_KINDS for row in getattr(batch, kind))
+            records += sum(record_bytes(row) for kind in BATCH_RECORDS for row in getattr(batch, kind))
         return rows * ROW_BYTES + records
 
     def release(self, run_id: int) -> None:

@@ -1,9 +1,14 @@
 """`Store`: one result table in one database, what `table`, `writer` and `sink` ask of it.
 
 An engine (store/sqlite.py, store/postgres.py) subclasses `Store` and supplies the primitives of
-`Engine` (store/engine.py); the queries come in parts, one module per family of tables:
-run_rows.py (runs, tags, hparams, results, columns), writes.py (the sink's batches), logged.py
-(reads of logged records, quarantine, artefacts), imported.py (what imports keep besides).
+`Engine` (store/engine.py). The queries come in parts, one module per family of tables, each part
+a subclass of what it uses, so that the base of a class says what `self` is in its module:
+- `RunRows` (runs.py: runs, their tags, hparams, results, columns), on `Engine`;
+- `BatchWrites` (writes.py: the sink's batches), on `RunRows`: a batch updates runs;
+- `ImportedLogs` (imported.py: what imports keep besides), on `BatchWrites`: an import writes its
+  records in the transaction of a batch;
+- `LoggedReads` (logged.py: reads of logged records, quarantine, artefacts), on `Engine`.
+`Store` is `ImportedLogs` and `LoggedReads` together; neither calls a method of the other.
 """
 
 from __future__ import annotations
@@ -13,13 +18,12 @@ from typing import TYPE_CHECKING
 
 from tallyboard.store.imported import ImportedLogs
 from tallyboard.store.logged import LoggedReads
-from tallyboard.store.runs import RunRows
 
 if TYPE_CHECKING:
     from tallyboard.store.dashboard_reads import DashboardQueries
 
 
-class Store(RunRows, ImportedLogs, LoggedReads, ABC):
+class Store(ImportedLogs, LoggedReads, ABC):
     """A result table in one database. Subclasses provide the connection and the primitives.
 
     One object per table owns its reads and writes, as Datasette's `Database` does: the writes and

@@ -25,40 +25,27 @@ from functools import partial
 from typing import Any
 
 from tallyboard.progress import progress_bar
-from tallyboard.store import Access, Store, StoreError, is_postgres_url, open_store
-from tallyboard.store.indexed_values import TYPED_COLUMNS
+from tallyboard.store import Access, Store, StoreError, is_postgres_url, open_store, tables
 from tallyboard.store.location import Kind, require_current
 from tallyboard.store.records import DEBUG_RUN_ID
-from tallyboard.store.run_fields import RUN_FIELDS
 
-# (table, primary key, other columns, rows per chunk), parents before children.
-HISTOGRAM_STATS = ("count", "nonfinite", "minimum", "maximum", "total", "total_squares", "edges", "counts")
-_RECORD = ("run_id", "tag_id", "rep", "step", "epoch", "walltime_ms", "kind")
-TABLES: tuple[tuple[str, tuple[str, ...], tuple[str, ...], int], ...] = (
-    ("runs", ("run_id",), tuple(name for name in RUN_FIELDS if name != "run_id"), 2_000),
-    ("tags", ("tag_id",), ("name",), 10_000),
-    ("repetitions", ("run_id", "rep"), ("start_time",), 10_000),
-    ("hparams", ("run_id", "name"), ("value", *TYPED_COLUMNS), 10_000),
-    ("results", ("run_id", "name"), ("value", *TYPED_COLUMNS), 10_000),
-    ("columns", ("name",), ("kind", "alias", "position"), 10_000),
-    ("scalars", ("run_id", "tag_id", "rep", "step"), ("epoch", "walltime_ms", "value"), 50_000),
-    # Block summaries are copied like any row: the source's are consistent with its scalars, and
-    # every block of a copied series comes along (a destination block whose scalars the source no
-    # longer has can only belong to a debug run, which `_refuse_conflicts` deletes whole).
-    ("scalar_blocks", ("run_id", "tag_id", "rep", "block"), ("lowest", "highest"), 50_000),
-    ("media", ("media_id",), (*_RECORD, "width", "height", "png"), 200),
-    ("texts", ("text_id",), (*_RECORD, "content", "markdown"), 2_000),
-    ("histograms", ("histogram_id",), (*_RECORD[:-1], *HISTOGRAM_STATS), 2_000),
-    ("run_tags", ("run_id", "tag"), (), 10_000),
-    ("quarantine", ("quarantine_id",), ("run_id", "kind", "tag", "error", "record", "quarantined_at"), 2_000),
-    # What imports keep beyond those (schema v3, store/imported.py).
-    ("scalar_events", ("run_id", "tag_id", "rep", "seq"), ("step", "epoch", "walltime_ms", "value"), 50_000),
-    ("raw_summaries", ("raw_id",), (*_RECORD[:4], "walltime_ms", "kind", "format", "data"), 2_000),
-    ("import_files", ("source", "name"), ("run_id", "read_to", "last_wall", "plugins"), 10_000),
-    ("console", ("console_id",), ("run_id", "rep", "walltime_ms", "stream", "line"), 10_000),
-    ("environments", ("run_id",), ("content",), 200),
-    # The list only: the files (not in the database) are carried by `artifacts.plan_carry`.
-    ("artifacts", ("run_id", "name"), ("kind", "size", "sha256", "step", "logged_at"), 10_000),
+# Rows per chunk (one transaction at the destination): fewer of the tables whose rows are large.
+CHUNK_ROWS = {
+    **dict.fromkeys(("scalars", "scalar_blocks", "scalar_events"), 50_000),
+    **dict.fromkeys(("runs", "texts", "histograms", "quarantine", "raw_summaries"), 2_000),
+    **dict.fromkeys(("media", "environments"), 200),
+}
+# (table, primary key, other columns, rows per chunk), parents before children: every table but
+# `meta`, which the destination has of its own (its schema version and the deleted runs' count;
+# the unique columns, which must be the source's, are checked). Block summaries are copied like
+# any row: the source's are consistent with its scalars, and every block of a copied series comes
+# along (a destination block whose scalars the source no longer has can only belong to a debug
+# run, which `_refuse_conflicts` deletes whole). `artifacts` is the list only: the files (not in
+# the database) are carried by `artifacts.plan_carry`.
+TABLES: tuple[tuple[str, tuple[str, ...], tuple[str, ...], int], ...] = tuple(
+    (table.name, table.key, table.columns, CHUNK_ROWS.get(table.name, 10_000))
+    for table in tables.TABLES
+    if table.name != "meta"
 )
 
 

@@ -2,11 +2,12 @@
 
 `Store` (store/base.py) is written once, in SQL that SQLite (>= 3.35) and PostgreSQL both accept:
 `?` placeholders (an engine with another paramstyle rewrites them in `execute`), `ON CONFLICT ...
-DO UPDATE`, `RETURNING`. An engine module (store/sqlite.py, store/postgres.py) supplies only the
-primitives declared here: a connection, `atomic` (one transaction, retried when the database is
-busy), `execute`/`executemany`, `_lock_runs`, and the DDL type names. Keeping the SQL in `Store`'s
-parts (run_rows, writes, logged, imported) is what lets the two engines behave identically
-without a second copy of every query.
+DO UPDATE`, `RETURNING`. Its parts (store/runs.py, writes.py, logged.py, imported.py) are
+subclasses of `Engine` and use only what it declares; an engine module (store/sqlite.py,
+store/postgres.py) subclasses `Store` and supplies those primitives: a connection, `atomic` (one
+transaction, retried when the database is busy), `execute`/`executemany`, `_lock_runs`, and the
+DDL type names. Keeping the SQL in `Store`'s parts is what lets the two engines behave
+identically without a second copy of every query.
 
 Threading: a store is used by one thread at a time (its methods take `self._lock`); the sink's
 writer thread and a `ResultTable` each open their own.
@@ -33,7 +34,7 @@ T = TypeVar("T")
 
 
 class Engine(ABC):
-    """A connection to one database and its primitives; `Store` adds the queries."""
+    """A connection to one database and its primitives; the parts of `Store` add the queries."""
 
     url: str
     access: Access  # what opening allowed (store/location.py)

@@ -1,4 +1,4 @@
-"""What imports of foreign logs keep beyond the live writer's tables (schema v3).
+"""What imports of foreign logs keep beyond the live writer's tables (schema v5).
 
 A live `LogWriter` keeps one point per step (the last one logged); a TensorBoard log can hold
 several points at one step (a step counter that was not advanced, or a run restarted from an
@@ -20,8 +20,6 @@ from tallyboard.store.writes import BatchWrites
 if TYPE_CHECKING:
     from tallyboard.store.records import Batch
 
-
-IMPORT_RUN_TABLES = ("scalar_events", "raw_summaries", "import_files")
 
 # A point of `scalar_events`: (rep, seq, step, epoch, walltime seconds, value or None for NaN).
 EventRow = tuple[int, int, int, "int | None", float, "float | None"]
@@ -70,8 +68,8 @@ class RawSummary(NamedTuple):
 
 
 class ImportedLogs(BatchWrites):
-    """The `Store` methods imports use (mixed into `Store`): the sink's batch write, plus what
-    only imports keep, in the same transaction."""
+    """The `Store` methods imports use: the sink's batch write (`BatchWrites`), plus what only
+    imports keep, in the same transaction."""
 
     def write_import(self, batch: Batch, records: ImportRecords) -> None:
         """Commit `batch` and `records` in one transaction: a crash leaves the files' read

@@ -56,7 +56,7 @@ _TEXT_COLUMNS = "x.text_id, x.step, x.epoch, x.rep, t.name, x.walltime_ms, x.con
 
 
 class LoggedReads(Engine):
-    """The `Store` methods that read logged records (mixed into `Store`)."""
+    """The `Store` methods that read logged records, on the engine's primitives alone."""
 
     # ---- records the database rejected (see store/quarantine.py) -------------------------------
     def quarantine(self, record: Quarantined) -> None:

@@ -51,6 +51,7 @@ from tallyboard.store.base import Store
 from tallyboard.store.location import Access, Found, Kind, redacted
 from tallyboard.store.records import Batch, ScalarRow
 from tallyboard.store.schema import BLOCK_BITS
+from tallyboard.store.tables import TABLES
 from tallyboard.store.writes import WALLTIME_MS_SQL, walltime_ms
 
 T = TypeVar("T")
@@ -528,17 +529,10 @@ class PostgresStore(Store):
     # ---- what `tallyboard copy` needs ---------------------------------------------------------------
     def sync_id_sequences(self) -> None:
         """After rows were inserted with explicit ids (a copy), make new ids start above them."""
-        for table, column in (
-            ("runs", "run_id"),
-            ("tags", "tag_id"),
-            ("media", "media_id"),
-            ("texts", "text_id"),
-            ("quarantine", "quarantine_id"),
-            ("raw_summaries", "raw_id"),
-            ("console", "console_id"),
-        ):
+        for table in (table for table in TABLES if table.numbered):
+            (column,) = table.key
             self.execute(
                 "SELECT setval(pg_get_serial_sequence(?, ?), COALESCE(MAX"
-                f"({column}), 0) + 1, false) FROM {table}",
-                (table, column),
+                f"({column}), 0) + 1, false) FROM {table.name}",
+                (table.name, column),
             )

@@ -13,11 +13,25 @@ from __future__ import annotations
 import base64
 import json
 import time
+from collections.abc import Callable
 from dataclasses import fields
+from functools import partial
 from typing import Any
 
 from tallyboard.store.histograms import from_columns
-from tallyboard.store.records import Batch, Quarantined
+from tallyboard.store.records import (
+    Batch,
+    Quarantined,
+    QueuedEnvironment,
+    QueuedHistogram,
+    QueuedLine,
+    QueuedMedia,
+    QueuedRepetition,
+    QueuedText,
+    QueuedValue,
+    RunUpdate,
+    ScalarRow,
+)
 
 # Batch lists in the order `Store._write` applies them, so two halves written one after the other
 # apply the records in the same order as the whole batch would have.
@@ -27,7 +41,7 @@ _LISTS = tuple(f.name for f in fields(Batch))
 def halves(batch: Batch) -> tuple[Batch, Batch] | None:
     """`batch` split in two, first half first; None when it is one record (a scalar series is split
     by its rows, so one bad scalar among a million is found in 20 splits)."""
-    entries = [(name, item) for name in _LISTS for item in getattr(batch, name)]
+    entries = _entries(batch)
     if len(entries) > 1:
         middle = len(entries) // 2
         return _batch(entries[:middle]), _batch(entries[middle:])
@@ -36,6 +50,10 @@ def halves(batch: Batch) -> tuple[Batch, Batch] | None:
         middle = len(rows) // 2
         return Batch(scalars=[(run_id, tag, rows[:middle])]), Batch(scalars=[(run_id, tag, rows[middle:])])
     return None
+
+
+def _entries(batch: Batch) -> list[tuple[str, Any]]:
+    return [(name, item) for name in _LISTS for item in getattr(batch, name)]
 
 
 def _batch(entries: list[tuple[str, Any]]) -> Batch:
@@ -47,50 +65,84 @@ def _batch(entries: list[tuple[str, Any]]) -> Batch:
 
 def describe(batch: Batch, error: BaseException) -> Quarantined:
     """The quarantine row of a batch of one record (see `halves`) that failed with `error`."""
-    if batch.scalars:
-        run_id, tag, ((rep, step, epoch, walltime, value),) = batch.scalars[0]
-        record: dict[str, Any] = {"rep": rep, "step": step, "epoch": epoch, "walltime": walltime}
-        record["value"] = value
-        return _row(run_id, "scalar", tag, error, record)
-    if batch.media:
-        run_id, tag, rep, step, epoch, walltime, kind, width, height, png = batch.media[0]
-        record = {"rep": rep, "step": step, "epoch": epoch, "walltime": walltime, "width": width,
-                  "height": height, "png_base64": base64.b64encode(png).decode("ascii")}  # fmt: skip
-        return _row(run_id, kind, tag, error, record)
-    if batch.texts:
-        run_id, tag, rep, step, epoch, walltime, kind, content, *markdown = batch.texts[0]
-        record = {"rep": rep, "step": step, "epoch": epoch, "walltime": walltime, "content": content}
-        record["markdown"] = markdown[0] if markdown else 0
-        return _row(run_id, kind, tag, error, record)
-    if batch.histograms:
-        run_id, tag, rep, step, epoch, walltime, *stats = batch.histograms[0]
-        record = {"rep": rep, "step": step, "epoch": epoch, "walltime": walltime}
-        histogram = from_columns(stats)
-        record.update({name: getattr(histogram, name) for name in histogram.__slots__})
-        return _row(run_id, "histogram", tag, error, record)
-    if batch.console:
-        run_id, rep, walltime, stream, line = batch.console[0]
-        return _row(run_id, "console", stream, error, {"rep": rep, "walltime": walltime, "line": line})
-    if batch.environments:
-        run_id, content = batch.environments[0]
-        return _row(run_id, "environment", None, error, {"content": content})
-    for name in ("hparams", "results"):
-        for run_id, key, value in getattr(batch, name):
-            return _row(run_id, name[:-1], key, error, {"name": key, "value": value})
-    if batch.repetitions:
-        run_id, rep, start_time = batch.repetitions[0]
-        return _row(run_id, "repetition", None, error, {"rep": rep, "start_time": start_time})
-    run_id, values = batch.run_updates[0]
-    return _row(run_id, "run_update", None, error, dict(values))
-
-
-def _row(
-    run_id: int, kind: str, tag: str | None, error: BaseException, record: dict[str, Any]
-) -> Quarantined:
+    ((name, item),) = _entries(batch)
+    run_id, kind, tag, record = DESCRIBERS[name](item)
     return Quarantined(
         None, run_id, kind, None if tag is None else storable(tag), storable(str(error)),
         record_json(record), time.time(),
     )  # fmt: skip
+
+
+# A record as the quarantine keeps it: (run_id, kind, tag or None, the record's other fields).
+Described = tuple[int, str, str | None, dict[str, Any]]
+
+
+def _scalar(series: tuple[int, str, list[ScalarRow]]) -> Described:
+    run_id, tag, ((rep, step, epoch, walltime, value),) = series
+    record = {"rep": rep, "step": step, "epoch": epoch, "walltime": walltime, "value": value}
+    return run_id, "scalar", tag, record
+
+
+def _media(row: QueuedMedia) -> Described:
+    run_id, tag, rep, step, epoch, walltime, kind, width, height, png = row
+    record = {"rep": rep, "step": step, "epoch": epoch, "walltime": walltime, "width": width,
+              "height": height, "png_base64": base64.b64encode(png).decode("ascii")}  # fmt: skip
+    return run_id, kind, tag, record
+
+
+def _text(row: QueuedText) -> Described:
+    run_id, tag, rep, step, epoch, walltime, kind, content, *markdown = row
+    record = {"rep": rep, "step": step, "epoch": epoch, "walltime": walltime, "content": content}
+    record["markdown"] = markdown[0] if markdown else 0
+    return run_id, kind, tag, record
+
+
+def _histogram(row: QueuedHistogram) -> Described:
+    run_id, tag, rep, step, epoch, walltime, *stats = row
+    record = {"rep": rep, "step": step, "epoch": epoch, "walltime": walltime}
+    histogram = from_columns(stats)
+    record.update({name: getattr(histogram, name) for name in histogram.__slots__})
+    return run_id, "histogram", tag, record
+
+
+def _console(row: QueuedLine) -> Described:
+    run_id, rep, walltime, stream, line = row
+    return run_id, "console", stream, {"rep": rep, "walltime": walltime, "line": line}
+
+
+def _environment(row: QueuedEnvironment) -> Described:
+    run_id, content = row
+    return run_id, "environment", None, {"content": content}
+
+
+def _value(kind: str, row: QueuedValue) -> Described:
+    run_id, name, value = row
+    return run_id, kind, name, {"name": name, "value": value}
+
+
+def _repetition(row: QueuedRepetition) -> Described:
+    run_id, rep, start_time = row
+    return run_id, "repetition", None, {"rep": rep, "start_time": start_time}
+
+
+def _run_update(row: RunUpdate) -> Described:
+    run_id, values = row
+    return run_id, "run_update", None, dict(values)
+
+
+# How each `Batch` list's record is kept (tests/store/test_tables.py: one for every list).
+DESCRIBERS: dict[str, Callable[[Any], Described]] = {
+    "scalars": _scalar,
+    "media": _media,
+    "texts": _text,
+    "histograms": _histogram,
+    "hparams": partial(_value, "hparam"),
+    "results": partial(_value, "result"),
+    "repetitions": _repetition,
+    "console": _console,
+    "environments": _environment,
+    "run_updates": _run_update,
+}
 
 
 def record_json(record: dict[str, Any]) -> str:

@@ -8,7 +8,7 @@ the shapes of rows and never on the modules that speak SQL.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, NamedTuple
 
 # Rows a writer hands to the sink. `walltime` is in seconds; the store converts it to
@@ -169,18 +169,9 @@ class Batch:
     run_updates: list[RunUpdate] = field(default_factory=list)
 
     def __len__(self) -> int:
-        return (
-            sum(len(rows) for _, _, rows in self.scalars)
-            + len(self.media)
-            + len(self.texts)
-            + len(self.histograms)
-            + len(self.hparams)
-            + len(self.results)
-            + len(self.repetitions)
-            + len(self.console)
-            + len(self.environments)
-            + len(self.run_updates)
-        )
+        """The records in the batch, a series' rows each one."""
+        lists = (getattr(self, f.name) for f in fields(self) if f.name != "scalars")
+        return sum(len(rows) for _, _, rows in self.scalars) + sum(map(len, lists))
 
 
 class ConsoleLine(NamedTuple):

@@ -14,31 +14,19 @@ from typing import Any
 
 from tallyboard.errors import DuplicateRunError
 from tallyboard.store.engine import Engine
-from tallyboard.store.imported import IMPORT_RUN_TABLES
 from tallyboard.store.records import DEBUG_RUN_ID, Column, ResumePoint
 from tallyboard.store.run_fields import EDITABLE_RUN_FIELDS, RUN_FIELDS, RunRow, empty_text_as_null
-from tallyboard.store.schema import RUN_TAGS_SINCE, UNIQUE_KEY_PREFIX
+from tallyboard.store.schema import UNIQUE_KEY_PREFIX
+from tallyboard.store.tables import BY_NAME, RUN_TABLES
 
 RUNS_PER_STATEMENT = 500  # run ids in one `IN (...)` of a read of some runs
 
 # Raises the deleted runs' count (schema v11) in the deleting transaction.
 COUNT_DELETION = "UPDATE meta SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT) WHERE key = 'runs_deleted'"
 
-# Tables that hold a run's rows, children first (`runs` last): what deleting a run clears.
-RUN_TABLES = (
-    *("scalars", "scalar_blocks", "media", "texts", "histograms", "hparams", "results", "repetitions"),
-    "quarantine",
-    *IMPORT_RUN_TABLES,
-    "run_tags",
-    "console",
-    "environments",
-    "artifacts",
-    "runs",
-)
-
 
 class RunRows(Engine):
-    """The `Store` methods of run rows (mixed into `Store`)."""
+    """The `Store` methods of run rows, on the engine's primitives alone."""
 
     # ---- runs ----------------------------------------------------------------------------
     def create_run(self, fields: dict[str, Any], debug: bool = False) -> int:
@@ -204,7 +192,7 @@ class RunRows(Engine):
         from tallyboard.store.migrations import stored_version
 
         with self._lock:
-            if (stored_version(self) or 0) < RUN_TAGS_SINCE:
+            if (stored_version(self) or 0) < BY_NAME["run_tags"].since:
                 return {}
         rows = self._rows_of_runs("SELECT run_id, tag FROM run_tags", "run_id, tag", run_id, run_ids)
         out: dict[int, list[str]] = {}

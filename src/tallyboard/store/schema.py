@@ -93,7 +93,6 @@ Conventions every reader relies on:
 """
 
 SCHEMA_VERSION = 11
-RUN_TAGS_SINCE = 6  # the version that added `run_tags`
 UNIQUE_KEY_PREFIX = 256
 BLOCK_BITS = 8
 BLOCK_STEPS = 1 << BLOCK_BITS  # steps per row of scalar_blocks (why 256: docs/dashboard.md)

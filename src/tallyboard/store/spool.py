@@ -36,21 +36,9 @@ from typing import Any, NamedTuple
 
 from tallyboard.errors import StoreError
 from tallyboard.store.location import Access, redacted
-from tallyboard.store.records import (
-    ArtifactRow,
-    Batch,
-    QueuedEnvironment,
-    QueuedHistogram,
-    QueuedLine,
-    QueuedMedia,
-    QueuedRecord,
-    QueuedRepetition,
-    QueuedText,
-    QueuedValue,
-    ResumePoint,
-    RunUpdate,
-)
+from tallyboard.store.records import ArtifactRow, Batch, QueuedValue, ResumePoint
 from tallyboard.store.sqlite import SqliteStore
+from tallyboard.store.tables import BATCH_RECORDS
 
 PREFIX = "spool:"  # what `open_store` recognises: "spool:" + the spool file's path
 SPOOL_DDL = (
@@ -108,18 +96,6 @@ def _from_json(item: dict[str, Any]) -> Any:
 
 
 PACKED = ("$q", "$d")  # a column of 8-byte little-endian ints, or of doubles
-# The record each `Batch` list holds but scalars: a journal entry stores its fields as a JSON list
-BATCH_RECORDS: dict[str, Callable[..., QueuedRecord]] = {
-    "media": QueuedMedia,
-    "texts": QueuedText,
-    "histograms": QueuedHistogram,
-    "hparams": QueuedValue,
-    "results": QueuedValue,
-    "repetitions": QueuedRepetition,
-    "console": QueuedLine,
-    "environments": QueuedEnvironment,
-    "run_updates": RunUpdate,
-}
 
 
 class ShippedRun(NamedTuple):

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
 
 from tallyboard.store import histograms as histogram_rows
-from tallyboard.store.engine import Engine
 from tallyboard.store.indexed_values import UPSERT_VALUE, with_types
 from tallyboard.store.records import Batch, QueuedValue, ScalarRow
+from tallyboard.store.runs import RunRows
 from tallyboard.store.schema import BLOCK_BITS, BLOCK_STEPS
 
 # Seconds -> whole milliseconds, to the nearest (halves away from zero): SQLite's ROUND adds 0.5 to
@@ -49,12 +48,9 @@ def walltime_ms(seconds: float) -> int:
     return int(ms + 0.5) if ms >= 0 else -int(0.5 - ms)
 
 
-class BatchWrites(Engine):
-    """The `Store` methods that write logged records (mixed into `Store`)."""
-
-    if TYPE_CHECKING:  # what `RunRows` provides
-
-        def _update_run(self, run_id: int, values: dict[str, Any]) -> None: ...
+class BatchWrites(RunRows):
+    """The `Store` methods that write logged records: on the run rows (a batch's run updates, the
+    runs' `updated_at`), which `RunRows` owns."""
 
     # ---- the sink's one write path ---------------------------------------------------------
     def write_batch(self, batch: Batch) -> None:
