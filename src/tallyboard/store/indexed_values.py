@@ -5,7 +5,7 @@ JSON text, every value had to be read into Python for that (seconds). With the v
 its number or lower-cased text in indexed columns, the database filters a range of an index and
 walks a column's values in the runs table's order (`store/runs_sql.py`).
 
-The columns mirror how the filter language and the runs table see a value (run_filter.py,
+The columns mirror how the filter language and the runs table see a value (filter.py,
 dashboard/runs_table.py), so that SQL over them selects and orders exactly the same runs:
 - `value_rank`: NUMBER (0), TEXT (1), BOOL (2) are the runs table's sort tiers (numbers, then
   strings, then booleans); EMPTY_TEXT (3) and NAN (4) are the cells it sorts last with the missing

@@ -127,7 +127,7 @@ def markdown_flag_on_texts(store: Engine) -> None:
         store.execute("ALTER TABLE texts ADD COLUMN markdown INTEGER NOT NULL DEFAULT 0")
 
 
-# ---- v9 -> v10: typed copies of hparam and result values (store/typed_values.py) ---------------
+# ---- v9 -> v10: typed copies of hparam and result values (store/indexed_values.py) ---------------
 # Why in Python: the backfill parses each value's JSON as Python does (the SQL engines' JSON
 # readers differ from it and from each other on NaN, Infinity and case folding).
 TYPED_VALUE_TYPES = {"value_rank": "INTEGER", "value_number": "DOUBLE PRECISION", "value_text": "TEXT"}

@@ -2,12 +2,12 @@
 
 Why: at 100,000 runs, loading every run's 25 values into Python to filter and sort them took
 seconds; here the database answers from its indexes and sends one page. The SQL must select and
-order exactly the runs that the in-memory table (dashboard/runs_table.py, run_filter.py) does, so
+order exactly the runs that the in-memory table (dashboard/runs_table.py, filter.py) does, so
 each part of the filter language is translated only where its meaning is certain; anything else
 raises `NotInSql` and the caller uses the in-memory table:
 - comparisons of a column with a literal (`lr < 1e-3`, `1e-3 > lr`, `opt == "adam"`, `x == null`),
   `in [literals]` without null, a column alone (its truth), `not`, `and`, `or`, literal-only parts;
-- columns: hparams and results (`store/typed_values.py` holds what they compare by) and the run
+- columns: hparams and results (`store/indexed_values.py` holds what they compare by) and the run
   fields of `RUN_FIELD_KINDS`. Not translated: `~`, `x in tags`, the `tags` column, two columns
   compared, a minus before a column, search, sorting by a run field other than the run id, or by a
   name that is an hparam of some runs and a result of others.

@@ -83,7 +83,7 @@ Conventions every reader relies on:
   seconds since the Unix epoch (when `log_artifact` was called). The blobs live outside the
   database; a run's entries go with the run, its blobs stay (other runs may share them).
 - `hparams` and `results` (v10) keep a typed copy of each value next to its JSON text:
-  `value_rank`, `value_number`, `value_text` (`store/typed_values.py` says what each holds), indexed
+  `value_rank`, `value_number`, `value_text` (`store/indexed_values.py` says what each holds), indexed
   by (name, rank, number, text, run_id) so the dashboard filters and sorts 100,000 runs in SQL;
   `runs_hidden` indexes the (few) hidden runs. Every writer of a value row fills them.
 - `meta` 'runs_deleted' (v11) counts the runs ever deleted (integer as text), raised in the
@@ -324,7 +324,7 @@ CREATE TABLE artifacts (
     PRIMARY KEY (run_id, name)
 )"""
 
-# v10: typed copies of hparam and result values, and their indexes (store/typed_values.py). The
+# v10: typed copies of hparam and result values, and their indexes (store/indexed_values.py). The
 # columns are added and backfilled in Python (migrations.typed_values): the text's type is
 # PostgreSQL's "C" collation there, so ordering by it is by code point as on SQLite and in Python.
 TYPED_VALUES_STEP = 9  # the version it upgrades from (renumber here only)
