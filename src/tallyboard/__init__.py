@@ -8,17 +8,6 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 from tallyboard import monitor
-from tallyboard.errors import (
-    ArtifactError,
-    DatabaseUnreachable,
-    DuplicateRunError,
-    FilterError,
-    NotAResultTable,
-    NotDurableError,
-    ReadOnlyTableError,
-    StoreError,
-    TallyboardError,
-)
 
 __version__ = "0.1.0"
 
@@ -43,7 +32,7 @@ __all__ = [
     "monitor",
 ]
 
-# Where each name of `__all__` that is resolved on first use is defined (the errors cost nothing).
+# Where each name of `__all__` resolved on first use is defined (`import tallyboard.monitor` loads none).
 _LAZY = {
     "ResultTable": "tallyboard.table",
     "NoCommitAction": "tallyboard.run.start",
@@ -52,9 +41,32 @@ _LAZY = {
     "ResultTableEventHandler": "tallyboard.run.event_handler",
     "Histogram": "tallyboard.histogram",
     "HistogramRecord": "tallyboard.histogram",
+    **{
+        name: "tallyboard.errors"
+        for name in (
+            "ArtifactError",
+            "DatabaseUnreachable",
+            "DuplicateRunError",
+            "FilterError",
+            "NotAResultTable",
+            "NotDurableError",
+            "ReadOnlyTableError",
+            "StoreError",
+            "TallyboardError",
+        )
+    },
 }
 
 if TYPE_CHECKING:  # pragma: no cover; `X as X` marks a re-export for type checkers and linters
+    from tallyboard.errors import ArtifactError as ArtifactError
+    from tallyboard.errors import DatabaseUnreachable as DatabaseUnreachable
+    from tallyboard.errors import DuplicateRunError as DuplicateRunError
+    from tallyboard.errors import FilterError as FilterError
+    from tallyboard.errors import NotAResultTable as NotAResultTable
+    from tallyboard.errors import NotDurableError as NotDurableError
+    from tallyboard.errors import ReadOnlyTableError as ReadOnlyTableError
+    from tallyboard.errors import StoreError as StoreError
+    from tallyboard.errors import TallyboardError as TallyboardError
     from tallyboard.histogram import Histogram as Histogram
     from tallyboard.histogram import HistogramRecord as HistogramRecord
     from tallyboard.run.event_handler import ResultTableEventHandler as ResultTableEventHandler
