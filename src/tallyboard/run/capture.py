@@ -157,7 +157,9 @@ def _with_diff(
             base = _git(cwd, env, timeout_s, "hash-object", "-t", "tree", os.devnull).stdout.decode().strip()
         else:
             base = commit
-        diff = ("diff", "--no-color", "--no-ext-diff", "--no-textconv")
+        # --submodule=short: every file's part starts with `diff --git`, a submodule's too (counted
+        # to know which files the cap cut), whatever diff.submodule says
+        diff = ("diff", "--no-color", "--no-ext-diff", "--no-textconv", "--submodule=short")
         names = _git(root, env, timeout_s, *diff, "--name-only", "-z", base)
         if names.returncode != 0:
             return GitState(commit, None)
