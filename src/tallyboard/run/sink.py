@@ -162,10 +162,9 @@ class Sink:
 
     # ---- the training thread's side -------------------------------------------------------------
     def track(self, queue: SeriesQueue) -> SeriesQueue:
-        """Drain `queue` from now on. It starts without room: its first row asks for some
+        """Drain `queue` from now on. It starts without room (limit 0): its first row asks for some
         (`wait_for_room`), so registering a series costs the same however many there are."""
         self._check_process()
-        queue.limit = 0
         return queue
 
     def series(self, run_id: int, tag: str) -> list[Any]:
