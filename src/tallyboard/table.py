@@ -86,6 +86,11 @@ class ResultTable:
     `spool`, logged into that node-local SQLite file first and shipped to the database from there
     (store/spool.py; `spool=None` takes $TALLYBOARD_SPOOL, `spool=False` never spools).
 
+    What a run captures of its git checkout is bounded: each git command may take `git_timeout`
+    seconds (a command cut off is a warning at `new_run` naming what the run lacks), and the
+    stored diff `max_diff_bytes` (None: $TALLYBOARD_MAX_DIFF_BYTES, else 10 MB; the files past it
+    are listed in `get_left_out`).
+
     `read_only=True` opens an existing table only to read it (what the reading commands do): it
     creates nothing, migrates nothing and writes nothing, and every method that would write raises
     `ReadOnlyTableError`. `create=False` opens an existing table to write, but never makes a new one
@@ -102,6 +107,8 @@ class ResultTable:
         spool: str | os.PathLike[str] | Literal[False] | None = None,
         read_only: bool = False,
         create: bool = True,
+        max_diff_bytes: int | None = None,
+        git_timeout: float = capture.GIT_TIMEOUT_S,
     ) -> None:
         if db_path is None:  # $TALLYBOARD_URL lets a cluster point every job at one table
             db_path = os.environ.get("TALLYBOARD_URL") or "results.db"
@@ -109,6 +116,9 @@ class ResultTable:
         self.nocommit_action = NoCommitAction(nocommit_action)
         self.commit_interval = commit_interval
         self.read_only = read_only
+        if not git_timeout > 0:
+            raise ValueError(f"git_timeout must be a number of seconds above 0, got {git_timeout!r}")
+        self.git_limits = capture.GitLimits(git_timeout, capture.diff_cap(max_diff_bytes))
         wanted = None if unique_columns is None else unique_column_names(unique_columns)
         self._refuse_unusable_location(bool(spool), create)
         # Where `log_artifact` copies files: a folder or an fsspec URL; by default `results.db` ->
@@ -185,7 +195,7 @@ class ResultTable:
             )
         request.check_counts()
         run_context.check(request.capture_console)
-        fields = run_fields(request, self.nocommit_action, with_git=not debug)
+        fields = run_fields(request, self.nocommit_action, None if debug else self.git_limits)
         if not debug:
             fields["unique_key"] = unique_key(fields, self.unique_columns, request.unique)
         run_id = self._store.create_run(fields, debug=debug)

@@ -4,12 +4,14 @@ import hashlib
 import io
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 
 import pytest
 
-from tallyboard.run import left_out
+import tallyboard as tb
+from tallyboard.run import capture, left_out
 from tallyboard.run.capture import command_line, file_hash, git_state, read_config
 
 
@@ -249,3 +251,138 @@ def test_files_too_large_to_hash_quickly_are_listed_without_a_sha256(repo, monke
     assert (entry.path, entry.size, entry.sha256, entry.reason) == (
         "huge.bin", left_out.MAX_FILE_BYTES * 2 + 1, None, left_out.TOO_LARGE,
     )  # fmt: skip
+
+
+def rewritten(path, lines, seed):
+    """Fill `path` with `lines` lines that share nothing with another seed's: a diff twice its size."""
+    path.write_text("".join(f"{seed} {index} {index * 7919 % 1000003}\n" for index in range(lines)))
+
+
+def test_a_diff_over_the_cap_keeps_whole_files_smallest_first_and_lists_the_others(repo, tmp_path):
+    """A data file kept in git and rewritten would make the diff megabytes; the training script's
+    change, and files named like glob patterns, still fit whole, and what is stored still applies."""
+    rewritten(repo / "data.txt", 20_000, "old")
+    (repo / "a[1]*.txt").write_text("one\n")
+    (repo / "#notes.md").write_text("first\n")
+    git(repo, "add", ".")
+    git(repo, "commit", "-q", "-m", "data")
+    rewritten(repo / "data.txt", 20_000, "new")
+    (repo / "train.py").write_text("lr = 0.3\n")
+    (repo / "a[1]*.txt").write_text("two\n")
+    (repo / "#notes.md").write_text("second\n")
+    (repo / "extra.py").write_text("new = True\n")  # untracked: in the diff, and under the cap too
+    whole = git(repo, "diff")
+    assert len(whole) > 500_000
+    state = git_state(repo, max_diff_bytes=100_000)
+    data = (repo / "data.txt").read_bytes()
+    reason = left_out.past_the_cap(100_000)
+    assert reason == "its changes are past the 100,000-byte cap on the stored git diff"
+    assert state.left_out == (left_out.LeftOut("data.txt", len(data), sha256(data), reason),)
+    assert left_out.parse(state.diff) == list(state.left_out)
+    assert len(state.diff.encode()) < 100_000 and "new 0 " not in state.diff
+    assert state.diff.count("diff --git") == 4
+    clone = tmp_path / "clone"
+    git(tmp_path, "clone", "-q", str(repo), str(clone))
+    subprocess.run(["git", "apply"], cwd=clone, input=state.diff, text=True, check=True)
+    for name, text in [("train.py", "lr = 0.3\n"), ("a[1]*.txt", "two\n"), ("#notes.md", "second\n"),
+                       ("extra.py", "new = True\n")]:  # fmt: skip
+        assert (clone / name).read_text() == text
+
+
+def test_a_cap_of_zero_lists_every_change_a_deleted_file_with_size_zero(repo):
+    (repo / "train.py").unlink()
+    (repo / "new.py").write_text("x = 1\n")
+    state = git_state(repo, max_diff_bytes=0)
+    reason = left_out.past_the_cap(0)
+    assert set(state.left_out) == {
+        left_out.LeftOut("train.py", 0, None, reason),
+        left_out.LeftOut("new.py", 6, sha256(b"x = 1\n"), reason),
+    }
+    assert "diff --git" not in state.diff
+
+
+def test_new_run_stores_at_most_10_mb_of_a_huge_diff_and_get_left_out_lists_the_rest(
+    repo, tmp_path, monkeypatch
+):
+    """The default cap, through the table: a 6 MB data file rewritten makes a 12 MB diff."""
+    rewritten(repo / "data.txt", 300_000, "old")
+    git(repo, "add", ".")
+    git(repo, "commit", "-q", "-m", "data")
+    rewritten(repo / "data.txt", 300_000, "new")
+    (repo / "train.py").write_text("lr = 0.3\n")
+    size = (repo / "data.txt").stat().st_size
+    monkeypatch.chdir(repo)
+    with tb.ResultTable(tmp_path / "results.db", nocommit_action=tb.NoCommitAction.NOP) as table:
+        assert table.git_limits.max_diff_bytes == capture.MAX_DIFF_BYTES == 10 * 1024 * 1024
+        run = table.new_run("huge diff", auto_log_plt=False, environment=False)
+        run.close()
+        row = table.get_experiment_raw(run.run_id)
+        assert row["git_commit"] == git(repo, "rev-parse", "HEAD")
+        assert "+lr = 0.3" in row["git_diff"] and len(row["git_diff"]) < 2_000
+        (entry,) = table.get_left_out(run.run_id)
+    assert (entry["source"], entry["path"], entry["size"]) == ("git", "data.txt", size)
+    assert entry["reason"] == "its changes are past the 10 MB cap on the stored git diff"
+
+
+def test_the_cap_is_max_diff_bytes_else_the_environment_else_10_mb(tmp_path, monkeypatch):
+    monkeypatch.delenv(capture.MAX_DIFF_ENV, raising=False)
+    assert capture.diff_cap(None) == capture.MAX_DIFF_BYTES
+    monkeypatch.setenv(capture.MAX_DIFF_ENV, "2048")
+    assert capture.diff_cap(None) == 2048 and capture.diff_cap(0) == 0
+    with tb.ResultTable(tmp_path / "a.db") as table:
+        assert table.git_limits == capture.GitLimits(capture.GIT_TIMEOUT_S, 2048)
+    with tb.ResultTable(tmp_path / "b.db", max_diff_bytes=100, git_timeout=2.5) as table:
+        assert table.git_limits == capture.GitLimits(2.5, 100)
+    monkeypatch.setenv(capture.MAX_DIFF_ENV, "10MB")
+    with pytest.raises(ValueError, match=r"\$TALLYBOARD_MAX_DIFF_BYTES must be a number of bytes, got '10MB"):
+        tb.ResultTable(tmp_path / "c.db")
+    for wrong in (-1, 1.5, True):
+        with pytest.raises(ValueError, match="max_diff_bytes must be a number of bytes"):
+            tb.ResultTable(tmp_path / "d.db", max_diff_bytes=wrong)
+    with pytest.raises(ValueError, match="git_timeout must be a number of seconds above 0"):
+        tb.ResultTable(tmp_path / "e.db", git_timeout=0)
+
+
+def slow_git(tmp_path, monkeypatch, subcommand):
+    """Put a `git` first on PATH that runs the real one, except that `subcommand` hangs first."""
+    real = shutil.which("git")
+    bin_dir = tmp_path / "slow-bin"
+    bin_dir.mkdir()
+    wrapper = bin_dir / "git"
+    wrapper.write_text(
+        f"#!{sys.executable}\nimport os, sys, time\n"
+        f"if sys.argv[1:2] == [{subcommand!r}]:\n    time.sleep(60)\n"
+        f"os.execv({real!r}, [{real!r}, *sys.argv[1:]])\n"
+    )
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+
+
+def test_a_git_diff_past_the_timeout_leaves_the_commit_and_new_run_warns_what_is_missing(
+    repo, tmp_path, monkeypatch
+):
+    head = git(repo, "rev-parse", "HEAD")
+    (repo / "train.py").write_text("lr = 0.3\n")
+    slow_git(tmp_path, monkeypatch, "diff")
+    state = git_state(repo, timeout_s=0.5)
+    assert (state.commit, state.diff) == (head, None)
+    assert state.warning == (
+        f"tallyboard: `git diff` did not finish within 0.5 s in {repo}: the run records commit {head} but no "
+        "git diff, so it may not be reproducible from what it stored"
+    )
+    monkeypatch.chdir(repo)
+    with tb.ResultTable(tmp_path / "results.db", git_timeout=0.5) as table:
+        with pytest.warns(RuntimeWarning, match=r"`git diff` did not finish within 0.5 s") as caught:
+            run = table.new_run("slow git", auto_log_plt=False, environment=False)
+        run.close()
+        row = table.get_experiment_raw(run.run_id)
+    assert caught[0].filename == __file__  # at the new_run line
+    assert (row["git_commit"], row["git_diff"]) == (head, None)
+
+
+def test_a_git_that_hangs_from_the_start_is_a_warning_that_the_run_has_no_commit(repo, tmp_path, monkeypatch):
+    slow_git(tmp_path, monkeypatch, "rev-parse")
+    state = git_state(repo, timeout_s=0.3)
+    assert (state.commit, state.diff) == (None, None)
+    assert "`git rev-parse` did not finish within 0.3 s" in state.warning
+    assert "the run records no git commit and no git diff" in state.warning

@@ -355,7 +355,7 @@ def test_auto_log_plt_logs_figures_when_plt_show_is_called_and_stops_at_close(ta
 
 
 def test_a_series_outgrowing_the_queue_waits_for_a_commit_and_loses_nothing(run):
-    run._sink.max_queue_bytes = 10 * 4 * sink_module.ROW_BYTES  # a budget of 10 rows
+    run._sink.max_queue_bytes = int(10 * sink_module.ROW_BYTES / sink_module.SCALAR_SHARE) + 1  # 10 rows
     for step in range(95):
         run.add_scalar("x", float(step))
     assert len(run._series["x"].rows) < 10  # the writer thread committed along the way

@@ -1,11 +1,16 @@
 """What it takes to reproduce a run: the git commit and diff, the config file, the command line.
 
 Untracked files and the config file are stored only when they are small text; the others are
-listed by path, size and sha256 (see left_out.py).
+listed by path, size and sha256 (see left_out.py). The diff itself is capped (`MAX_DIFF_BYTES`):
+an 82 MB diff (a data file kept in git, rewritten) once made every run store 82 MB and start in
+14 s. It is cut between two files, so that what is stored still applies with ``git apply``, and
+the files past the cap are listed like left-out untracked ones; git is stopped there.
 
 Capture runs once, when a run starts, and must never be the reason a run fails to start: a missing
 git binary, a directory that is not a repository or a git that hangs (a network filesystem, a lock)
-all give ``None`` fields, within a bounded time.
+all give ``None`` fields, within a bounded time. The commit is asked for before the diff (which
+may be slow, and is bounded on its own), so a diff cut off by the timeout still leaves the run its
+commit; what a timeout leaves missing is said in `GitState.warning`, which `new_run` warns with.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -29,7 +35,9 @@ from tallyboard.run import left_out
 from tallyboard.run.left_out import LeftOut
 from tallyboard.values import check_text
 
-GIT_TIMEOUT_S = 10.0
+GIT_TIMEOUT_S = 10.0  # for each git command
+MAX_DIFF_BYTES = 10 * 1024 * 1024  # of git diff's output; see ResultTable(max_diff_bytes=...)
+MAX_DIFF_ENV = "TALLYBOARD_MAX_DIFF_BYTES"
 _CHUNK = 1 << 16
 # What `str()` of an object without a text of its own contains: `<Model object at 0x7f...>`.
 _ADDRESS = re.compile(r"\bat 0x[0-9a-fA-F]+")
@@ -39,11 +47,36 @@ _ADDRESS = re.compile(r"\bat 0x[0-9a-fA-F]+")
 class GitState:
     """``commit`` is HEAD's full hash (None before the first commit); ``diff`` is the working tree
     against HEAD, untracked files included when small text (None outside a repository), preceded
-    by a line for each untracked file left out; ``left_out`` lists those files."""
+    by a line for each file left out: untracked ones, and those past the diff's cap; ``left_out``
+    lists those files. ``warning`` says what git did not answer in time, and so is missing."""
 
     commit: str | None
     diff: str | None
     left_out: tuple[LeftOut, ...] = ()
+    warning: str | None = None
+
+
+@dataclass(frozen=True)
+class GitLimits:
+    """How long each git command may take, and how much of the diff is stored."""
+
+    timeout_s: float = GIT_TIMEOUT_S
+    max_diff_bytes: int = MAX_DIFF_BYTES
+
+
+def diff_cap(given: int | None) -> int:
+    """The cap on a stored diff: `given`, else $TALLYBOARD_MAX_DIFF_BYTES, else `MAX_DIFF_BYTES`."""
+    if given is None:
+        text = os.environ.get(MAX_DIFF_ENV, "").strip()
+        if not text:
+            return MAX_DIFF_BYTES
+        try:
+            given = int(text)
+        except ValueError:
+            raise ValueError(f"${MAX_DIFF_ENV} must be a number of bytes, got {text!r}") from None
+    if isinstance(given, bool) or not isinstance(given, int) or given < 0:
+        raise ValueError(f"max_diff_bytes must be a number of bytes (0 or more), got {given!r}")
+    return given
 
 
 @dataclass(frozen=True)
@@ -57,26 +90,51 @@ class ConfigFile:
     left_out: LeftOut | None = None
 
 
-def git_state(cwd: str | os.PathLike[str] | None = None, timeout_s: float = GIT_TIMEOUT_S) -> GitState:
+def git_state(
+    cwd: str | os.PathLike[str] | None = None,
+    timeout_s: float = GIT_TIMEOUT_S,
+    max_diff_bytes: int = MAX_DIFF_BYTES,
+) -> GitState:
     """Return the commit and the diff of the repository containing ``cwd``; never raises.
 
     Untracked files are included with their contents when they are small text (see left_out.py),
     ignored files (``.gitignore``) are not. They are marked intent-to-add in a temporary copy of the
-    index, so the user's own index is left alone.
+    index, so the user's own index is left alone. Of git's diff, the files that fit whole in
+    ``max_diff_bytes`` are kept; the others are listed (`left_out.past_the_cap`).
     """
+    where = Path.cwd() if cwd is None else Path(cwd)
+    env = {**os.environ, "GIT_OPTIONAL_LOCKS": "0", "LC_ALL": "C"}
     try:
-        return _git_state(Path.cwd() if cwd is None else Path(cwd), timeout_s)
+        inside = _git(where, env, timeout_s, "rev-parse", "--is-inside-work-tree")
+        if inside.returncode != 0 or inside.stdout.strip() != b"true":
+            return GitState(None, None)
+        head = _git(where, env, timeout_s, "rev-parse", "--verify", "--quiet", "HEAD^{commit}")
+    except subprocess.TimeoutExpired as late:
+        return GitState(None, None, warning=_late(late, where, "no git commit and no git diff"))
     except (OSError, subprocess.SubprocessError, UnicodeDecodeError):
         return GitState(None, None)
-
-
-def _git_state(cwd: Path, timeout_s: float) -> GitState:
-    env = {**os.environ, "GIT_OPTIONAL_LOCKS": "0", "LC_ALL": "C"}
-    inside = _git(cwd, env, timeout_s, "rev-parse", "--is-inside-work-tree")
-    if inside.returncode != 0 or inside.stdout.strip() != b"true":
-        return GitState(None, None)
-    head = _git(cwd, env, timeout_s, "rev-parse", "--verify", "--quiet", "HEAD^{commit}")
     commit = head.stdout.decode().strip() if head.returncode == 0 else None
+    try:
+        return _with_diff(where, env, timeout_s, max_diff_bytes, commit)
+    except subprocess.TimeoutExpired as late:
+        what = f"commit {commit} but no git diff" if commit else "no git diff"
+        return GitState(commit, None, warning=_late(late, where, what))
+    except (OSError, subprocess.SubprocessError, UnicodeDecodeError):
+        return GitState(commit, None)
+
+
+def _late(late: subprocess.TimeoutExpired, where: Path, recorded: str) -> str:
+    """The warning for a git command cut off by the timeout: which, where, and what the run lacks."""
+    return (
+        f"tallyboard: `git {late.cmd[1]}` did not finish within {late.timeout:g} s in {where}: the run "
+        f"records {recorded}, so it may not be reproducible from what it stored"
+    )
+
+
+def _with_diff(
+    cwd: Path, env: dict[str, str], timeout_s: float, max_bytes: int, commit: str | None
+) -> GitState:
+    """The state with the diff of the working tree against `commit` (see `git_state`)."""
     index_path = _git(cwd, env, timeout_s, "rev-parse", "--git-path", "index")
     top = _git(cwd, env, timeout_s, "rev-parse", "--show-toplevel")
     if index_path.returncode != 0 or top.returncode != 0:
@@ -91,19 +149,110 @@ def _git_state(cwd: Path, timeout_s: float) -> GitState:
         untracked = _git(root, env, timeout_s, "ls-files", "--others", "--exclude-standard", "-z")
         if untracked.returncode != 0:
             return GitState(commit, None)
-        kept, left = _select_untracked(root, [p for p in untracked.stdout.split(b"\0") if p])
-        if kept:
+        taken, left = _select_untracked(root, [p for p in untracked.stdout.split(b"\0") if p])
+        if taken:
             add = ("add", "--intent-to-add", "--pathspec-from-file=-", "--pathspec-file-nul")
-            _git(root, {**env, "GIT_LITERAL_PATHSPECS": "1"}, timeout_s, *add, stdin=b"\0".join(kept))
+            _git(root, {**env, "GIT_LITERAL_PATHSPECS": "1"}, timeout_s, *add, stdin=b"\0".join(taken))
         if commit is None:  # before the first commit, everything is new against the empty tree
             base = _git(cwd, env, timeout_s, "hash-object", "-t", "tree", os.devnull).stdout.decode().strip()
         else:
             base = commit
-        diff = _git(root, env, timeout_s, "diff", "--no-color", "--no-ext-diff", "--no-textconv", base)
-    if diff.returncode != 0:
-        return GitState(commit, None)
+        # --submodule=short: every file's part starts with `diff --git`, a submodule's too (counted
+        # to know which files the cap cut), whatever diff.submodule says
+        diff = ("diff", "--no-color", "--no-ext-diff", "--no-textconv", "--submodule=short")
+        names = _git(root, env, timeout_s, *diff, "--name-only", "-z", base)
+        if names.returncode != 0:
+            return GitState(commit, None)
+        order = Path(scratch) / "order"
+        order.write_bytes(_smallest_first([name for name in names.stdout.split(b"\0") if name], root))
+        ordered = (*diff, f"-O{order}")
+        output = _capped_output(root, env, timeout_s, max_bytes, *ordered, base)
+        if output is None:
+            return GitState(commit, None)
+        stored, cut = output
+        if cut:  # the files past the cap, by name, in the order git diffed them
+            names = _git(root, env, timeout_s, *ordered, "--name-only", "-z", base)
+            changed = [os.fsdecode(name) for name in names.stdout.split(b"\0") if name]
+            reason = left_out.past_the_cap(max_bytes)
+            left += [_listed_change(root, path, reason) for path in changed[_files_in(stored) :]]
     listed = "".join(entry.line() + "\n" for entry in left)
-    return GitState(commit, listed + _decode(diff.stdout), tuple(left))
+    return GitState(commit, listed + _decode(stored), tuple(left))
+
+
+def _capped_output(
+    cwd: Path, env: dict[str, str], timeout_s: float, max_bytes: int, *args: str
+) -> tuple[bytes, bool] | None:
+    """What git diff writes, cut before the first file that does not fit whole in `max_bytes`, and
+    whether it had to be cut (git is stopped then: the rest would only cost time); None if git
+    failed. Raises `subprocess.TimeoutExpired` after `timeout_s`, as `subprocess.run` does."""
+    command = ["git", *args]
+    cut_off = threading.Event()
+    with subprocess.Popen(
+        command, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+    ) as process:
+        assert process.stdout is not None  # stdout=PIPE
+
+        def stop() -> None:  # a read blocked on a git that hangs returns once git is gone
+            cut_off.set()
+            process.kill()
+
+        timer = threading.Timer(timeout_s, stop)
+        timer.start()
+        try:
+            output = process.stdout.read(max_bytes + 1)
+            over = len(output) > max_bytes
+            if over:
+                process.kill()
+            process.wait()
+        finally:
+            timer.cancel()
+    if cut_off.is_set():
+        raise subprocess.TimeoutExpired(command, timeout_s)
+    if not over:
+        return (output, False) if process.returncode == 0 else None
+    cut = output.rfind(b"\n" + _FILE_HEADER, 0, max_bytes + 1)  # -1: not even the first file fits
+    return output[: cut + 1], True
+
+
+def _smallest_first(paths: list[bytes], root: Path) -> bytes:
+    """A `git diff -O` order file that puts the changed `paths` smallest first (by their size in
+    the working tree; deleted: 0), so that the cap keeps as many files whole as it can, and cuts
+    the data file rewritten, not the change of the training script that sorts after it. Each path
+    is a pattern matching itself alone (wildmatch's special characters escaped; a path holding a
+    newline cannot be written, and goes last, which only changes which files fit)."""
+    sizes = {}
+    for path in paths:
+        try:
+            sizes[path] = os.lstat(root / os.fsdecode(path)).st_size
+        except OSError:
+            sizes[path] = 0
+    return b"".join(
+        re.sub(rb"([\\*?\[#])", rb"\\\1", path) + b"\n" for path in sorted(paths, key=sizes.__getitem__)
+    )
+
+
+_FILE_HEADER = b"diff --git "  # what starts each file's part of git diff's output, at a line's start
+
+
+def _files_in(diff: bytes) -> int:
+    """How many files a (whole-file) piece of git diff's output covers."""
+    return diff.count(b"\n" + _FILE_HEADER) + diff.startswith(_FILE_HEADER)
+
+
+def _listed_change(root: Path, path: str, reason: str) -> LeftOut:
+    """A changed file whose diff is not stored, as it is in the working tree: its size and sha256
+    (no sha256 for what is not a regular file, or above `left_out.MAX_HASHED_BYTES`); a file the
+    change deleted has size 0."""
+    full = root / path
+    try:
+        info = os.lstat(full)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > left_out.MAX_HASHED_BYTES:
+            return LeftOut(path, info.st_size, None, reason)
+        with open(full, "rb") as file:
+            size, sha256 = left_out.rest_digest(file, b"")
+    except OSError:
+        return LeftOut(path, 0, None, reason)
+    return LeftOut(path, size, sha256, reason)
 
 
 def _select_untracked(root: Path, paths: list[bytes]) -> tuple[list[bytes], list[LeftOut]]:

@@ -10,6 +10,9 @@ path, size and sha256, in a line that starts with `MARKER` followed by a JSON ob
 
     # tallyboard left out: {"path": "data/train.csv", "size": 69000000, "sha256": "...", "reason": "..."}
 
+The git diff itself is capped (capture.py): the changed files whose part of it does not fit are
+listed the same way, as they are in the working tree, with the reason `past_the_cap` gives.
+
 In the git diff these lines come before the first ``diff --git``, where ``git apply`` ignores
 them; a left-out config file is stored as its one line. `parse` reads them back, so a reader (the
 dashboard, an export) needs nothing but the stored text to say what was left out.
@@ -47,6 +50,12 @@ class LeftOut:
 TOO_LARGE = f"larger than {MAX_FILE_BYTES // 1024} kB"
 BINARY = "binary"
 OVER_TOTAL = f"untracked files over {MAX_TOTAL_BYTES // (1024 * 1024)} MB in all"
+
+
+def past_the_cap(max_bytes: int) -> str:
+    """Why a changed file is listed instead of its diff: the stored diff's cap of `max_bytes`."""
+    size = f"{max_bytes >> 20} MB" if max_bytes and not max_bytes % (1 << 20) else f"{max_bytes:,}-byte"
+    return f"its changes are past the {size} cap on the stored git diff"
 
 
 def is_binary(head: bytes) -> bool:

@@ -9,11 +9,17 @@ Why it is built this way:
 - One commit every `commit_interval` (0.5 s by default), one transaction per commit: SQLite's cost
   is per transaction, so batching is where the speed comes from.
 - The queue is bounded in time and in bytes, so that the loss window is a number that holds at any
-  logging rate: the series' limits share a budget of rows that commit in `COMMIT_BUDGET` seconds at
-  the measured commit rate (and fit in their share of `MAX_QUEUE_BYTES`); other records (images,
-  texts, run updates) have a byte budget. A producer at its limit waits until the writer takes the
-  queue, i.e. the end of the commit in flight: back-pressure slows training to the database's pace
-  instead of growing the queue. SIGKILL then loses at most the interval plus two commits (< 1 s).
+  logging rate: the series' limits are room granted from a budget of rows that commit in
+  `COMMIT_BUDGET` seconds at the measured commit rate (and fit in their share of
+  `MAX_QUEUE_BYTES`); other records (images, texts, run updates) have a byte budget. A series asks
+  for room when it reaches its limit and gets it at once while the budget has some; a producer that
+  finds the budget spent waits until the writer takes the queue, i.e. the end of the commit in
+  flight: back-pressure slows training to the database's pace instead of growing the queue.
+  SIGKILL then loses at most the interval plus two commits (< 1 s).
+- Nothing the sink does grows with the number of series: a take visits only the series that asked
+  for room since the one before (and leaves them without a limit, so that their next row asks
+  again), and a new series costs one such request. A model that logs per-parameter statistics has
+  100,000 tags, most of them idle at any commit (bench/tags.py).
 - One sink (one thread, one connection) per database per process, shared by every run logging
   there, so a start of a run costs no thread and no connection after the first.
 - `flush()` counts: it asks for a commit and waits until a commit that started after the request
@@ -56,7 +62,6 @@ MAX_QUEUE_BYTES = 64 * 2**20
 # How the bound is shared: the scalars' queue and the batch being committed get SCALAR_SHARE each,
 # the other records' queue and batch RECORD_SHARE each (2 x (3/8 + 1/8) = all of it).
 SCALAR_SHARE, RECORD_SHARE = 3 / 8, 1 / 8
-OVERCOMMIT = 1.5  # how far the series' limits may add up beyond the budget (see Sink._share)
 # Memory of one queued scalar row: a 5-tuple, two floats and an int (168 B measured) plus margin.
 ROW_BYTES = 200
 # Bytes one queued record costs besides its strings and bytes (the tuple, ints, the list slot).
@@ -67,6 +72,7 @@ COMMIT_BUDGET = 0.25
 FIRST_RATE = 50_000  # rows per second assumed before the first measured commit (a slow disk's)
 RATE_STEP = 1.25  # the most the estimated rate rises per commit: one fast commit is not a trend
 MIN_BUDGET_ROWS = 2048  # never make batches smaller than this, however slow commits look
+UNLIMITED = sys.maxsize  # the limit of a series that `Sink.series` hands out: taken at every commit
 # How long one write of the sink's store waits for a lost database before the sink takes over
 # (keeping the batch, backing off, reporting); and its longest back-off between two tries.
 STORE_RETRY_FOR = 1.0
@@ -80,17 +86,20 @@ class SeriesQueue:
     """The rows of one series (run, tag) waiting for the writer thread.
 
     The training thread appends to `rows` and compares `len(rows)` with `limit`, nothing more:
-    `limit` is this series' share of the queue's budget, kept up to date by the writer thread, so
-    the hot path never adds up the queue. At the limit it calls `Sink.wait_for_room`."""
+    `limit` is the room the sink granted this series from the queue's budget, so the hot path never
+    adds up the queue. At the limit it calls `Sink.wait_for_room`, which grants more or waits. A
+    limit of 0 means the sink does not look at the series (new, or idle at the last take): its next
+    row asks for room, and so joins the next take. `pace` is how many rows the last take found,
+    the room the series is granted first after it."""
 
-    __slots__ = ("limit", "released", "rows", "run_id", "tag")
+    __slots__ = ("limit", "pace", "rows", "run_id", "tag")
 
     def __init__(self, run_id: int, tag: str) -> None:
         self.run_id = run_id
         self.tag = tag
         self.rows: list[Any] = []
-        self.limit = MIN_BUDGET_ROWS
-        self.released = False  # its run ended: dropped once drained
+        self.limit = 0
+        self.pace = 1
 
 
 def record_bytes(row: tuple[Any, ...]) -> int:
@@ -123,7 +132,10 @@ class Sink:
         self.identity: tuple[int, int] | None = None  # the SQLite file it writes (see sink_for)
         self.pid = os.getpid()
         self._idle_since = time.monotonic()
-        self._series: list[SeriesQueue] = []
+        # The series that asked for room since the last take (limit > 0), in the order they asked:
+        # the only ones the next take visits.
+        self._active: list[SeriesQueue] = []
+        self._granted = 0  # the limits of `_active` added up (guarded by _cond; UNLIMITED ones aside)
         self._records: list[tuple[str, tuple[Any, ...]]] = []  # (Batch field name, row), in logging order
         # Batches sent before anything new, head first: one whose commit failed (sent again as it
         # was), or the parts of one the database rejected records of (see `_set_aside`).
@@ -136,7 +148,6 @@ class Sink:
         self._taken = 0  # batches taken from the queue so far (room made for the producers)
         self._waiting = 0  # producers waiting for room
         self._rate = float(FIRST_RATE)  # rows per second the store commits (measured)
-        self._shared_among = 1  # series when the limits were last shared out
         self._error: BaseException | None = None  # the last failed commit's error
         self._failures = 0  # failed commits so far
         self._streak = 0  # failed commits since the last success (the back-off grows with it)
@@ -149,19 +160,20 @@ class Sink:
 
     # ---- the training thread's side -------------------------------------------------------------
     def track(self, queue: SeriesQueue) -> SeriesQueue:
-        """Drain `queue` from now on; its limit is its share of the budget."""
+        """Drain `queue` from now on. It starts without room (limit 0): its first row asks for some
+        (`wait_for_room`), so registering a series costs the same however many there are."""
         self._check_process()
-        with self._cond:  # not racing `_take`, which rebuilds the list of series
-            self._series.append(queue)
-            if len(self._series) >= 2 * self._shared_among:
-                self._share(set())
-            else:
-                queue.limit = max(1, self._budget_rows() // (4 * len(self._series)))
         return queue
 
     def series(self, run_id: int, tag: str) -> list[Any]:
-        """A new list that rows of one series are appended to (a `SeriesQueue` without its limit)."""
-        return self.track(SeriesQueue(run_id, tag)).rows
+        """A new list that rows of one series are appended to without a limit: every take visits
+        it, so rows need no call to `wait_for_room` (for appenders that bound themselves)."""
+        self._check_process()
+        queue = SeriesQueue(run_id, tag)
+        queue.limit = UNLIMITED
+        with self._cond:
+            self._active.append(queue)
+        return queue.rows
 
     def put(self, kind: str, row: QueuedRecord, wait: bool = True) -> None:
         """Queue one record for the `Batch` list `kind` ('media', 'texts', 'hparams', 'run_updates', ...).
@@ -181,15 +193,32 @@ class Sink:
             self._queued_bytes += size
 
     def wait_for_room(self, queue: SeriesQueue | None = None) -> None:
-        """Back-pressure: a series reached its limit. Wait until the writer thread has taken the
-        queue (the end of the commit in flight), or, while the database is unreachable, until it
-        is back; never raises for that, never drops a row."""
+        """A series reached its limit: grant it more room while the budget has some. Otherwise
+        (back-pressure) wait until the writer thread has taken the queue (the end of the commit in
+        flight), or, while the database is unreachable, until it is back; never raises for that,
+        never drops a row."""
         self._check_process()
         with self._cond:
             while queue is None or len(queue.rows) >= queue.limit:
+                if queue is not None and self._grant(queue):
+                    return
                 self._wait_for_take()
                 if queue is None:
                     return
+
+    def _grant(self, queue: SeriesQueue) -> bool:
+        """Raise `queue`'s limit above the rows it holds, within what the budget has left since the
+        last take; whether it could. A series without a limit joins the next take here, granted
+        its `pace`; one at its limit gets as much again, so it asks a few times per take, not per
+        row. The rows it holds are counted in the budget whether or not more room is left."""
+        held, base = len(queue.rows), queue.limit
+        wanted = max(held + 1, 2 * base if base else held + queue.pace)
+        limit = max(held, min(wanted, base + self._budget_rows() - self._granted))
+        if limit and not base:
+            self._active.append(queue)
+        self._granted += limit - base
+        queue.limit = limit
+        return limit > held
 
     def _wait_for_take(self) -> None:
         taken = self._taken
@@ -247,11 +276,11 @@ class Sink:
     def pending(self) -> int:
         """Records queued or in failed batches (an estimate, read without stopping the producers)."""
         resend = self._resend[:]
-        return sum(len(q.rows) for q in self._series[:]) + len(self._records) + sum(map(len, resend))
+        return sum(len(q.rows) for q in self._active[:]) + len(self._records) + sum(map(len, resend))
 
     def queued_bytes(self) -> int:
         """Memory of what waits, by the estimates the budget uses: the queue and a failed batch."""
-        rows = sum(len(q.rows) for q in self._series[:])
+        rows = sum(len(q.rows) for q in self._active[:])
         records = self._queued_bytes
         for batch in self._resend[:]:
             rows += sum(len(chunk) for _, _, chunk in batch.scalars)
@@ -259,53 +288,42 @@ class Sink:
         return rows * ROW_BYTES + records
 
     def release(self, run_id: int) -> None:
-        """A run has ended: its series are dropped once drained, one user fewer."""
-        with self._cond:
-            for queue in self._series:
-                if queue.run_id == run_id:
-                    queue.released = True
+        """A run has ended: one user fewer. Its series need no forgetting: the sink holds a series
+        only from its request for room to the next take."""
         with _sinks_lock:
             self.users -= 1
             self._idle_since = time.monotonic()
 
     # ---- the budget --------------------------------------------------------------------------------
     def _budget_rows(self) -> int:
-        """Scalar rows the queue may hold: what commits in `COMMIT_BUDGET` seconds at the measured
-        rate, and what fits in `SCALAR_SHARE` of `max_queue_bytes` even when the limits add up to
-        `OVERCOMMIT` times the budget (see `_share`). The batch being committed is taken from the
-        queue, so it is no larger; the records' queue and batch have the rest."""
-        by_bytes = int(self.max_queue_bytes * SCALAR_SHARE / (OVERCOMMIT * ROW_BYTES))
+        """Scalar rows the queue may hold (the limits granted since the last take add up to no
+        more): what commits in `COMMIT_BUDGET` seconds at the measured rate, and what fits in
+        `SCALAR_SHARE` of `max_queue_bytes`. The batch being committed is taken from the queue, so
+        it is no larger; the records' queue and batch have the rest."""
+        by_bytes = int(self.max_queue_bytes * SCALAR_SHARE / ROW_BYTES)
         return max(1, min(by_bytes, max(MIN_BUDGET_ROWS, int(self._rate * COMMIT_BUDGET))))
-
-    def _share(self, busy: set[int]) -> None:
-        """Set every series' limit: the series that had rows in the last take (`busy`, by id) share
-        the budget; the others, and series registered since, get a quarter of an equal share of all
-        series, and all are shared out again when their number doubles. So the limits add up to at
-        most 1.5 times the budget (`OVERCOMMIT`), however many series come and go between takes."""
-        budget, count = self._budget_rows(), max(1, len(self._series))
-        busy_limit, idle_limit = max(1, budget // max(1, len(busy))), max(1, budget // (4 * count))
-        for queue in self._series:
-            queue.limit = busy_limit if id(queue) in busy else idle_limit
-        self._shared_among = count
 
     # ---- the writer thread ----------------------------------------------------------------------
     def _take(self) -> Batch:
+        """Everything queued, as one batch. Visits only the series granted room since the last take,
+        and leaves them without a limit, the budget whole again: a series' next row asks for room."""
         batch = Batch()
-        busy: set[int] = set()
         with self._cond:
-            for queue in self._series[:]:
+            active, self._active, self._granted = self._active, [], 0
+            for queue in active:
+                if queue.limit == UNLIMITED:
+                    self._active.append(queue)
+                else:  # before its rows are read: a row appended after that read asks for room
+                    queue.limit = 0
                 rows = queue.rows
                 count = len(rows)
                 if count:
                     chunk = rows[:count]
                     del rows[:count]
                     batch.scalars.append((queue.run_id, queue.tag, chunk))
-                    busy.add(id(queue))
-                elif queue.released:
-                    self._series.remove(queue)
+                    queue.pace = count
             records, self._records, self._queued_bytes = self._records, [], 0  # put() appends under the lock
             self._taken += 1
-            self._share(busy)
             self._cond.notify_all()
         for kind, row in records:
             getattr(batch, kind).append(row)
@@ -342,7 +360,7 @@ class Sink:
             return False
         with _sinks_lock:
             idle = time.monotonic() - self._idle_since >= self.idle_stop
-            if self.users > 0 or not idle or self._records or any(q.rows for q in self._series):
+            if self.users > 0 or not idle or self._records or any(q.rows for q in self._active):
                 return False
             if self.key is not None and _sinks.get(self.key) is self:
                 del _sinks[self.key]
@@ -512,7 +530,7 @@ def _forget_parent_sinks() -> None:
     _sinks_lock = threading.RLock()
     _sinks.clear()
     for sink in list(_all_sinks):
-        for queue in sink._series:
+        for queue in sink._active:  # the others have no limit already
             queue.limit = 0
 
 

@@ -78,9 +78,12 @@ def deepboard_keys(row: RunRow) -> dict[str, Any]:
     return keys
 
 
-def run_fields(request: RunRequest, nocommit_action: NoCommitAction, with_git: bool) -> dict[str, Any]:
+def run_fields(
+    request: RunRequest, nocommit_action: NoCommitAction, git: capture.GitLimits | None
+) -> dict[str, Any]:
     """The run's row, every text checked first (`values.check_text`): a run the database cannot
-    store must not start."""
+    store must not start. The git fields are captured within `git` (None: none, a debug run); what
+    git did not answer in time is a warning at the caller's `new_run` line."""
     name = request.experiment_name
     if not isinstance(name, str) or not name:
         raise TypeError(f"experiment_name must be a non-empty string, got {name!r}")
@@ -105,14 +108,16 @@ def run_fields(request: RunRequest, nocommit_action: NoCommitAction, with_git: b
         "tag": request.tag,
         "start_time": time.time(),
     }
-    if with_git:
-        git = capture.git_state()
-        if git.diff and nocommit_action is not NoCommitAction.NOP:
+    if git is not None:
+        state = capture.git_state(timeout_s=git.timeout_s, max_diff_bytes=git.max_diff_bytes)
+        if state.warning is not None:
+            warnings.warn(state.warning, RuntimeWarning, stacklevel=4)  # the user's new_run line
+        if state.diff and nocommit_action is not NoCommitAction.NOP:
             message = "You have uncommitted changes; commit them so that this run can be reproduced."
             if nocommit_action is NoCommitAction.RAISE:
                 raise RuntimeError(message)
-            warnings.warn(message, RuntimeWarning, stacklevel=4)  # the user's new_run line
-        fields["git_commit"], fields["git_diff"] = git.commit, git.diff
+            warnings.warn(message, RuntimeWarning, stacklevel=4)
+        fields["git_commit"], fields["git_diff"] = state.commit, state.diff
     return fields
 
 

@@ -161,10 +161,10 @@ class LogWriter(RecordLogging):
         rows.append(
             (self._rep, step, epoch, walltime, None if scalar_value != scalar_value else scalar_value)
         )
-        if flush:
-            self.flush()
-        elif len(rows) >= series.limit:  # the sink's back-pressure (see sink.SeriesQueue)
+        if len(rows) >= series.limit:  # room from the sink, or its back-pressure (see sink.SeriesQueue)
             self._sink.wait_for_room(series)
+        if flush:  # after: a series the sink does not look at yet joins the take by asking for room
+            self.flush()
         return None
 
     def _furthest_step(self) -> int:

@@ -1,8 +1,14 @@
 """The sink's one write path: a `Batch` applied in one transaction.
 
-Scalars go in one prepared statement per series, then the `scalar_blocks` they touched are
-recomputed in the same transaction; tags are interned inside it and remembered only once it
-committed. Hparams and results can also be written at once (`put_values`), outside any batch.
+Scalars go in one prepared statement per long series (short ones share one), then the
+`scalar_blocks` they touched are recomputed in the same transaction; tags are interned inside it,
+a batch's new scalar tags together, and remembered only once it committed. Hparams and results can
+also be written at once (`put_values`), outside any batch.
+
+Why a batch's cost must not grow per series beyond its rows: a model that logs per-parameter
+statistics has 100,000 tags, and a batch may hold thousands of series of one row each (the sink
+takes them together). A statement of its own costs such a series a compilation (~65 us, as much as
+a dozen rows), and interning its tag two round trips.
 """
 
 from __future__ import annotations
@@ -19,6 +25,16 @@ from tallyboard.store.schema import BLOCK_BITS, BLOCK_STEPS
 # Seconds -> whole milliseconds, to the nearest (halves away from zero): SQLite's ROUND adds 0.5 to
 # the magnitude and truncates; `walltime_ms` does that same float arithmetic, for engines that COPY.
 WALLTIME_MS_SQL = "CAST(ROUND(? * 1000) AS BIGINT)"
+INSERT_SCALARS = (
+    "INSERT INTO scalars (run_id, tag_id, rep, step, epoch, walltime_ms, value)"
+    " VALUES ({run_id}, {tag_id}, ?, ?, ?, " + WALLTIME_MS_SQL + ", ?)"
+    " ON CONFLICT (run_id, tag_id, rep, step) DO UPDATE SET epoch = excluded.epoch,"
+    " walltime_ms = excluded.walltime_ms, value = excluded.value"
+)
+# A series of at least this many rows gets a statement of its own, its ids inlined (two parameters
+# fewer per row); shorter ones share one statement with their ids as parameters (see above).
+OWN_STATEMENT_ROWS = 32
+TAGS_PER_QUERY = 500  # names read back per SELECT ... IN (...): far below any SQLite's variable limit
 
 
 # One block of one series recomputed from its scalars. An aggregate without GROUP BY is one pass
@@ -67,17 +83,11 @@ class BatchWrites(RunRows):
         def tag_id(name: str) -> int:
             return self._tag_id(name, new_tags)
 
-        for run_id, tag, rows in batch.scalars:
-            # Ids are trusted ints, inlined so one prepared statement serves the whole series.
-            self.executemany(
-                "INSERT INTO scalars (run_id, tag_id, rep, step, epoch, walltime_ms, value)"
-                f" VALUES ({int(run_id)}, {int(tag_id(tag))}, ?, ?, ?, {WALLTIME_MS_SQL}, ?)"
-                " ON CONFLICT (run_id, tag_id, rep, step) DO UPDATE SET epoch = excluded.epoch,"
-                " walltime_ms = excluded.walltime_ms, value = excluded.value",
-                rows,
-            )
         if batch.scalars:
-            self._rebuild_blocks([(run_id, tag_id(tag), rows) for run_id, tag, rows in batch.scalars])
+            tag_ids = self._intern_tags([tag for _, tag, _ in batch.scalars], new_tags)
+            series = [(run_id, tag_ids[tag], rows) for run_id, tag, rows in batch.scalars]
+            self._insert_scalars(series)
+            self._rebuild_blocks(series)
         if batch.media:
             self.executemany(
                 "INSERT INTO media (run_id, tag_id, rep, step, epoch, walltime_ms, kind, width, height, png)"
@@ -140,6 +150,40 @@ class BatchWrites(RunRows):
         now = time.time()
         touched = {run_id for run_id, _, _ in rows}
         self.executemany("UPDATE runs SET updated_at = ? WHERE run_id = ?", [(now, r) for r in touched])
+
+    def _insert_scalars(self, series: list[tuple[int, int, list[ScalarRow]]]) -> None:
+        """Insert the rows of `series` ((run_id, tag_id, rows) each); a step logged again keeps the
+        last value. Ids are trusted ints, inlined so that one prepared statement serves a series."""
+        short: list[tuple[Any, ...]] = []
+        for run_id, tag_id, rows in series:
+            if len(rows) >= OWN_STATEMENT_ROWS:
+                self.executemany(INSERT_SCALARS.format(run_id=int(run_id), tag_id=int(tag_id)), rows)
+            else:
+                short.extend((run_id, tag_id, *row) for row in rows)
+        if short:  # after the long ones: two series never share a key, so their order is free
+            self.executemany(INSERT_SCALARS.format(run_id="?", tag_id="?"), short)
+
+    def _intern_tags(self, names: list[str], new_tags: dict[str, int]) -> dict[str, int]:
+        """{name: tag_id} for `names`, the missing ones inserted with one statement and read back a
+        few hundred per query (remembered in `new_tags`, as `_tag_id` does)."""
+        ids: dict[str, int] = {}
+        missing: list[str] = []
+        for name in dict.fromkeys(names):
+            known = self._tag_ids.get(name) or new_tags.get(name)
+            if known is None:
+                missing.append(name)
+            else:
+                ids[name] = known
+        if missing:
+            insert = "INSERT INTO tags (name) VALUES (?) ON CONFLICT (name) DO NOTHING"
+            self.executemany(insert, [(name,) for name in missing])
+            for start in range(0, len(missing), TAGS_PER_QUERY):
+                chunk = missing[start : start + TAGS_PER_QUERY]
+                marks = ", ".join("?" * len(chunk))
+                found = dict(self.execute(f"SELECT name, tag_id FROM tags WHERE name IN ({marks})", chunk))
+                new_tags.update(found)
+                ids.update(found)
+        return ids
 
     def _tag_id(self, name: str, new_tags: dict[str, int]) -> int:
         """The id of tag `name`, interned inside the current transaction when new (and then
