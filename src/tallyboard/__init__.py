@@ -16,6 +16,7 @@ from tallyboard.errors import (
     NotAResultTable,
     NotDurableError,
     ReadOnlyTableError,
+    ScalarValueError,
     StoreError,
     TallyboardError,
 )
@@ -37,6 +38,7 @@ __all__ = [
     "ResultTable",
     "ResultTableEventHandler",
     "RunView",
+    "ScalarValueError",
     "StoreError",
     "TallyboardError",
     "__version__",
