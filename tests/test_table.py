@@ -147,7 +147,7 @@ def test_row_changes_are_visible_to_this_process_at_once(db_url):
             again.set_color("#00ff00")
             again.add_hparams(lr=0.1)
             row = table.get_experiment_raw(again.run_id)
-            assert (row["tag"], row["note"], row["color"]) == ("best", "lr too high", "#00ff00")
+            assert (row["tag"], row["note"], row["color"]) == ("best", "lr too high", "00ff00")
             assert table.get_results(run_id=again.run_id).data[0][-1] == 0.1
             again.write_result(acc=0.5)
             assert table.get_results(run_id=again.run_id).data[0][-2:] == [0.1, 0.5]
@@ -210,7 +210,7 @@ def test_tags_colors_and_images_by_id(table):
     writer.set_color("#00ff00")
     writer.add_image(np.zeros((3, 4), dtype=np.uint8))
     writer.flush()
-    assert table.active_tags == ["baseline"] and table.active_colors == ["#00ff00"]
+    assert table.active_tags == ["baseline"] and table.active_colors == ["00ff00"]
     image_id = writer.get_images()[0]["id"]
     assert table.get_image_by_id(image_id).size == (4, 3)
     assert table.get_image_by_id(image_id + 1) is None

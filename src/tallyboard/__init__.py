@@ -26,6 +26,7 @@ __all__ = [
     "ResultTable",
     "ResultTableEventHandler",
     "RunView",
+    "ScalarValueError",
     "StoreError",
     "TallyboardError",
     "__version__",
@@ -51,6 +52,7 @@ _LAZY = {
             "NotAResultTable",
             "NotDurableError",
             "ReadOnlyTableError",
+            "ScalarValueError",
             "StoreError",
             "TallyboardError",
         )
@@ -65,6 +67,7 @@ if TYPE_CHECKING:  # pragma: no cover; `X as X` marks a re-export for type check
     from tallyboard.errors import NotAResultTable as NotAResultTable
     from tallyboard.errors import NotDurableError as NotDurableError
     from tallyboard.errors import ReadOnlyTableError as ReadOnlyTableError
+    from tallyboard.errors import ScalarValueError as ScalarValueError
     from tallyboard.errors import StoreError as StoreError
     from tallyboard.errors import TallyboardError as TallyboardError
     from tallyboard.histogram import Histogram as Histogram

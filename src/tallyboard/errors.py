@@ -16,6 +16,7 @@ __all__ = [
     "NotAResultTable",
     "NotDurableError",
     "ReadOnlyTableError",
+    "ScalarValueError",
     "StoreError",
     "TallyboardError",
 ]
@@ -65,3 +66,10 @@ class ArtifactError(TallyboardError):
 
 class FilterError(TallyboardError, ValueError):
     """The filter text is not a valid expression; the message says where."""
+
+
+class ScalarValueError(TallyboardError, TypeError, ValueError):
+    """`add_scalar` was given something it cannot log as a number (a string that is no number, a
+    list, a tensor of several values). Both built-ins: tallyboard raised TypeError, DeepBoard's
+    `float(value)` a ValueError for a string, so `except TypeError` and `except ValueError` written
+    for either one still catch it."""

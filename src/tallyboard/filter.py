@@ -63,7 +63,7 @@ def _tokens(text: str) -> list[tuple[str, Any]]:
         kind = str(match.lastgroup)  # every alternative of _TOKEN is a named group
         raw = match.group(kind)
         if kind == "number":
-            out.append(("lit", float(raw) if any(c in raw for c in ".eE") else int(raw)))
+            out.append(("lit", _number_literal(raw)))
         elif kind == "string":
             out.append(("lit", re.sub(r"\\(.)", r"\1", raw[1:-1])))
         elif kind == "quoted":
@@ -76,6 +76,18 @@ def _tokens(text: str) -> list[tuple[str, Any]]:
             out.append((kind, raw))
         pos = match.end()
     return out
+
+
+def _number_literal(raw: str) -> int | float:
+    """An integer literal as an int while a 64-bit integer holds it, else (like `1.5`, `1e9`) as
+    the nearest float (inf past 1.8e308): no stored value is an integer beyond 64 bits, so each
+    compares with it as with the exact integer, and the database can bind it (SQLite's INTEGER and
+    PostgreSQL's BIGINT stop at 64 bits; a 90-digit `run_id < 999...` was a 500)."""
+    if not any(c in raw for c in ".eE"):
+        number = int(raw)
+        if -(2**63) <= number < 2**63:
+            return number
+    return float(raw)
 
 
 _ORDER: dict[str, Callable[[Any, Any], bool]] = {

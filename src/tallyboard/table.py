@@ -32,10 +32,11 @@ from tallyboard.run.start import (
     unique_column_names,
     unique_key,
 )
-from tallyboard.run.view import RunView
+from tallyboard.run.view import RunView, deepboard_color
 from tallyboard.run.writer import LogWriter, let_go
 from tallyboard.store import Access, Column, Quarantined, Store, open_store
 from tallyboard.store.artifacts import location_for
+from tallyboard.store.cursor import ReadCursor
 from tallyboard.store.records import DEBUG_RUN_ID, ConsoleLine, ResumePoint
 from tallyboard.store.run_fields import DEFAULT_UNIQUE_COLUMNS, RunRow
 from tallyboard.store.series import DEFAULT_CHUNK_ROWS
@@ -320,7 +321,8 @@ class ResultTable:
         return row
 
     def get_results(self, run_id: int | None = None, show_hidden: bool = False) -> TableTuple:
-        """The shown columns (in display order) and one row per run, hparams and results included."""
+        """The shown columns (in display order) and one row per run, hparams and results included;
+        colours (`row_color`, a shown `color` column) as DeepBoard gives them, without '#'."""
         rows = self._store.runs(run_id=run_id, show_hidden=show_hidden or run_id is not None)
         values = self._store.values("hparams", run_id)
         for rid, results in self._store.values("results", run_id).items():
@@ -331,12 +333,13 @@ class ResultTable:
         data = []
         for row in rows:
             fields, extra = row._asdict(), values.get(row.run_id, {})
+            fields["color"] = deepboard_color(row.color)
             data.append([extra.get(c.name, fields.get(c.name)) for c in shown])
         return TableTuple(
             col_names=[c.alias for c in shown],
             col_ids=[c.name for c in shown],
             is_hparam=[c.kind == "hparam" for c in shown],
-            row_color=[row.color for row in rows],
+            row_color=[deepboard_color(row.color) for row in rows],
             data=data,
         )
 
@@ -441,9 +444,10 @@ class ResultTable:
 
     def get_experiment_raw(self, run_id: int) -> dict[str, Any]:
         """The run's row, every column, as stored, plus the keys DeepBoard's row has under other
-        names (`config`, `start`, `commit_hash`, `diff`), so code written for DeepBoard reads it."""
+        names (`config`, `start`, `commit_hash`, `diff`), so code written for DeepBoard reads it;
+        `color` as DeepBoard stores it, without '#'."""
         row = self._require(run_id)
-        return {**row._asdict(), **deepboard_keys(row)}
+        return {**row._asdict(), **deepboard_keys(row), "color": deepboard_color(row.color)}
 
     def get_image_by_id(self, image_id: int) -> Any:
         """An image or figure as a PIL image, or None for an unknown id."""
@@ -520,6 +524,19 @@ class ResultTable:
         return query_api.summary_frame(self._store, run_ids, tags, reps, last_n, backend)
 
     @property
+    def cursor(self) -> ReadCursor:
+        """DeepBoard's `with table.cursor as cursor:`: a DB-API cursor on the table's database, on a
+        connection of its own, closed when the block ends. Read-only, unlike DeepBoard's: a row
+        written by hand would skip what the writer keeps consistent with it (store/cursor.py)."""
+        return ReadCursor(self._store)
+
+    @property
+    def dict_cursor(self) -> ReadCursor:
+        """`cursor` whose rows are read by column name (`sqlite3.Row`, as DeepBoard's; dicts on
+        PostgreSQL)."""
+        return ReadCursor(self._store, as_dict=True)
+
+    @property
     def runs(self) -> list[int]:
         return [row.run_id for row in self._store.runs(show_hidden=True)]
 
@@ -532,7 +549,9 @@ class ResultTable:
 
     @property
     def active_colors(self) -> list[str]:
-        return sorted({row.color for row in self._store.runs(show_hidden=True) if row.color})
+        """The distinct colours of the runs, as DeepBoard gives them (without '#')."""
+        colors = {deepboard_color(row.color) for row in self._store.runs(show_hidden=True) if row.color}
+        return sorted(color for color in colors if color)
 
     # ---- editing the table ----------------------------------------------------------------------
     def hide_run(self, run_id: int) -> None:

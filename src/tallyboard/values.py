@@ -10,6 +10,8 @@ import json
 import operator
 from typing import Any
 
+from tallyboard.errors import ScalarValueError
+
 # Seconds whose milliseconds still fit the databases' 64-bit `walltime_ms` (about 290 million years).
 MAX_WALLTIME = 9.2e15
 # Steps and epochs are the databases' BIGINT.
@@ -61,14 +63,17 @@ def _clip(value: str, size: int = 60) -> str:
 
 def to_float(tag: str, value: Any) -> float:
     """Python numbers, numpy scalars, 1-element arrays and tensors, and numeric strings ('0.5', as
-    DeepBoard's `float(value)` takes them); anything else is a TypeError."""
+    DeepBoard's `float(value)` takes them); anything else is a `ScalarValueError` (a TypeError and
+    a ValueError: see errors.py)."""
     if isinstance(value, str):
         try:
             return float(value)
         except ValueError:
-            raise TypeError(f"add_scalar({tag!r}): expected a number, got the string {value!r}") from None
+            raise ScalarValueError(
+                f"add_scalar({tag!r}): expected a number, got the string {_clip(value)!r}"
+            ) from None
     if isinstance(value, (bytes, bytearray)) or not (hasattr(value, "__float__") or hasattr(value, "item")):
-        raise TypeError(f"add_scalar({tag!r}): expected a number, got {type(value).__name__}")
+        raise ScalarValueError(f"add_scalar({tag!r}): expected a number, got {type(value).__name__}")
     try:
         if hasattr(value, "item") and not isinstance(value, (int, float)):
             value = value.item()  # numpy/torch: 0-d or 1-element only, else ValueError/RuntimeError
@@ -78,7 +83,7 @@ def to_float(tag: str, value: Any) -> float:
             f"add_scalar({tag!r}): the {type(value).__name__} is beyond a 64-bit float's range (1.8e308)"
         ) from None
     except (TypeError, ValueError, RuntimeError) as error:
-        raise TypeError(
+        raise ScalarValueError(
             f"add_scalar({tag!r}): cannot log {type(value).__name__} as a scalar: {error}"
         ) from None
 

@@ -29,6 +29,19 @@ def main() -> None:
         "run_rep": run.run_rep,
     }
     run.add_hparams(lr=0.1)
+    run.add_hparams({"momentum": 0.9}, momentum=0.5)  # DeepBoard keeps the dict's value
+    run.set_color("#ff8800")  # DeepBoard stores and returns the hex digits without '#'
+    said.update(color=run.color, active_colors=table.active_colors, row_color=table.get_results().row_color)
+    try:
+        run.add_scalar("accuracy", "abc")
+    except ValueError as error:  # DeepBoard's float("abc"); ours is a TypeError too
+        said["not_a_number"] = str(error).startswith(("could not convert", "add_scalar('accuracy')"))
+    with table.cursor as cursor:
+        cursor.execute("SELECT 1, 'a'")
+        said["cursor"] = [type(cursor).__module__, type(cursor).__name__, list(cursor.fetchone())]
+    with table.dict_cursor as cursor:
+        row = cursor.execute("SELECT 1 AS one, 'a' AS letter").fetchone()
+        said["dict_cursor"] = [type(row).__name__, row["letter"], row[0], dict(row)]
     for step in range(3):
         run.add_scalar("train/loss", 1.0 / (step + 1), epoch=0)
     run.add_scalar("accuracy", "0.5")  # a numeric string, as DeepBoard's float() takes it
@@ -40,6 +53,7 @@ def main() -> None:
     said["enabled_after"] = run.enabled
     said["formatted_scalars"] = sorted(map(list, run.formatted_scalars))
     said["accuracy"] = [point.value for point in run.get_scalar("accuracy")]
+    said["hparams"] = run.get_hparams()
     said["hash_md5"] = table.get_file_hash("config.yaml", hash_algo="md5")
     with open("config.yaml") as config:
         said["hash_open_sha1"] = table.get_file_hash(config, hash_algo="sha1")

@@ -34,6 +34,11 @@ def test_the_documented_usage_reads_back_the_same(tmp_path):
     raw_theirs, raw_ours = theirs.pop("raw"), ours.pop("raw")
     assert ours == theirs
     assert ours["global_step"] == {"train/loss": 3, "accuracy": 1} and ours["accuracy"] == [0.5]
+    assert ours["hparams"] == {"lr": 0.1, "momentum": 0.9}  # the dict's value, not the keyword's
+    assert (ours["color"], ours["active_colors"], ours["row_color"]) == ("ff8800", ["ff8800"], ["ff8800"])
+    assert ours["not_a_number"] is True
+    assert ours["cursor"] == ["sqlite3", "Cursor", [1, "a"]]
+    assert ours["dict_cursor"] == ["Row", "a", 1, {"one": 1, "letter": "a"}]
     for key, (kind, value) in raw_theirs.items():
         if key in EMPTY_IS_NONE and value == "":
             assert raw_ours[key] == ["NoneType", None], key
@@ -49,7 +54,30 @@ def test_a_string_that_is_no_number_is_refused_and_nothing_logged(table):
         run.add_scalar("train/loss", " 2.5 ")
         with pytest.raises(TypeError, match="expected a number, got the string 'fast'"):
             run.add_scalar("train/loss", "fast")
+        with pytest.raises(ValueError, match="expected a number"):  # what DeepBoard's float() raises
+            run.add_scalar("train/loss", "fast")
+        with pytest.raises(ValueError, match="expected a number, got list"):
+            run.add_scalar("train/loss", [1.0, 2.0])
         run.flush()
         assert [(point.step, point.value) for point in run.get_scalar("train/loss")] == [(0, 2.5)]
     with pytest.raises(ValueError, match="unsupported hash type"):
         table.get_file_hash(__file__, hash_algo="no-such-hash")
+
+
+def test_the_cursors_read_the_table_and_refuse_writes(table, db_url):
+    """DeepBoard's `cursor`/`dict_cursor`, on our tables, on both engines; read-only on purpose
+    (docs/result-table.md): a write through them fails and changes nothing."""
+    with table.new_run("cursors", comment="first") as run:
+        run.set_note("kept")
+    placeholder = "%s" if "://" in db_url else "?"
+    with table.cursor as cursor:
+        cursor.execute(f"SELECT experiment, comment FROM runs WHERE run_id = {placeholder}", (run.run_id,))
+        assert tuple(cursor.fetchone()) == ("cursors", "first")
+    with table.dict_cursor as cursor:
+        cursor.execute("SELECT run_id, note FROM runs")
+        [row] = cursor.fetchall()
+        assert (row["run_id"], row["note"]) == (run.run_id, "kept")
+    with pytest.raises(Exception, match=r"read-?only") as refused, table.cursor as cursor:
+        cursor.execute("UPDATE runs SET note = 'changed'")
+    assert type(refused.value).__module__.partition(".")[0] in ("sqlite3", "psycopg")
+    assert table.get_experiment_raw(run.run_id)["note"] == "kept"

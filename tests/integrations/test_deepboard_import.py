@@ -70,12 +70,12 @@ def test_every_row_arrives(deepboard_db: Path, db_url: str) -> None:
             assert (new.command, new.comment, new.note, new.tag) == (
                 old["command"], old["comment"], old["note"] or None, old["tag"] or None
             )  # fmt: skip
-            assert new.color == (f"#{old['color'].lower()}" if old["color"] else None)
+            assert new.color == (f"#{old['color']}" if old["color"] else None)
             assert new.start_time == datetime.fromisoformat(old["start"]).timestamp()
             assert (new.status, new.hidden) == (old["status"], old["hidden"])
             assert (new.git_commit, new.git_diff) == (old["commit_hash"], old["diff"])
         assert runs[1].config_content == "lr: 0.1\nepochs: 3\n"
-        assert (runs[2].hidden, runs[3].status, runs[1].color) == (1, "failed", "#ff8800")
+        assert (runs[2].hidden, runs[3].status, runs[1].color) == (1, "failed", "#FF8800")
 
         hparams, results = store.values("hparams"), store.values("results")
         for row in deepboard_rows(deepboard_db, "SELECT * FROM Results"):

@@ -84,7 +84,7 @@ def read_runs(source: DeepBoardFile) -> list[RunBundle]:
             "comment": row["comment"],
             "note": row["note"] or "",
             "tag": row["tag"] or "",
-            "color": f"#{row['color'].lower()}" if row["color"] else None,
+            "color": f"#{row['color']}" if row["color"] else None,  # its case kept, as set_color keeps it
             "status": row["status"] or "running",
             "start_time": start,
             "git_commit": row["commit_hash"],

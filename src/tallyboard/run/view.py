@@ -65,6 +65,13 @@ def _checked_tags(tags: tuple[str, ...]) -> list[str]:
     return list(dict.fromkeys(check_key("run tag", tag) for tag in tags))
 
 
+def deepboard_color(stored: str | None) -> str | None:
+    """A stored colour ('#ff0000') as DeepBoard's getters return it: DeepBoard stores the hex digits
+    alone ('ff0000'), so code written for it (`f"#{run.color}"`) reads the same here. The table keeps
+    the '#' form, which the dashboard, the filter language and exports use."""
+    return stored[1:] if stored is not None and stored.startswith("#") else stored
+
+
 def split_label(tag: str) -> tuple[str, str]:
     """DeepBoard's (split, label) of a tag: 'train/loss' -> ('train', 'loss'), 'loss' -> ('', 'loss')."""
     split, sep, label = tag.partition("/")
@@ -162,12 +169,14 @@ class RunView:
         return self.get_tags()
 
     def set_color(self, color: str | None = None) -> None:
-        """Set the run's colour as RGB hex ('#ff0000' or 'ff0000'); None clears it."""
+        """Set the run's colour as RGB hex ('#ff0000' or 'ff0000', its case kept, as DeepBoard keeps
+        it); None clears it. Stored as '#rrggbb', the CSS the dashboard draws with; `color` reads
+        it back as DeepBoard did (see `deepboard_color`)."""
         if color is not None:
             hex_digits = color[1:] if color.startswith("#") else color
             if len(hex_digits) != 6 or any(c not in "0123456789abcdefABCDEF" for c in hex_digits):
                 raise ValueError(f"color must be RGB hex like '#ff0000', got {color!r}")
-            color = "#" + hex_digits.lower()
+            color = "#" + hex_digits
         self._set(color=color)
 
     def get_artifacts(self) -> list[ArtifactRow]:
@@ -340,7 +349,8 @@ class RunView:
 
     @property
     def color(self) -> str | None:
-        return self._row().color
+        """The run's colour as DeepBoard gives it: hex digits without '#' ('ff0000'), None if unset."""
+        return deepboard_color(self._row().color)
 
     @property
     def scalars(self) -> list[str]:

@@ -195,10 +195,12 @@ class LogWriter(RecordLogging):
             self._change_row(lambda store: store.put_values(kind, rows), [(kind, row) for row in rows])
 
     def add_hparams(self, param_dict: dict[str, Any] | None = None, **kwargs: Any) -> None:
-        """Record hyperparameters (columns of the result table); JSON scalars only."""
+        """Record hyperparameters (columns of the result table); JSON scalars only. A name given both
+        in `param_dict` and as a keyword keeps the dict's value, as DeepBoard's `kwargs.update(
+        param_dict)` does: code written for DeepBoard logs the same hparams here."""
         if self._read_only:
             return self._refuse()
-        self._put_values("hparams", {**(param_dict or {}), **kwargs})
+        self._put_values("hparams", {**kwargs, **(param_dict or {})})
         return None
 
     def write_result(self, **kwargs: Any) -> None:

@@ -150,8 +150,16 @@ class Translator:
             nan = f" OR v.value_rank = {NAN}" if op == "bool" else ""
             return (f"(v.value_rank = {NUMBER} AND v.value_number <> 0) OR v.value_rank = {TEXT}"
                     f" OR (v.value_rank = {BOOL} AND v.value_number <> 0){nan}", [])  # fmt: skip
-        if op == "in":
-            tests = [t for t in (self.value_test("==", option) for option in literal) if t is not None]
+        if op == "in":  # one IN list per kind of option: an OR per option nests one level each,
+            # and SQLite refuses an expression nested 1,000 deep (a filter may list that many)
+            numbers = _distinct(float(option) for option in literal if not isinstance(option, str))
+            texts = _distinct(option.lower() for option in literal if isinstance(option, str))
+            tests = []
+            if numbers:  # numbers and booleans, as `==` compares them (True == 1)
+                tests.append((f"v.value_number IN ({_marks(numbers)})", numbers))
+            if texts:
+                text_test = f"v.value_rank IN ({TEXT}, {EMPTY_TEXT}) AND v.value_text IN ({_marks(texts)})"
+                tests.append((text_test, texts))
             if not tests:
                 return None
             return " OR ".join(f"({sql})" for sql, _ in tests), [x for _, params in tests for x in params]
@@ -196,9 +204,20 @@ class Translator:
         params: list[Any]
         if op in ("truthy", "bool"):  # no run field holds NaN: both truths agree
             test, params = (f"r.{name} <> ''" if kind == "text" else f"r.{name} <> 0"), []
-        elif op == "in":
-            parts = [self.run_field(name, kind, "==", option) for option in literal]
-            return Condition(" OR ".join(f"({p.sql})" for p in parts), [x for p in parts for x in p.params])
+        elif op == "in":  # one IN list, as for values (see `value_test`)
+            if kind == "text":  # a string never equals a number, nor a number a string
+                params = _distinct(option.lower() for option in literal if isinstance(option, str))
+                column = f"{self.dialect.lower}(r.{name}){self.dialect.by_code_point}"
+            else:
+                params = _distinct(
+                    int(option) if isinstance(option, bool) else option
+                    for option in literal
+                    if not isinstance(option, str)
+                )
+                column = f"r.{name}"
+            if not params:
+                return FALSE
+            test = f"{column} IN ({_marks(params)})"
         elif op == "!=":
             return self.negated(self.run_field(name, kind, "==", literal))
         elif literal is None:
@@ -228,13 +247,19 @@ def has(table: str, test: str) -> str:
     return f"(SELECT CASE WHEN {test} THEN 1 END FROM {table} v WHERE v.run_id = {{run}} AND v.name = ?)"
 
 
+def _distinct(values: Any) -> list[Any]:
+    return list(dict.fromkeys(values))
+
+
+def _marks(params: list[Any]) -> str:
+    return ", ".join("?" * len(params))
+
+
 def of_runs(run_ids: list[int], condition: Condition) -> Condition:
     """`condition`, and the run is one of `run_ids` (the compare page's runs)."""
     if not run_ids:
         return FALSE
-    return _joined(
-        "and", [Condition(f"{{run}} IN ({', '.join('?' * len(run_ids))})", list(run_ids)), condition]
-    )
+    return _joined("and", [Condition(f"{{run}} IN ({_marks(run_ids)})", list(run_ids)), condition])
 
 
 def _joined(kind: str, parts: list[Condition]) -> Condition:

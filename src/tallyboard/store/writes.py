@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
+from typing import Any
 
 from tallyboard.store import histograms as histogram_rows
 from tallyboard.store.indexed_values import UPSERT_VALUE, with_types
