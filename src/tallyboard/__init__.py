@@ -22,6 +22,7 @@ __all__ = [
     "NoCommitAction",
     "NotAResultTable",
     "NotDurableError",
+    "OutsideSourceError",
     "ReadOnlyTableError",
     "ResultTable",
     "ResultTableEventHandler",
@@ -51,6 +52,7 @@ _LAZY = {
             "FilterError",
             "NotAResultTable",
             "NotDurableError",
+            "OutsideSourceError",
             "ReadOnlyTableError",
             "ScalarValueError",
             "StoreError",
@@ -66,6 +68,7 @@ if TYPE_CHECKING:  # pragma: no cover; `X as X` marks a re-export for type check
     from tallyboard.errors import FilterError as FilterError
     from tallyboard.errors import NotAResultTable as NotAResultTable
     from tallyboard.errors import NotDurableError as NotDurableError
+    from tallyboard.errors import OutsideSourceError as OutsideSourceError
     from tallyboard.errors import ReadOnlyTableError as ReadOnlyTableError
     from tallyboard.errors import ScalarValueError as ScalarValueError
     from tallyboard.errors import StoreError as StoreError

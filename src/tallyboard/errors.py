@@ -15,6 +15,7 @@ __all__ = [
     "FilterError",
     "NotAResultTable",
     "NotDurableError",
+    "OutsideSourceError",
     "ReadOnlyTableError",
     "ScalarValueError",
     "StoreError",
@@ -62,6 +63,13 @@ class NotDurableError(TallyboardError, RuntimeError):
 
 class ArtifactError(TallyboardError):
     """An artefact cannot be stored or found (no store configured, missing file, unknown name)."""
+
+
+class OutsideSourceError(TallyboardError, ValueError):
+    """An import source names a file outside itself: a path with "..", an absolute path, or a
+    symlink that leads out of it (an export's media file, a TensorBoard event file). A source
+    someone else made must not make the import read, store and later serve a file of this
+    machine, so the whole import is refused before anything is written."""
 
 
 class FilterError(TallyboardError, ValueError):

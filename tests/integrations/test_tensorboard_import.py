@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import tallyboard as tb
 from cli_runner import assert_one_line_error, run_cli
 from tallyboard.store import open_store
 
@@ -188,3 +189,61 @@ def test_runs_imported_before_read_positions_were_kept_are_not_imported_again(
     again = import_logdir(root, db_url, clock=lambda: 4e9)
     assert sorted(again.already_present) == ["baseline", "sweep/lr_0.01"] and not again.tally.imported
     assert imported(db_url) == first
+
+
+def write_event_file(path: Path) -> Path:
+    """An event file of 100 scalars ("loss") and 1 image ("sample"), framed as TensorBoard frames them."""
+    from tensorboard.compat.proto import event_pb2, summary_pb2
+
+    from integrations.tb_reference import framed
+    from tallyboard.media import to_png
+
+    Value = summary_pb2.Summary.Value
+    events = [event_pb2.Event(wall_time=1.7e9, file_version="brain.Event:2")]
+    for step in range(100):
+        summary = summary_pb2.Summary(value=[Value(tag="loss", simple_value=1 / (step + 1))])
+        events.append(event_pb2.Event(wall_time=1.7e9 + step, step=step, summary=summary))
+    png = to_png(np.zeros((4, 4, 3), dtype=np.uint8))[0]
+    image = summary_pb2.Summary.Image(height=4, width=4, colorspace=3, encoded_image_string=png)
+    summary = summary_pb2.Summary(value=[Value(tag="sample", image=image)])
+    events.append(event_pb2.Event(wall_time=1.7e9 + 100, step=100, summary=summary))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"".join(framed(event.SerializeToString()) for event in events))
+    return path
+
+
+def counts(url: str) -> dict[str, tuple[int, int]]:
+    """{run: (scalars, images)}."""
+    store = open_store(url)
+    try:
+        return {
+            run.experiment: (len(store.scalars(run.run_id, "loss")), len(store.media(run.run_id, "image")))
+            for run in store.runs(show_hidden=True)
+        }
+    finally:
+        store.close()
+
+
+def test_an_event_file_that_is_a_symlink_leading_out_of_the_logdir_is_refused(tmp_path: Path) -> None:
+    """A log directory from someone else must not make the import read this machine's other logs."""
+    elsewhere = write_event_file(tmp_path / "elsewhere" / "events.out.tfevents.1700000000.host")
+    logdir = tmp_path / "logs"
+    write_event_file(logdir / "good" / "events.out.tfevents.1700000000.host")
+    (logdir / "bad").mkdir()
+    (logdir / "bad" / elsewhere.name).symlink_to(elsewhere)
+    target = tmp_path / "target.db"
+    result = run_cli("import", "tensorboard", logdir, "--into", target, check=False)
+    assert result.returncode == 1
+    assert_one_line_error(
+        result,
+        f"the TensorBoard log directory names 'bad/{elsewhere.name}'",
+        "a symlink leading to",
+        "refused",
+    )
+    assert not target.exists()  # refused before anything, the good run included, was written
+
+    (logdir / "bad" / elsewhere.name).unlink()
+    (logdir / "bad" / elsewhere.name).symlink_to(logdir / "good" / elsewhere.name)  # inside: fine
+    run_cli("import", "tensorboard", logdir, "--into", target, "--quiet")
+    assert counts(str(target)) == {"good": (100, 1), "bad": (100, 1)}
+

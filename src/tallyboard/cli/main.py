@@ -208,9 +208,18 @@ def cmd_artifacts(args: argparse.Namespace) -> None:
             rows = table.list_artifacts(args.run)
             print(json.dumps([row._asdict() for row in rows], indent=2) if args.json else describe(rows))
             return
-        out = Path(args.output or Path(args.name).name)
+        out = Path(args.output or _file_name(args.name))
         row = table.save_artifact(args.run, args.name, out)
     print(f"saved {row.name!r} of run {args.run} ({row.size} bytes, sha256 {row.sha256[:12]}) to {out}")
+
+
+def _file_name(artifact: str) -> str:
+    """Where `artifacts get` saves an artefact without `-o`: the last part of its name, in the
+    current folder (a logged name is a label that may say "../", never a path to write to)."""
+    name = Path(artifact).name
+    if name in ("", ".", ".."):
+        raise ValueError(f"artefact name {artifact!r} ends in no file name: say where to save it with -o")
+    return name
 
 
 def _describe(counts: dict[str, int]) -> str:

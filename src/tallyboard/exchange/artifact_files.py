@@ -29,6 +29,7 @@ from tallyboard.store.artifacts import (
     require_location,
 )
 from tallyboard.store.base import Store
+from tallyboard.store.confined import confined_path
 from tallyboard.store.records import ArtifactRow
 
 ARTIFACTS = Layout(
@@ -53,9 +54,22 @@ def export_artifacts(listed: list[ArtifactRow], blobs: Blobs, out: Path, file_fo
     return len(listed)
 
 
+class ExportedBlobs(LocalBlobs):
+    """An export's `artifacts/` folder, read by an import: a blob is never read from outside the
+    export, even when a file or folder of the export is a symlink leading out (store/confined.py)."""
+
+    def __init__(self, directory: Path) -> None:
+        super().__init__(directory / ARTIFACTS_DIR)
+        self.directory = directory
+
+    def _path(self, sha256: str) -> Path:
+        key = f"{ARTIFACTS_DIR}/{blob_key(sha256)}"
+        return confined_path(self.directory, key, f"{ARTIFACTS.name} (blob {sha256[:12]})")
+
+
 def check_exported_files(directory: Path, rows: Iterable[tuple[Any, ...]]) -> None:
-    """Raise unless every listed blob is in the export (a valid hash, its file present)."""
-    exported = LocalBlobs(directory / ARTIFACTS_DIR)
+    """Raise unless every listed blob is in the export (a valid hash, its file present inside it)."""
+    exported = ExportedBlobs(directory)
     for row in rows:
         sha256 = ArtifactRow(*row).sha256
         if not exported.exists(sha256):  # `exists` refuses a hash that is not 64 hex digits
@@ -77,6 +91,6 @@ def import_artifacts(
     if not rows:
         return
     hashes = sorted({row.sha256 for row in rows})
-    Carry(LocalBlobs(directory / ARTIFACTS_DIR), target, hashes).run(progress)
+    Carry(ExportedBlobs(directory), target, hashes).run(progress)
     for row in rows:
         store.add_artifact(row)

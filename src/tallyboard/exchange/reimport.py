@@ -8,6 +8,10 @@ Importing into an empty table and exporting again gives the same
 files. Into a table that already has runs, runs already present (same experiment and start time)
 are skipped, a run whose id is taken gets a new one, and the column layout is left as it was.
 Rows are streamed in batches: an export larger than memory imports fine.
+
+An export may come from someone else: every file it names (row files, media files, artefacts'
+blobs) must lie inside its directory once resolved, symlinks included (store/confined.py), and a
+media file must be a PNG; all of it is checked before the first row is written.
 """
 
 from __future__ import annotations
@@ -52,7 +56,9 @@ from tallyboard.exchange.export import (
 )
 from tallyboard.exchange.formats import FORMATS, Layout, read_rows
 from tallyboard.histogram import Histogram
+from tallyboard.media import png_size
 from tallyboard.store import Batch
+from tallyboard.store.confined import confined_path
 from tallyboard.store.histograms import queued_row
 from tallyboard.store.records import (
     ArtifactRow,
@@ -65,10 +71,11 @@ from tallyboard.store.records import (
 )
 
 MEDIA_PER_BATCH = 200
+PNG_HEADER_BYTES = 24  # signature and IHDR up to the size: what `png_size` reads
 
 
 def read_manifest(directory: Path) -> dict[str, Any]:
-    path = directory / MANIFEST
+    path = confined_path(directory, MANIFEST, "the export")
     if not path.is_file():
         raise FileNotFoundError(f"{str(directory)!r} is not a tallyboard export (no {MANIFEST})")
     manifest: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
@@ -87,15 +94,27 @@ class ExportReader:
         self.version = manifest["tallyboard_export"]
         self.run_ids: dict[int, int] = {}
 
+    def file(self, name: str, entry: str) -> Path:
+        """The export's file `name` (relative to the export), never one outside it: `entry` says
+        which part of the export named it (OutsideSourceError otherwise, store/confined.py)."""
+        return confined_path(self.directory, name, entry)
+
+    def _path(self, layout: Layout) -> Path:
+        return self.file(layout.path(Path(), self.format).name, "the export")
+
     def has(self, layout: Layout) -> bool:
         """Whether the export has the layout's file (an older export lacks `OPTIONAL_LAYOUTS`)."""
-        return layout not in OPTIONAL_LAYOUTS or layout.path(self.directory, self.format).is_file()
+        return layout not in OPTIONAL_LAYOUTS or self._path(layout).is_file()
 
     def _read(self, layout: Layout) -> Iterator[list[tuple[Any, ...]]]:
         """All rows of one file, in the columns its export version wrote (version 1 texts have no
         markdown flag; their rows are one column shorter, which `Batch.texts` reads as 0)."""
         written = TEXTS_V1 if layout is TEXTS and self.version < 2 else layout
-        return read_rows(layout.path(self.directory, self.format), written, self.format)
+        return read_rows(self._path(layout), written, self.format)
+
+    def media_file(self, run_id: int, name: str) -> Path:
+        """The PNG file a `media` row names, inside the export."""
+        return self.file(name, f"{MEDIA.name}.{self.format} (run {run_id})")
 
     def rows(self, layout: Layout) -> Iterator[list[tuple[Any, ...]]]:
         """Batches of rows of the runs being imported, run id already mapped."""
@@ -114,15 +133,28 @@ class ExportReader:
         for layout in filter(self.has, LAYOUTS):
             for chunk in self._read(layout):
                 total += len(chunk)
-                missing = [
-                    row[-1] for row in chunk if layout is MEDIA and not (self.directory / row[-1]).is_file()
-                ]
-                if missing:
-                    raise FileNotFoundError(f"the export lacks {missing[0]}")
+                if layout is MEDIA:
+                    for row in chunk:
+                        self._check_png(row[0], row[-1])
         if self.has(ARTIFACTS):
             for chunk in self._read(ARTIFACTS):
                 check_exported_files(self.directory, chunk)
         return total
+
+    def _check_png(self, run_id: int, name: str) -> None:
+        """Raise unless the `media` row's file is inside the export, present, and a PNG (its header:
+        what the table stores is a PNG, and only a PNG is served as an image)."""
+        path = self.media_file(run_id, name)
+        if not path.is_file():
+            raise FileNotFoundError(f"the export lacks {name}")
+        with path.open("rb") as file:
+            header = file.read(PNG_HEADER_BYTES)
+        try:
+            png_size(header)
+        except ValueError:
+            raise ValueError(
+                f"{MEDIA.name}.{self.format} (run {run_id}) names {name!r}, which is not a PNG image"
+            ) from None
 
     def all_rows(self, layout: Layout) -> list[tuple[Any, ...]]:
         return [row for chunk in self._read(layout) for row in chunk]
@@ -148,7 +180,8 @@ def _media_batches(reader: ExportReader) -> Iterator[Batch]:
             for run_id, tag, rep, step, epoch, walltime, kind, width, height, file in chunk[
                 start : start + MEDIA_PER_BATCH
             ]:
-                png = (reader.directory / file).read_bytes()
+                png = reader.media_file(run_id, file).read_bytes()
+                png_size(png)  # still a PNG: the file may have changed since `check`
                 batch.media.append(
                     QueuedMedia(run_id, tag, rep, step, epoch, walltime, kind, width, height, png)
                 )

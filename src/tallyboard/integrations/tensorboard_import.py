@@ -12,6 +12,8 @@ size of the logs. Each directory that holds event files is one run, named by its
   child (its first summary is hparams) is folded into its parent run, its metrics becoming results;
 - everything else (audio, graphs, PR curves, other plugins) is counted and reported as skipped.
 Importing again adds exactly what was written since (the table remembers how far each file was read).
+Event files are read only
+inside LOGDIR: one that is a symlink leading out of it is refused, and nothing is imported.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from tallyboard.integrations.tb_records import Damage, FileRead, read_records
 from tallyboard.integrations.tb_run import RunImport, Tally, Target, event_files, newest_change
 from tallyboard.progress import ProgressBar
 from tallyboard.store.base import Store
+from tallyboard.store.confined import confined_path
 from tallyboard.store.imported import FileProgress
 
 # A run whose files were modified less than this long ago is `running`. Ten minutes: longer than
@@ -43,6 +46,15 @@ def find_run_directories(logdir: Path) -> list[Path]:
         if any("tfevents" in name for name in files):
             found.append(Path(directory))
     return sorted(found)
+
+
+def check_inside(logdir: Path, directories: list[Path]) -> None:
+    """Raise OutsideSourceError unless every event file of `directories` lies inside `logdir` once
+    resolved: an event file that is a symlink leading out of the log directory is refused (before
+    anything is imported), not read (store/confined.py)."""
+    for directory in directories:
+        for path in event_files(directory):
+            confined_path(logdir, path.relative_to(logdir), "the TensorBoard log directory")
 
 
 def run_name(logdir: Path, directory: Path) -> str:
@@ -127,6 +139,7 @@ class LogdirImport:
         from tallyboard.progress import progress_bar
 
         directories = find_run_directories(self.logdir)
+        check_inside(self.logdir, directories)
         with progress_bar(self._unread(directories), "importing TensorBoard logs", progress, "B") as bar:
             for directory in directories:
                 self._directory(directory, bar)
