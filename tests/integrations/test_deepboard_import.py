@@ -160,3 +160,41 @@ def test_a_file_that_is_not_deepboard_is_a_one_line_error(tmp_path: Path) -> Non
     assert_one_line_error(result, "is not a DeepBoard table")
     missing = run_cli("import", "deepboard", tmp_path / "nope.db", "--into", tmp_path / "x.db", check=False)
     assert_one_line_error(missing, "no DeepBoard table")
+
+
+def test_an_import_that_failed_part_way_is_completed_by_the_next(deepboard_db: Path, tmp_path: Path) -> None:
+    """The database refused the first run's images (they share one batch with its scalars): the
+    debug run went in whole, run 1 with nothing of its own. Importing again writes run 1 whole (not
+    "already present"), and the others, as one clean import would."""
+    from refusing_table import refuse
+
+    clean, resumed = str(tmp_path / "clean.db"), str(tmp_path / "resumed.db")
+    run_cli("import", "deepboard", deepboard_db, "--into", clean, "--quiet")
+    tb.ResultTable(resumed, nocommit_action=tb.NoCommitAction.NOP).close()
+    refuse(resumed, "media")
+    failed = run_cli("import", "deepboard", deepboard_db, "--into", resumed, "--quiet", check=False)
+    assert_one_line_error(failed, "disk full")
+    assert record_counts(resumed) == {-1: (1, 0), 1: (0, 0)}
+
+    refuse(resumed, None)
+    again = run_cli("import", "deepboard", deepboard_db, "--into", resumed, "--quiet")
+    assert "imported 3 DeepBoard runs (1 already present)" in again.stdout  # the debug run was whole
+    assert record_counts(resumed) == record_counts(clean)
+    third = run_cli("import", "deepboard", deepboard_db, "--into", resumed, "--quiet")
+    assert "imported 0 DeepBoard runs (4 already present)" in third.stdout
+    assert record_counts(resumed) == record_counts(clean)
+
+
+def record_counts(url: str) -> dict[int, tuple[int, int]]:
+    """{run id: (scalars, images and figures)} of every run."""
+    store = open_store(url)
+    try:
+        return {
+            run.run_id: (
+                sum(len(store.scalars(run.run_id, tag)) for tag in store.tag_names(run.run_id, "scalars")),
+                len(store.media(run.run_id, "image")) + len(store.media(run.run_id, "figure")),
+            )
+            for run in store.runs(show_hidden=True)
+        }
+    finally:
+        store.close()

@@ -247,3 +247,25 @@ def test_an_event_file_that_is_a_symlink_leading_out_of_the_logdir_is_refused(tm
     run_cli("import", "tensorboard", logdir, "--into", target, "--quiet")
     assert counts(str(target)) == {"good": (100, 1), "bad": (100, 1)}
 
+
+def test_a_run_whose_import_failed_before_its_first_commit_is_imported_again(tmp_path: Path) -> None:
+    """The run was created, then the database refused its first records (and with them the files'
+    read positions): the next import writes it whole instead of calling it "already present"."""
+    from refusing_table import refuse
+
+    logdir = tmp_path / "logs"
+    write_event_file(logdir / "run" / "events.out.tfevents.1700000000.host")
+    target = str(tmp_path / "target.db")
+    tb.ResultTable(target, nocommit_action=tb.NoCommitAction.NOP).close()
+    refuse(target, "scalars")
+    failed = run_cli("import", "tensorboard", logdir, "--into", target, "--quiet", check=False)
+    assert_one_line_error(failed, "disk full")
+    assert counts(target) == {"run": (0, 0)}
+
+    refuse(target, None)
+    again = run_cli("import", "tensorboard", logdir, "--into", target, "--quiet")
+    assert "(1 new, 0 updated, 0 unchanged, 0 already present" in again.stdout
+    assert counts(target) == {"run": (100, 1)}
+    third = run_cli("import", "tensorboard", logdir, "--into", target, "--quiet")
+    assert "(0 new, 0 updated, 1 unchanged, 0 already present" in third.stdout
+    assert counts(target) == {"run": (100, 1)}

@@ -9,11 +9,12 @@ writer would overwrite: the original start time, status, git state and wall time
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Set
 from dataclasses import dataclass, field
 from typing import Any
 
 from tallyboard.store.base import Store
+from tallyboard.store.imported import ImportRecords
 from tallyboard.store.records import Batch, QueuedMedia, QueuedRepetition, QueuedText, QueuedValue, ScalarRow
 
 ROWS_PER_BATCH = 50_000
@@ -47,7 +48,8 @@ def run_identity(fields: Mapping[str, Any]) -> tuple[str, float]:
     """What makes an imported run "the same run" again: its experiment and its start time.
 
     Importing a source twice finds every run's identity already present and skips it, whatever the
-    table's unique columns are.
+    table's unique columns are; but a run an import left incomplete is imported again
+    (`reclaim_incomplete`).
     """
     return (fields["experiment"], round(float(fields["start_time"]), 6))
 
@@ -57,17 +59,37 @@ def identities_in(store: Store) -> set[tuple[str, float]]:
     return {run_identity(row._asdict()) for row in store.runs(show_hidden=True)}
 
 
+def reclaim_incomplete(store: Store, identities: Set[tuple[str, float]]) -> dict[tuple[str, float], int]:
+    """Delete the runs that an import left incomplete (it failed part-way, or was killed) and whose
+    identity is in `identities`; returns {identity: run id} of those, so that this import writes
+    them afresh under the same ids. Deleting rather than topping up: a partial run's records are a
+    prefix of what its source holds only if nothing else touched it, and media, texts, histograms
+    and console lines have no key that would make writing them twice harmless."""
+    incomplete = store.incomplete_imports()
+    if not incomplete:
+        return {}
+    reclaimed = {}
+    for row in store.runs(show_hidden=True):
+        identity = run_identity(row._asdict())
+        if row.run_id in incomplete and identity in identities:
+            store.delete_run(row.run_id)
+            reclaimed[identity] = row.run_id
+    return reclaimed
+
+
 def select_new_runs(store: Store, runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The runs (dicts of `runs` fields) that are not in `store` yet, with the ids they will get.
 
-    A run keeps its id when the store has no run with that id; the others get ids after the largest
-    one in use, in order. A debug run (-1) is skipped when the store has one already: importing must
-    never overwrite the user's own debug run.
+    A run an earlier import left incomplete counts as not in `store`: it is deleted here and gets
+    its id back. Otherwise a run keeps its id when the store has no run with that id; the others
+    get ids after the largest one in use, in order. A debug run (-1) is skipped when the store has
+    one already: importing must never overwrite the user's own debug run.
     """
+    reclaimed = reclaim_incomplete(store, {run_identity(fields) for fields in runs})
     present = identities_in(store)
     taken = {row.run_id for row in store.runs(show_hidden=True)}
     selected = [
-        dict(fields)
+        {**fields, "run_id": reclaimed.get(run_identity(fields), fields.get("run_id"))}
         for fields in runs
         if run_identity(fields) not in present and not (fields.get("run_id") == -1 and -1 in taken)
     ]
@@ -80,11 +102,12 @@ def select_new_runs(store: Store, runs: list[dict[str, Any]]) -> list[dict[str, 
 
 
 def create_run(store: Store, fields: dict[str, Any]) -> int:
-    """Insert one imported run with its own fields (start time, status, ...); returns its id."""
+    """Insert one imported run with its own fields (start time, status, ...); returns its id. The
+    run is incomplete until its importer completes it (`Store.write_import(..., complete=...)`)."""
     debug = fields.get("run_id") == -1
     if debug:
         fields = {name: value for name, value in fields.items() if name != "run_id"}
-    return store.create_run(fields, debug=debug)
+    return store.create_imported_run(fields, debug=debug)
 
 
 def nan_to_none(value: float) -> float | None:
@@ -111,9 +134,11 @@ def write_bundle(store: Store, bundle: RunBundle) -> int:
             QueuedRepetition(run_id, rep, start) for rep, start in sorted(bundle.repetitions.items())
         ],
     )
-    store.write_batch(head)
+    last = head
     for batch in _record_batches(run_id, bundle):
-        store.write_batch(batch)
+        store.write_batch(last)
+        last = batch
+    store.write_import(last, ImportRecords(), complete=[run_id])  # the run is complete with its last records
     return run_id
 
 
@@ -136,11 +161,19 @@ def _record_batches(run_id: int, bundle: RunBundle) -> Iterator[Batch]:
         yield batch
 
 
-def import_bundles(store: Store, bundles: list[RunBundle], progress: bool, description: str) -> int:
-    """Write the bundles whose runs are not in `store` yet; returns how many were written."""
+def import_bundles(
+    store: Store,
+    bundles: list[RunBundle],
+    progress: bool,
+    description: str,
+    layout: dict[str, dict[str, Any]] | None = None,
+) -> int:
+    """Write the bundles whose runs are not in `store` yet; returns how many were written. The
+    column `layout` of the source is applied when the table had no other runs before."""
     from tallyboard.progress import progress_bar
 
     new_fields = select_new_runs(store, [bundle.fields for bundle in bundles])
+    was_empty = not store.runs(show_hidden=True)  # after the runs left incomplete were reclaimed
     by_identity = {run_identity(bundle.fields): bundle for bundle in bundles}
     total = sum(by_identity[run_identity(fields)].record_count() for fields in new_fields)
     with progress_bar(total, description, enabled=progress, unit="rec") as bar:
@@ -149,6 +182,8 @@ def import_bundles(store: Store, bundles: list[RunBundle], progress: bool, descr
             bundle.fields = fields
             write_bundle(store, bundle)
             bar.update(bundle.record_count())
+    if was_empty and layout:
+        apply_column_layout(store, layout)
     return len(new_fields)
 
 

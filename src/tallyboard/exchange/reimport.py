@@ -11,7 +11,10 @@ Rows are streamed in batches: an export larger than memory imports fine.
 
 An export may come from someone else: every file it names (row files, media files, artefacts'
 blobs) must lie inside its directory once resolved, symlinks included (store/confined.py), and a
-media file must be a PNG; all of it is checked before the first row is written.
+media file must be a PNG; all of it is checked before the first row is written. An import that
+still stops part-way (the database failing, a process killed) leaves its runs marked incomplete,
+and importing the export again writes those runs afresh instead of finding them "already present"
+(exchange/bundle.py, `reclaim_incomplete`).
 """
 
 from __future__ import annotations
@@ -60,6 +63,7 @@ from tallyboard.media import png_size
 from tallyboard.store import Batch
 from tallyboard.store.confined import confined_path
 from tallyboard.store.histograms import queued_row
+from tallyboard.store.imported import ImportRecords
 from tallyboard.store.records import (
     ArtifactRow,
     QueuedEnvironment,
@@ -245,8 +249,8 @@ def import_export(
     # Before anything is written: a target without an artefact store must not get half an import.
     blobs = target_blobs(os.fspath(into), artifacts) if reader.has(ARTIFACTS) else None
     with open_target(into) as store:
-        was_empty = not store.runs(show_hidden=True)
         new = select_new_runs(store, runs)
+        was_empty = not store.runs(show_hidden=True)  # after the runs left incomplete were reclaimed
         exported_ids = {run_identity(run): run["run_id"] for run in runs}
         for fields in new:
             reader.run_ids[exported_ids[run_identity(fields)]] = create_run(store, fields)
@@ -262,6 +266,9 @@ def import_export(
             import_artifacts(store, reader.directory, listed, blobs, progress)
         if was_empty:
             apply_column_layout(store, _layout(reader))
+        # Only now, with everything of theirs written, are the runs complete: an import that
+        # stopped before this point is done again by the next one (bundle.reclaim_incomplete).
+        store.write_import(Batch(), ImportRecords(), complete=list(reader.run_ids.values()))
     return f"imported {len(new)} runs ({len(runs) - len(new)} already present)"
 
 

@@ -14,7 +14,8 @@ directly, read-only. How its rows map onto ours:
   ('RAW') and HTML fragments ('HTML'). DeepBoard kept no wall time for these: they get 0.
 - `ResultDisplay` (column aliases, order, hidden columns) is applied when the target had no runs
   before the import, so an existing table's layout is never reshuffled.
-Runs already in the target (same experiment and start time) are skipped.
+Runs already in the target (same experiment and start time) are skipped, but a run that an import
+failed to complete is imported again.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from contextlib import closing
 from datetime import datetime
 from typing import Any
 
-from tallyboard.exchange.bundle import RunBundle, apply_column_layout, import_bundles, nan_to_none
+from tallyboard.exchange.bundle import RunBundle, import_bundles, nan_to_none
 from tallyboard.store.deepboard import DeepBoardFile
 
 # DeepBoard's names for the built-in columns that ours names differently.
@@ -143,8 +144,5 @@ def import_deepboard(path: str | os.PathLike[str], into: str, progress: bool = F
         bundles = read_runs(source)
         layout = read_column_layout(source)
     with open_target(into) as store:
-        was_empty = not store.runs(show_hidden=True)
-        imported = import_bundles(store, bundles, progress, "importing DeepBoard runs")
-        if was_empty:
-            apply_column_layout(store, layout)
+        imported = import_bundles(store, bundles, progress, "importing DeepBoard runs", layout)
     return f"imported {imported} DeepBoard runs ({len(bundles) - imported} already present)"

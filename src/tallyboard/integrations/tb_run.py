@@ -113,6 +113,7 @@ class RunImport:
         self.incomplete: dict[str, int | None] = {}  # file -> offset of an unfinished last record
         self.walls: dict[str, float] = {}  # file name -> wall time of its last event read
         self.added = 0  # records imported by this call
+        self.created = False  # this call created the run: its first commit completes it
 
     @property
     def last_wall(self) -> float | None:
@@ -232,6 +233,7 @@ class RunImport:
         if run_id is None:
             return False
         self.target.run_id, self.target.start = run_id, wall_time
+        self.created = True
         return True
 
     def _other(self, event: Any) -> None:
@@ -330,8 +332,12 @@ class RunImport:
         ]
         if run_update:
             batch.run_updates = [RunUpdate(run_id, run_update)]
-        if len(batch) or records.raw or records.files or records.scalar_events:
-            self.store.write_import(batch, records)
+        # The run this call created is complete with its first commit: from then on the files'
+        # read positions say where the next import goes on (bundle.reclaim_incomplete before).
+        complete = [run_id] if self.created else []
+        if len(batch) or records.raw or records.files or records.scalar_events or complete:
+            self.store.write_import(batch, records, complete)
+            self.created = False
         scalars = sum(len(rows) for _, _, rows in batch.scalars)
         if scalars:
             self.tally.imported[SCALAR] += scalars

@@ -12,7 +12,8 @@ size of the logs. Each directory that holds event files is one run, named by its
   child (its first summary is hparams) is folded into its parent run, its metrics becoming results;
 - everything else (audio, graphs, PR curves, other plugins) is counted and reported as skipped.
 Importing again adds exactly what was written since (the table remembers how far each file was read).
-Event files are read only
+A run created by an import that stopped before its first records were committed (with the files'
+read positions) is incomplete, and the next import writes it afresh. Event files are read only
 inside LOGDIR: one that is a symlink leading out of it is refused, and nothing is imported.
 """
 
@@ -25,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
-from tallyboard.exchange.bundle import identities_in, run_identity
+from tallyboard.exchange.bundle import create_run, identities_in, reclaim_incomplete, run_identity
 from tallyboard.integrations.tb_records import Damage, FileRead, read_records
 from tallyboard.integrations.tb_run import RunImport, Tally, Target, event_files, newest_change
 from tallyboard.progress import ProgressBar
@@ -206,10 +207,12 @@ class LogdirImport:
             "start_time": start,
             "status": "running",
         }
-        if run_identity(fields) in self.present:
-            return None
-        from tallyboard.exchange.bundle import create_run
-
+        identity = run_identity(fields)
+        if identity in self.present:  # imported before read positions were kept, or left incomplete
+            reclaimed = reclaim_incomplete(self.store, {identity})
+            if identity not in reclaimed:
+                return None
+            fields["run_id"] = reclaimed[identity]
         return create_run(self.store, fields)
 
     def _status(self, run: RunImport, target: Target, quiet: bool) -> dict[str, Any] | None:

@@ -129,6 +129,10 @@ class Blobs:
         """Move a temporary blob under its hash (or drop it if that hash is there meanwhile)."""
         raise NotImplementedError
 
+    def _discard(self, temporary: str) -> None:
+        """Remove a temporary blob that is not to be kept."""
+        raise NotImplementedError
+
     def put(self, path: str | os.PathLike[str]) -> tuple[str, int]:
         """Store the file at `path` unless its bytes are already here; its sha256 and size.
 
@@ -149,6 +153,7 @@ class Blobs:
             return
         temporary, copied, _ = self._write_temporary(source)
         if copied != sha256:
+            self._discard(temporary)
             raise ArtifactError(f"blob {sha256} read back as {copied}: the source store is damaged")
         self._commit(temporary, sha256)
 
@@ -186,6 +191,9 @@ class LocalBlobs(Blobs):
         final = self._path(sha256)
         final.parent.mkdir(parents=True, exist_ok=True)
         os.replace(temporary, final)  # same bytes under the same name: replacing is harmless
+
+    def _discard(self, temporary: str) -> None:
+        os.remove(temporary)
 
 
 class FsspecBlobs(Blobs):
@@ -226,6 +234,9 @@ class FsspecBlobs(Blobs):
 
     def _commit(self, temporary: str, sha256: str) -> None:
         self.fs.mv(temporary, self._path(blob_key(sha256)))
+
+    def _discard(self, temporary: str) -> None:
+        self.fs.rm(temporary)
 
 
 def read_chunks(blobs: Blobs, sha256: str) -> Iterator[bytes]:

@@ -5,13 +5,15 @@ several points at one step (a step counter that was not advanced, or a run resta
 earlier step), and each of them is data. Rather than widen `scalars` (and slow every live write),
 the series that do repeat a step get a second copy of ALL their points, in source order, in
 `scalar_events`; `scalars` keeps serving charts by step as before. The same goes for the import's
-bookkeeping (how far each file was read) and for summaries the table has no kind for yet: tables of
-their own, written only by imports, in the same transaction as the records they describe.
+bookkeeping (how far each file was read, and which imported runs are not complete yet) and for
+summaries the table has no kind for yet: tables of their own, written only by imports, in the same
+transaction as the records they describe.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -20,6 +22,10 @@ from tallyboard.store.writes import BatchWrites
 if TYPE_CHECKING:
     from tallyboard.store.records import Batch
 
+
+# The `import_files.source` of the rows that mark a run whose import is not complete yet (no real
+# source is named so: a TensorBoard source is an absolute path).
+INCOMPLETE = "<incomplete import>"
 
 # A point of `scalar_events`: (rep, seq, step, epoch, walltime seconds, value or None for NaN).
 EventRow = tuple[int, int, int, "int | None", float, "float | None"]
@@ -71,15 +77,52 @@ class ImportedLogs(BatchWrites):
     """The `Store` methods imports use: the sink's batch write (`BatchWrites`), plus what only
     imports keep, in the same transaction."""
 
-    def write_import(self, batch: Batch, records: ImportRecords) -> None:
+    def create_imported_run(self, fields: dict[str, Any], debug: bool = False) -> int:
+        """`create_run` for an import: the run is marked incomplete in the same transaction (an
+        `import_files` row under `INCOMPLETE`), and stays so until the importer has written all it
+        needs and says so (`write_import(..., complete=[run_id])`). An import that fails part-way,
+        or a process killed during one, thus leaves a run that a second import knows to be partial
+        (`incomplete_imports`) rather than "already present"."""
+        self.ready_for_writing()
+
+        def create() -> int:
+            run_id = self.create_run(fields, debug)  # nested: part of this transaction
+            self.execute(
+                "INSERT INTO import_files (source, name, run_id, read_to) VALUES (?, ?, ?, 0)"
+                " ON CONFLICT (source, name) DO NOTHING",
+                (INCOMPLETE, str(run_id), run_id),
+            )
+            return run_id
+
+        with self._lock:
+            return self.atomic(create)
+
+    def incomplete_imports(self) -> set[int]:
+        """The ids of the runs whose import began and has not completed (see `create_imported_run`);
+        none in a table older than the import tables (schema v5)."""
+        from tallyboard.store.migrations import stored_version
+        from tallyboard.store.tables import BY_NAME
+
+        with self._lock:
+            if (stored_version(self) or 0) < BY_NAME["import_files"].since:
+                return set()
+            rows = self.execute("SELECT run_id FROM import_files WHERE source = ?", (INCOMPLETE,))
+        return {run_id for (run_id,) in rows}
+
+    def write_import(self, batch: Batch, records: ImportRecords, complete: Sequence[int] = ()) -> None:
         """Commit `batch` and `records` in one transaction: a crash leaves the files' read
-        positions consistent with the rows, so the next import resumes exactly where this stopped."""
+        positions consistent with the rows, so the next import resumes exactly where this stopped.
+        The runs in `complete` are complete from this transaction on (`create_imported_run`)."""
         with self._lock:
             new_tags: dict[str, int] = {}
 
             def work() -> None:
                 self._write(batch, new_tags)
                 self._write_import_records(records, new_tags)
+                self.executemany(
+                    "DELETE FROM import_files WHERE source = ? AND name = ?",
+                    [(INCOMPLETE, str(run_id)) for run_id in complete],
+                )
 
             self.atomic(work)
             self._tag_ids.update(new_tags)

@@ -59,7 +59,10 @@ Conventions every reader relies on:
   starts there), into which run, the wall time (seconds since the epoch) of its last event read,
   and `plugins`, the JSON object {tag: plugin name} learned from the directory's files so far (TF2
   writes a tag's plugin only with its first value), so importing the same logs again adds only
-  what is new, understood as the first import understood it;
+  what is new, understood as the first import understood it. A row whose `source` is
+  '<incomplete import>' (`store/imported.py` INCOMPLETE; `name` the run id as text, `read_to` 0)
+  marks a run whose import began and has not completed: written with the run, deleted once
+  everything of it is, so that importing again knows the run is partial;
 - `run_tags` (v6) holds a run's tags, several per run (`LogWriter.add_tags`), one row each, each a
   non-empty key (`values.check_key`); DeepBoard's single `runs.tag` is a separate thing and stays.
   The `columns` row 'tags' (kind 'run', hidden by default) lets the filter language and the
