@@ -305,6 +305,19 @@ def test_an_export_missing_an_artifact_file_imports_nothing(tmp_path: Path) -> N
     assert not target.exists()
 
 
+def test_a_table_older_than_the_import_tables_is_exported_as_it_is(tmp_path: Path) -> None:
+    import tallyboard as tb
+
+    path = str(tmp_path / "old.db")
+    table = tb.ResultTable(path, nocommit_action=tb.NoCommitAction.NOP)
+    with table.new_run("old") as run:
+        run.add_scalar("loss", 1.0)
+    table.close()
+    downgrade(path, 4)  # no scalar_events, raw_summaries, import_files
+    result = run_cli("export", path, "--out", tmp_path / "out", "--quiet")
+    assert "1 scalars" in result.stdout and "0 scalar_events, 0 raw_summaries" in result.stdout
+
+
 def test_a_table_older_than_the_console_is_exported_as_it_is(tmp_path: Path) -> None:
     import tallyboard as tb
 
@@ -322,3 +335,57 @@ def test_a_table_older_than_the_console_is_exported_as_it_is(tmp_path: Path) -> 
     store = open_store(path)
     assert store.meta("schema_version") == "7"  # exporting changed nothing
     store.close()
+
+
+@pytest.mark.parametrize("file_format", FORMATS)
+def test_what_only_imports_keep_round_trips(tmp_path: Path, file_format: str) -> None:
+    """A TensorBoard series that logged steps again keeps every point in `scalar_events`, and an
+    import before schema v7 kept histograms as raw bytes in `raw_summaries`: both come back."""
+    from tensorboard.compat.proto import event_pb2, summary_pb2
+
+    from integrations.tb_reference import framed
+    from tallyboard.store.imported import ImportRecords
+    from tallyboard.store.records import Batch
+
+    steps = [0, 1, 2, 1, 2, 3]  # a restart from step 1
+    events = [event_pb2.Event(wall_time=1.7e9, file_version="brain.Event:2")]
+    for index, step in enumerate(steps):
+        value = summary_pb2.Summary.Value(tag="loss", simple_value=float("nan") if index == 4 else index)
+        events.append(
+            event_pb2.Event(wall_time=1.7e9 + index, step=step, summary=summary_pb2.Summary(value=[value]))
+        )
+    run_dir = tmp_path / "logs" / "run"
+    run_dir.mkdir(parents=True)
+    (run_dir / "events.out.tfevents.1700000000.host").write_bytes(
+        b"".join(framed(event.SerializeToString()) for event in events)
+    )
+    source = str(tmp_path / "source.db")
+    run_cli("import", "tensorboard", tmp_path / "logs", "--into", source, "--quiet")
+    store = open_store(source)
+    try:
+        [run] = store.runs()
+        raw = [(run.run_id, "weights", 0, 3, 0.5, "histogram", "HistogramProto", bytes(range(256)))]
+        store.write_import(Batch(), ImportRecords(raw=raw))
+    finally:
+        store.close()
+
+    first, second, restored = tmp_path / "first", tmp_path / "second", str(tmp_path / "restored.db")
+    result = run_cli("export", source, "--format", file_format, "--out", first, "--quiet")
+    assert "6 scalar_events, 1 raw_summaries" in result.stdout
+    run_cli("import", "tallyboard", first, "--into", restored, "--quiet")
+    run_cli("export", restored, "--format", file_format, "--out", second, "--quiet")
+    assert imported_rows(restored) == imported_rows(source)
+    assert [row[2] for row in imported_rows(source)["scalar_events"]] == steps
+    assert same_tree(first, second)
+
+
+def imported_rows(url: str) -> dict[str, list[Any]]:
+    store = open_store(url)
+    try:
+        [run] = store.runs()
+        return {
+            "scalar_events": _nan_safe(store.scalar_events(run.run_id, "loss")),
+            "raw_summaries": store.raw_summaries(run.run_id),
+        }
+    finally:
+        store.close()

@@ -26,6 +26,11 @@ An export here is the whole table, in files any tool reads, and it imports back 
     console.<ext>           run_id, rep, walltime, stream (stdout|stderr|log), line: the captured
                             console in capture order (since export version 2)
     environments.<ext>      run_id, content (the run's environment, JSON text; since version 2)
+    scalar_events.<ext>     run_id, tag, rep, seq, step, epoch, walltime, value: every point, in
+                            source order, of an imported series that logged a step more than once
+                            (store/imported.py; since version 3)
+    raw_summaries.<ext>     run_id, tag, rep, step, walltime, kind, format, data (base64): summaries
+                            an import before schema v7 kept as their source bytes (since version 3)
     artifacts.<ext>         (only when the runs have artefacts) run_id, name, kind, size, sha256,
                             step, logged_at
     artifacts/sha256/ab/... the artefacts' files, laid out as an artefact store (content-addressed:
@@ -38,6 +43,7 @@ twice gives identical files. Wall times are the table's milliseconds written as 
 
 from __future__ import annotations
 
+import base64
 import json
 import math
 import os
@@ -53,10 +59,11 @@ from tallyboard.store.artifacts import location_for, open_blobs, require_locatio
 from tallyboard.store.run_fields import RunRow, typed
 from tallyboard.store.tables import BY_NAME
 
-EXPORT_VERSION = 2  # 2: console, environments and the texts' markdown flag
-READABLE_VERSIONS = (1, 2)
+EXPORT_VERSION = 3  # 2: console, environments and the texts' markdown flag; 3: what imports keep
+READABLE_VERSIONS = (1, 2, 3)
 # The schema version that added the console, environments and texts.markdown.
 CONSOLE_SINCE = BY_NAME["console"].since
+IMPORTS_SINCE = BY_NAME["scalar_events"].since  # ... and the one that added scalar_events, raw_summaries
 CONSOLE_PAGE = 10_000  # console lines read at a time (a chatty run may have millions)
 MANIFEST = "manifest.json"
 MEDIA_DIR = "media"
@@ -102,13 +109,23 @@ CONSOLE = Layout(
      ("line", str, False)),
 )  # fmt: skip
 ENVIRONMENTS = Layout("environments", (("run_id", int, False), ("content", str, False)))
+SCALAR_EVENTS = Layout(
+    "scalar_events",
+    (("run_id", int, False), ("tag", str, False), ("rep", int, False), ("seq", int, False),
+     ("step", int, False), ("epoch", int, True), ("walltime", float, False), ("value", float, True)),
+)  # fmt: skip
+RAW_SUMMARIES = Layout(
+    "raw_summaries",
+    (("run_id", int, False), ("tag", str, False), ("rep", int, False), ("step", int, False),
+     ("walltime", float, False), ("kind", str, False), ("format", str, False), ("data", str, False)),
+)  # fmt: skip
 LAYOUTS = (
     RUNS, HPARAMS, RESULTS, COLUMNS, REPETITIONS, RUN_TAGS, SCALARS, TEXTS, MEDIA, HISTOGRAMS, CONSOLE,
-    ENVIRONMENTS,
+    ENVIRONMENTS, SCALAR_EVENTS, RAW_SUMMARIES,
 )  # fmt: skip
 # Files that exports of older versions lack. `artifacts` is not in LAYOUTS: it is written only when
 # the runs have artefacts, with their files (exchange/artifact_files.py).
-OPTIONAL_LAYOUTS = (RUN_TAGS, HISTOGRAMS, CONSOLE, ENVIRONMENTS, ARTIFACTS)
+OPTIONAL_LAYOUTS = (RUN_TAGS, HISTOGRAMS, CONSOLE, ENVIRONMENTS, SCALAR_EVENTS, RAW_SUMMARIES, ARTIFACTS)
 
 
 def seconds(walltime_ms: int) -> float:
@@ -181,6 +198,23 @@ def export_run(store: Store, run: RunRow, out: Path, writers: dict[str, RowWrite
         writers["console"].write(_console_rows(store, run_id))
         environment = store.environment(run_id)
         writers["environments"].write([(run_id, environment)] if environment is not None else [])
+    if (store.schema_version or IMPORTS_SINCE) >= IMPORTS_SINCE:
+        _export_imported(store, run_id, writers)
+
+
+def _export_imported(store: Store, run_id: int, writers: dict[str, RowWriter]) -> None:
+    """What only imports keep (store/imported.py): every point of a series that repeated a step,
+    and summaries kept as their source bytes."""
+    for tag in store.tag_names(run_id, "scalar_events"):
+        writers["scalar_events"].write(
+            (run_id, tag, rep, seq, step, epoch, seconds(walltime_ms), math.nan if value is None else value)
+            for rep, seq, step, epoch, walltime_ms, value in store.scalar_events(run_id, tag)
+        )
+    writers["raw_summaries"].write(
+        (run_id, raw.tag, raw.rep, raw.step, seconds(raw.walltime_ms), raw.kind, raw.format,
+         base64.b64encode(raw.data).decode("ascii"))
+        for raw in store.raw_summaries(run_id)
+    )  # fmt: skip
 
 
 def _has_console(store: Store) -> bool:

@@ -19,6 +19,7 @@ and importing the export again writes those runs afresh instead of finding them 
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 from collections.abc import Iterator, Sequence
@@ -48,11 +49,13 @@ from tallyboard.exchange.export import (
     MANIFEST,
     MEDIA,
     OPTIONAL_LAYOUTS,
+    RAW_SUMMARIES,
     READABLE_VERSIONS,
     REPETITIONS,
     RESULTS,
     RUN_TAGS,
     RUNS,
+    SCALAR_EVENTS,
     SCALARS,
     TEXTS,
     TEXTS_V1,
@@ -235,6 +238,17 @@ def _record_batches(reader: ExportReader) -> Iterator[Batch]:
         yield Batch(environments=[QueuedEnvironment(*row) for row in chunk])
 
 
+def _imported_records(reader: ExportReader) -> Iterator[ImportRecords]:
+    """What only imports keep, as the records `Store.write_import` takes."""
+    for chunk in reader.rows(SCALAR_EVENTS):
+        series: dict[tuple[int, str], list[Any]] = {}
+        for run_id, tag, rep, seq, step, epoch, walltime, value in chunk:
+            series.setdefault((run_id, tag), []).append((rep, seq, step, epoch, walltime, nan_to_none(value)))
+        yield ImportRecords(scalar_events=[(run_id, tag, rows) for (run_id, tag), rows in series.items()])
+    for chunk in reader.rows(RAW_SUMMARIES):
+        yield ImportRecords(raw=[(*row[:-1], base64.b64decode(row[-1], validate=True)) for row in chunk])
+
+
 def import_export(
     directory: str | os.PathLike[str], into: str, progress: bool = False, artifacts: str | None = None
 ) -> str:
@@ -258,6 +272,9 @@ def import_export(
             for batch in _record_batches(reader):
                 store.write_batch(batch)
                 bar.update(len(batch))
+            for records in _imported_records(reader):
+                store.write_import(Batch(), records)
+                bar.update(sum(len(rows) for _, _, rows in records.scalar_events) + len(records.raw))
         for chunk in reader.rows(RUN_TAGS):  # a handful per run: written directly, not batched
             for run_id, tag in chunk:
                 store.change_run_tags(run_id, add=[tag])

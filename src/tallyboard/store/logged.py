@@ -114,8 +114,9 @@ class LoggedReads(Engine):
 
     # ---- reads of logged records --------------------------------------------------------------
     def tag_names(self, run_id: int, table: str = "scalars") -> list[str]:
-        """Tags used by a run in `table` ('scalars', 'media', 'texts' or 'histograms'), sorted."""
-        if table not in ("scalars", "media", "texts", "histograms"):
+        """Tags used by a run in `table` ('scalars', 'media', 'texts', 'histograms', or
+        'scalar_events' of an imported run), sorted."""
+        if table not in ("scalars", "media", "texts", "histograms", "scalar_events"):
             raise ValueError(f"no logged records in table {table!r}")
         with self._lock:
             rows = self.execute(  # one index seek per known tag, never a scan of the run's rows
