@@ -215,6 +215,26 @@ def test_cli_lists_and_gets_artifacts(logged, tmp_path):
     assert_one_line_error(missing, "no artefact 'nope.ckpt'", "model.ckpt")
 
 
+def test_cli_gets_an_artifact_named_like_a_path_into_the_current_folder_only(tmp_path):
+    """A logged name is a label: `artifacts get` without -o writes its last part here, never up
+    where "../" points, and a name that ends in no file name asks for -o."""
+    (tmp_path / "weights.bin").write_bytes(b"weights")
+    table = tb.ResultTable(tmp_path / "results.db", nocommit_action=tb.NoCommitAction.NOP)
+    with table.new_run("names") as run:
+        run.log_artifact(tmp_path / "weights.bin", name="../../escape.bin")
+        run.log_artifact(tmp_path / "weights.bin", name="up/..")
+    table.close()
+    here = tmp_path / "a" / "b"
+    here.mkdir(parents=True)
+    db = tmp_path / "results.db"
+    run_cli("artifacts", "get", str(run.run_id), "../../escape.bin", "--table", db, cwd=here)
+    assert (here / "escape.bin").read_bytes() == b"weights"
+    assert not (tmp_path / "escape.bin").exists()
+    dots = run_cli("artifacts", "get", str(run.run_id), "up/..", "--table", db, cwd=here, check=False)
+    assert_one_line_error(dots, "ends in no file name", "-o")
+    assert [path.name for path in here.iterdir()] == ["escape.bin"]  # and no half-written file
+
+
 def test_dashboard_lists_and_streams_an_artifact_as_a_download(logged, tmp_path):
     db, run_id = logged
     with TestClient(create_app(str(db), read_only=True), base_url="http://127.0.0.1") as client:
