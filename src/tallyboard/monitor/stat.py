@@ -2,8 +2,8 @@
 
 ``Stat.add`` sits in training loops, so it is a closure over exactly what its fast path needs: one
 clock read, one comparison, one type check and one ``list.append`` (ints are converted inline).
-Aggregation is deferred to C loops (``sum``/``min``/``max``) over the buffered samples; the rest
-lives in ``StatWindow``.
+Aggregation is deferred to C loops over the buffered samples; that and the rest live in
+``StatWindow`` (window.py).
 
 Without ``clock=``, the clock is ``time.monotonic`` (float seconds) rather than ``monotonic_ns``:
 the same clock, but reading and comparing a float costs about 20 ns less than a multi-digit int,
