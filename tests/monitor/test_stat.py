@@ -58,6 +58,16 @@ def test_constructor_rejects_bad_name_aggregations_clock_and_max_samples():
         Stat("s", [Aggregation.MEAN], SECOND, 2.5)  # type: ignore[arg-type]
 
 
+def test_name_may_be_bytes_as_in_torch_but_must_be_utf8(clock, recorder):
+    stat = Stat(b"step_time", [Aggregation.COUNT], SECOND, clock=clock)
+    assert (type(stat.name), stat.name) == (str, "step_time")
+    stat.add(1.0)
+    stat.close()
+    assert recorder.stat_data == [{"step_time.count": 1.0}]
+    with pytest.raises(TypeError, match="UTF-8"):
+        Stat(b"\xff", [Aggregation.COUNT], SECOND)
+
+
 def test_name_is_read_only():
     stat = Stat("step_time", [Aggregation.MEAN], SECOND)
     assert stat.name == "step_time"
