@@ -1,3 +1,5 @@
+import operator
+
 from tallyboard import monitor
 from tallyboard.monitor import Aggregation
 
@@ -27,3 +29,9 @@ def test_members_are_exported_at_module_level():
         Aggregation.COUNT,
     )
     assert (monitor.SUM, monitor.MAX, monitor.MIN) == (Aggregation.SUM, Aggregation.MAX, Aggregation.MIN)
+
+
+def test_members_are_indexes_as_torchs_are():
+    assert operator.index(Aggregation.MEAN) == 2
+    assert (int(Aggregation.SUM), float(Aggregation.MIN)) == (4, 6.0)
+    assert ["value", "none", "mean", "count"][Aggregation.COUNT] == "count"

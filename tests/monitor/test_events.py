@@ -1,6 +1,8 @@
+import enum
 import threading
-from datetime import datetime
+from datetime import date, datetime, time, timedelta, timezone
 
+import numpy as np
 import pytest
 
 from tallyboard import monitor
@@ -22,10 +24,100 @@ def test_event_requires_all_three_arguments():
         Event("loss", NOW)  # type: ignore[call-arg]
 
 
-@pytest.mark.parametrize("bad", [None, [1], {"a": 1}, b"x", 1j])
+@pytest.mark.parametrize("bad", [None, [1], {"a": 1}, bytearray(b"x"), 1j])
 def test_event_rejects_other_value_types_naming_the_key(bad):
     with pytest.raises(TypeError, match="'weird'"):
         Event("x", NOW, {"ok": 1, "weird": bad})
+
+
+class Level(enum.IntEnum):
+    HIGH = 3
+
+
+class Colour(str, enum.Enum):  # str() of a member is "Colour.RED", its characters are "red"
+    RED = "red"
+
+
+class Ratio(float):
+    pass
+
+
+@pytest.mark.parametrize(
+    ("value", "plain"),
+    [
+        (np.float32(0.5), 0.5),
+        (np.float32([0.5, 1.5]).mean(), 1.0),  # the common case: loss=array.mean()
+        (np.float64(0.25), 0.25),
+        (np.float16(1.5), 1.5),
+        (np.longdouble(2.5), 2.5),
+        (np.int64(-7), -7),
+        (np.uint8(200), 200),
+        (np.bool_(True), True),
+        (np.str_("s"), "s"),
+        (np.bytes_(b"b"), "b"),
+        (np.array(0.5, dtype=np.float32), 0.5),
+        (np.array(3), 3),
+        (Level.HIGH, 3),
+        (Colour.RED, "red"),
+        (Ratio(0.75), 0.75),
+        (b"text", "text"),
+        (-(2**63), -(2**63)),
+    ],
+)
+def test_event_data_becomes_plain_str_int_float_or_bool_as_in_torch(value, plain):
+    event = Event("x", NOW, {"v": value})
+    assert [(type(v), v) for v in event.data.values()] == [(type(plain), plain)]
+    event.data = {"w": value}
+    assert [(type(v), v) for v in event.data.values()] == [(type(plain), plain)]
+
+
+@pytest.mark.parametrize(
+    "bad", [np.array([1.0]), np.complex128(1 + 2j), np.datetime64("2024-01-01"), np.array(None)]
+)
+def test_event_refuses_numpy_values_that_are_no_single_number_or_text(bad):
+    with pytest.raises(TypeError, match="'v'"):
+        Event("x", NOW, {"v": bad})
+
+
+@pytest.mark.parametrize("big", [2**63, -(2**63) - 1, np.uint64(2**64 - 1)])
+def test_event_int_data_must_fit_in_64_bits_as_in_torch(big):
+    with pytest.raises(ValueError, match="64 bits"):
+        Event("x", NOW, {"v": big})
+
+
+def test_event_name_and_keys_may_be_bytes_and_become_str():
+    event = Event(b"loss", NOW, {b"k": 1, np.str_("n"): 2})
+    assert (event.name, event.data) == ("loss", {"k": 1, "n": 2})
+    assert type(event.name) is str
+    assert [type(key) for key in event.data] == [str, str]
+
+
+@pytest.mark.parametrize("bad", [b"\xff", "\udcff"])
+def test_event_text_that_is_not_utf8_is_refused(bad):
+    with pytest.raises(TypeError, match="UTF-8"):
+        Event(bad, NOW, {})
+    with pytest.raises(TypeError, match="UTF-8"):
+        Event("x", NOW, {bad: 1})
+    with pytest.raises(TypeError, match="UTF-8"):
+        Event("x", NOW, {"v": bad})
+
+
+def test_event_timestamp_of_a_date_is_its_midnight_and_a_subclass_a_plain_datetime():
+    class Stamp(datetime):
+        pass
+
+    assert Event("x", date(2024, 5, 1), {}).timestamp == datetime(2024, 5, 1)
+    plain = Event("x", Stamp(2024, 5, 1, 12, 30, 15, 250000, fold=1), {}).timestamp
+    assert (type(plain), plain, plain.fold) == (datetime, datetime(2024, 5, 1, 12, 30, 15, 250000), 1)
+    event = Event("x", NOW, {})
+    event.timestamp = date(2023, 1, 2)
+    assert (type(event.timestamp), event.timestamp) == (datetime, datetime(2023, 1, 2))
+
+
+def test_event_timestamp_keeps_its_timezone():
+    aware = datetime(2024, 5, 1, 12, tzinfo=timezone(timedelta(hours=5)))
+    assert Event("x", aware, {}).timestamp == aware
+    assert Event("x", aware, {}).timestamp.utcoffset() == timedelta(hours=5)
 
 
 def test_event_rejects_bad_name_timestamp_keys_and_data():
@@ -33,6 +125,8 @@ def test_event_rejects_bad_name_timestamp_keys_and_data():
         Event(1, NOW, {})  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="timestamp"):
         Event("x", "2024-05-01", {})  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="timestamp"):
+        Event("x", time(13, 30), {})  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="keys"):
         Event("x", NOW, {1: 2})  # type: ignore[dict-item]
     with pytest.raises(TypeError, match="mapping"):

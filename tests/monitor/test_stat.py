@@ -1,3 +1,4 @@
+import math
 import time
 from datetime import datetime, timedelta
 
@@ -11,6 +12,8 @@ NS_PER_MS = 1_000_000
 
 ALL = list(Aggregation)
 SECOND = timedelta(seconds=1)
+HOUR = timedelta(hours=1)
+NAN = math.nan
 
 
 def test_window_size_is_truncated_to_whole_milliseconds(clock, recorder):
@@ -53,6 +56,16 @@ def test_constructor_rejects_bad_name_aggregations_clock_and_max_samples():
         Stat("s", [Aggregation.MEAN], SECOND, clock=123)  # type: ignore[arg-type]
     with pytest.raises(TypeError):
         Stat("s", [Aggregation.MEAN], SECOND, 2.5)  # type: ignore[arg-type]
+
+
+def test_name_may_be_bytes_as_in_torch_but_must_be_utf8(clock, recorder):
+    stat = Stat(b"step_time", [Aggregation.COUNT], SECOND, clock=clock)
+    assert (type(stat.name), stat.name) == (str, "step_time")
+    stat.add(1.0)
+    stat.close()
+    assert recorder.stat_data == [{"step_time.count": 1.0}]
+    with pytest.raises(TypeError, match="UTF-8"):
+        Stat(b"\xff", [Aggregation.COUNT], SECOND)
 
 
 def test_name_is_read_only():
@@ -343,3 +356,53 @@ def test_log_open_windows_logs_what_each_stat_holds_and_keeps_it_open():
         stat.close()
         empty.close()
         monitor.unregister_event_handler(handle)
+
+
+def one_window(clock, recorder, batches: list[list[float]]) -> dict[str, str]:
+    """Adds ``batches`` to one window, the buffer folded between consecutive batches (the clock moves
+    FOLD_INTERVAL_MS on), and returns the logged aggregates as reprs (so NaN equals NaN)."""
+    stat = Stat("s", [Aggregation.MEAN, Aggregation.SUM, Aggregation.MAX, Aggregation.MIN], HOUR, clock=clock)
+    for index, batch in enumerate(batches):
+        clock.set(ms=index * FOLD_INTERVAL_MS)
+        for value in batch:
+            stat.add(value)
+    stat.close()
+    (data,) = recorder.stat_data
+    return {key.partition(".")[2]: repr(value) for key, value in data.items()}
+
+
+@pytest.mark.parametrize(
+    "batches",
+    [
+        [[2.0, NAN, -1.0, 5.0, 0.0]],
+        [[2.0], [NAN, -1.0, 5.0, 0.0]],
+        [[2.0], [NAN, -1.0, 5.0], [0.0]],  # folded so, the old fold gave MIN 0 and MAX 2
+        [[2.0, NAN], [-1.0, 5.0, 0.0]],
+    ],
+)
+def test_min_and_max_pass_over_a_later_nan_wherever_the_folds_fall(clock, recorder, batches):
+    """As torch's Stat: a sample replaces MIN (MAX) only when it compares lower (higher)."""
+    assert one_window(clock, recorder, batches) == {"mean": "nan", "sum": "nan", "max": "5.0", "min": "-1.0"}
+
+
+@pytest.mark.parametrize("batches", [[[NAN, 2.0, -1.0]], [[NAN], [2.0, -1.0]], [[NAN, 2.0], [-1.0]]])
+def test_a_nan_first_in_its_window_is_its_min_and_max(clock, recorder, batches):
+    assert one_window(clock, recorder, batches) == {"mean": "nan", "sum": "nan", "max": "nan", "min": "nan"}
+
+
+@pytest.mark.parametrize(
+    ("batches", "total"),
+    [
+        ([[1e16, 1.0, 1.0, -1e16]], 0.0),  # 1e16 + 1.0 rounds back to 1e16, twice
+        ([[1e16], [1.0, 1.0], [-1e16]], 0.0),
+        ([[0.1] * 10], 0.9999999999999999),
+        ([[0.1] * 3, [0.1] * 7], 0.9999999999999999),
+    ],
+)
+def test_sum_and_mean_add_in_order_rounding_each_step_wherever_the_folds_fall(
+    clock, recorder, batches, total
+):
+    """A plain sum of doubles, as torch's Stat keeps it; Python 3.12's sum() would give 2.0 and 1.0."""
+    count = sum(len(batch) for batch in batches)
+    data = one_window(clock, recorder, batches)
+    assert (data["sum"], data["mean"]) == (repr(total), repr(total / count))

@@ -1,15 +1,16 @@
 """A dependency-free port of ``torch.monitor``: windowed Stats that log Events to handlers.
 
-Same names and signatures as torch's, with its binding's bugs fixed (VALUE is reported, a double
-unregister is harmless, a handler may log without deadlocking), plus ``Stat(..., clock=)``,
-``Stat.close()`` and ``log_open_windows()``. Importing it imports only the standard library.
+Same names, signatures, conversions and results as torch's, with its binding's bugs fixed (VALUE
+is reported, a double unregister is harmless, a handler may log without deadlocking; docs/monitor.md
+lists every difference), plus ``Stat(..., clock=)``, ``Stat.close()`` and ``log_open_windows()``.
+Importing it imports only the standard library.
 """
 
 from tallyboard.monitor.aggregation import COUNT, MAX, MEAN, MIN, SUM, VALUE, Aggregation
+from tallyboard.monitor.conversion import data_value_t
 from tallyboard.monitor.events import (
     Event,
     EventHandlerHandle,
-    data_value_t,
     log_event,
     register_event_handler,
     unregister_event_handler,

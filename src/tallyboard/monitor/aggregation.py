@@ -6,8 +6,9 @@ from enum import Enum
 class Aggregation(Enum):
     """One summary statistic of a Stat window.
 
-    The values match ``torch.monitor.Aggregation`` (1 is torch's internal ``NONE``), so code that
-    stores or compares them as integers keeps working after switching from torch.
+    The values match ``torch.monitor.Aggregation`` (1 is torch's internal ``NONE``), and a member
+    is an index as torch's is (``int()``, ``float()``, ``operator.index()``, a list subscript), so
+    code that stores them as integers keeps working after switching from torch.
     """
 
     VALUE = 0  # the last value added in the window
@@ -17,7 +18,7 @@ class Aggregation(Enum):
     MAX = 5
     MIN = 6
 
-    def __int__(self) -> int:
+    def __index__(self) -> int:
         return self.value
 
 

@@ -8,23 +8,23 @@ event is delivered to the handlers registered when its delivery began.
 
 import threading
 from collections.abc import Callable, Mapping
-from datetime import datetime
+from datetime import date, datetime
 
-data_value_t = str | float | int | bool
-"""The type of an Event's data values (bools stay bools; torch turns them into floats)."""
-
-_DATA_TYPES = (str, float, int)  # bool is an int
+from tallyboard.monitor.conversion import data_value, data_value_t, text, timestamp
 
 
 class Event:
     """A named, timestamped record of key/value data, delivered to every registered handler.
 
-    Equality is identity, as in torch: two events with the same contents are still two events.
+    Arguments are converted as torch's binding converts them (see ``conversion``): bytes become
+    str, numpy scalars and subclasses become plain ``int``/``float``/``str``, a ``date`` becomes
+    its midnight. Equality is identity, as in torch: two events with the same contents are still
+    two events.
     """
 
     __slots__ = ("_data", "_name", "_timestamp")
 
-    def __init__(self, name: str, timestamp: datetime, data: Mapping[str, data_value_t]) -> None:
+    def __init__(self, name: str | bytes, timestamp: date, data: Mapping[str, object]) -> None:
         self.name = name
         self.timestamp = timestamp
         self.data = data
@@ -34,20 +34,16 @@ class Event:
         return self._name
 
     @name.setter
-    def name(self, name: str) -> None:
-        if not isinstance(name, str):
-            raise TypeError(f"Event name must be a str, not {type(name).__name__}")
-        self._name = name
+    def name(self, name: str | bytes) -> None:
+        self._name = text(name, "Event name")
 
     @property
     def timestamp(self) -> datetime:
         return self._timestamp
 
     @timestamp.setter
-    def timestamp(self, timestamp: datetime) -> None:
-        if not isinstance(timestamp, datetime):
-            raise TypeError(f"Event timestamp must be a datetime, not {type(timestamp).__name__}")
-        self._timestamp = timestamp
+    def timestamp(self, value: date) -> None:
+        self._timestamp = timestamp(value)
 
     @property
     def data(self) -> dict[str, data_value_t]:
@@ -55,17 +51,14 @@ class Event:
         return dict(self._data)
 
     @data.setter
-    def data(self, data: Mapping[str, data_value_t]) -> None:
+    def data(self, data: Mapping[str, object]) -> None:
         if not isinstance(data, Mapping):
             raise TypeError(f"Event data must be a mapping, not {type(data).__name__}")
+        converted: dict[str, data_value_t] = {}
         for key, value in data.items():
-            if not isinstance(key, str):
-                raise TypeError(f"Event data keys must be str, not {type(key).__name__} ({key!r})")
-            if not isinstance(value, _DATA_TYPES):
-                raise TypeError(
-                    f"Event data[{key!r}] must be str, float, int or bool, not {type(value).__name__}"
-                )
-        self._data = dict(data)
+            name = text(key, "Event data keys")
+            converted[name] = data_value(value, name)
+        self._data = converted
 
     def __repr__(self) -> str:
         return f"Event(name={self._name!r}, timestamp={self._timestamp!r}, data={self._data!r})"

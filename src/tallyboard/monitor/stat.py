@@ -2,8 +2,8 @@
 
 ``Stat.add`` sits in training loops, so it is a closure over exactly what its fast path needs: one
 clock read, one comparison, one type check and one ``list.append`` (ints are converted inline).
-Aggregation is deferred to C loops (``sum``/``min``/``max``) over the buffered samples; the rest
-lives in ``StatWindow``.
+Aggregation is deferred to C loops over the buffered samples; that and the rest live in
+``StatWindow`` (window.py).
 
 Without ``clock=``, the clock is ``time.monotonic`` (float seconds) rather than ``monotonic_ns``:
 the same clock, but reading and comparing a float costs about 20 ns less than a multi-digit int,
@@ -17,6 +17,7 @@ from datetime import timedelta
 from typing import Any
 
 from tallyboard.monitor.aggregation import Aggregation
+from tallyboard.monitor.conversion import text
 from tallyboard.monitor.window import STAT_EVENT, StatWindow
 
 __all__ = ["STAT_EVENT", "Stat"]
@@ -100,15 +101,14 @@ class Stat:
 
     def __init__(
         self,
-        name: str,
+        name: str | bytes,
         aggregations: Iterable[Aggregation],
         window_size: timedelta | float,
         max_samples: int = _UNLIMITED,
         *,
         clock: Callable[[], int] | None = None,
     ) -> None:
-        if not isinstance(name, str):
-            raise TypeError(f"Stat name must be a str, not {type(name).__name__}")
+        self._name = text(name, "Stat name")
         wanted = set(aggregations)
         for aggregation in wanted:
             if not isinstance(aggregation, Aggregation):
@@ -117,10 +117,9 @@ class Stat:
             raise TypeError(f"clock must be a callable returning nanoseconds, not {type(clock).__name__}")
         limit = max(1, operator.index(max_samples))
         ordered = tuple(agg for agg in Aggregation if agg in wanted)
-        self._name = name
         read: Callable[[], float] = time.monotonic if clock is None else clock
         ticks_per_ms = 0.001 if clock is None else _NS_PER_MS
-        self._window = StatWindow(name, ordered, _window_ms(window_size), ticks_per_ms, limit)
+        self._window = StatWindow(self._name, ordered, _window_ms(window_size), ticks_per_ms, limit)
         make_add = _uncapped_add if limit >= _UNLIMITED else _capped_add
         self.add = make_add(read, self._window)
 

@@ -7,13 +7,22 @@ the samples it counted, so concurrent adds lose nothing. Everything else comes t
 folding the buffer into running aggregates (at the latest every ``FOLD_INTERVAL_MS`` of the clock,
 which bounds the buffer), and ``max_samples``. Events are logged after the lock is released, so a
 handler may use the Stat.
+
+A fold continues the window's aggregates exactly as if every sample had been added one at a time,
+as torch's Stat adds them, so where the folds fall never shows: SUM is a plain left-to-right sum of
+doubles, and MIN and MAX start from the window's first sample and take a later one only when it
+compares lower (higher), so a NaN that comes first stays and a later NaN is passed over.
 """
 
 import math
+import operator
+import sys
 import threading
 import warnings
 import weakref
 from datetime import datetime
+from functools import reduce
+from itertools import chain
 
 from tallyboard.monitor.aggregation import Aggregation
 from tallyboard.monitor.events import Event, _trusted_event, log_event
@@ -26,6 +35,19 @@ FOLD_INTERVAL_MS = 4
 _SMALL_CAP = 1 << 16
 """A window capped at this many samples needs no timed folding to keep its buffer small."""
 _NEEDS_TOTAL = {Aggregation.MEAN, Aggregation.SUM}
+
+if sys.version_info >= (3, 12):
+
+    def _running_sum(start: float, samples: list[float]) -> float:
+        """``start + samples[0] + samples[1] + ...`` in double precision, rounded at each step.
+        ``sum()`` compensates the rounding of floats from Python 3.12 on, which torch does not."""
+        return reduce(operator.add, samples, start)
+
+else:
+
+    def _running_sum(start: float, samples: list[float]) -> float:
+        """``start + samples[0] + samples[1] + ...``: before 3.12, ``sum()``'s own float loop."""
+        return sum(samples, start)
 
 
 def _as_float(value: object) -> float:
@@ -92,8 +114,8 @@ class StatWindow:
     def _reset(self) -> None:
         self._count = 0  # samples folded out of the buffer
         self._total = 0.0
-        self._low = math.inf
-        self._high = -math.inf
+        self._low = 0.0  # MIN and MAX are set by the window's first fold
+        self._high = 0.0
         self._last = 0.0
         self.room = self._limit  # the buffer length at which the window is full
 
@@ -191,15 +213,16 @@ class StatWindow:
         del buffer[:buffered]  # any sample beyond the cap raced with the add that filled the window
         if not samples:
             return
+        first = not self._count
         self._count += len(samples)
         self._last = samples[-1]
         aggregations = self._aggregations
         if not _NEEDS_TOTAL.isdisjoint(aggregations):
-            self._total = sum(samples, self._total)
+            self._total = _running_sum(self._total, samples)
         if Aggregation.MIN in aggregations:
-            self._low = min(self._low, min(samples))
+            self._low = min(samples) if first else min(chain((self._low,), samples))
         if Aggregation.MAX in aggregations:
-            self._high = max(self._high, max(samples))
+            self._high = max(samples) if first else max(chain((self._high,), samples))
 
     def _close_window(self, discard_buffer: bool) -> Event | None:
         """Ends the open window: returns its event, or None when it had no samples."""
