@@ -54,6 +54,7 @@ from tallyboard.exchange.formats import FORMATS, Layout, read_rows
 from tallyboard.histogram import Histogram
 from tallyboard.store import Batch
 from tallyboard.store.histograms import queued_row
+from tallyboard.store.location import Location, LocationLike
 from tallyboard.store.records import (
     ArtifactRow,
     QueuedEnvironment,
@@ -199,7 +200,10 @@ def _record_batches(reader: ExportReader) -> Iterator[Batch]:
 
 
 def import_export(
-    directory: str | os.PathLike[str], into: str, progress: bool = False, artifacts: str | None = None
+    directory: str | os.PathLike[str],
+    into: LocationLike,
+    progress: bool = False,
+    artifacts: str | None = None,
 ) -> str:
     """Import the export in `directory` into the table at `into`; returns a one-line summary.
     Artefacts' files go to `artifacts` (default: the table's store, as for `ResultTable`)."""
@@ -210,7 +214,8 @@ def import_export(
     total = reader.check()
     runs = [dict(zip(RUNS.names, row, strict=True)) for row in reader.all_rows(RUNS)]
     # Before anything is written: a target without an artefact store must not get half an import.
-    blobs = target_blobs(os.fspath(into), artifacts) if reader.has(ARTIFACTS) else None
+    into = Location.of(into)
+    blobs = target_blobs(into, artifacts) if reader.has(ARTIFACTS) else None
     with open_target(into) as store:
         was_empty = not store.runs(show_hidden=True)
         new = select_new_runs(store, runs)

@@ -29,6 +29,7 @@ from tallyboard.integrations.tb_run import RunImport, Tally, Target, event_files
 from tallyboard.progress import ProgressBar
 from tallyboard.store.base import Store
 from tallyboard.store.imported import FileProgress
+from tallyboard.store.location import LocationLike
 
 # A run whose files were modified less than this long ago is `running`. Ten minutes: longer than
 # the two minutes torch's and TensorFlow's writers may hold events before they flush them.
@@ -221,7 +222,7 @@ class LogdirImport:
 
 def import_logdir(
     logdir: str | os.PathLike[str],
-    into: str | os.PathLike[str],
+    into: LocationLike,
     clock: Callable[[], float] = time.time,
     quiet_seconds: float = QUIET_SECONDS,
     progress: bool = False,
@@ -241,7 +242,7 @@ def import_logdir(
 
 def follow(
     logdir: str | os.PathLike[str],
-    into: str,
+    into: LocationLike,
     show: Callable[[ImportReport], None],
     quiet_seconds: float = QUIET_SECONDS,
     interval: float = 5.0,
@@ -261,7 +262,7 @@ def follow(
 
 def import_tensorboard(
     logdir: str | os.PathLike[str],
-    into: str,
+    into: LocationLike,
     progress: bool = False,
     finished_after: float | None = None,
     watch: bool = False,
