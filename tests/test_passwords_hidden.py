@@ -293,6 +293,16 @@ def test_the_dashboard_names_its_table_by_the_shown_location(secret_url):
     assert_hidden(page)
 
 
+def test_a_runs_environment_records_tallyboard_url_without_the_password(tmp_path, monkeypatch):
+    monkeypatch.setenv("TALLYBOARD_URL", UNREACHABLE)  # the table itself is given: not opened
+    with tb.ResultTable(str(tmp_path / "results.db"), nocommit_action=NOP) as table:
+        with table.new_run("x", auto_log_plt=False) as run:
+            pass
+        environment = table.get_environment(run.run_id)
+    assert environment["env"]["TALLYBOARD_URL"] == str(Location.of(UNREACHABLE))
+    assert_hidden(json.dumps(environment))
+
+
 def test_a_spool_bound_elsewhere_is_refused_without_either_password(tmp_path, quiet_shippers):
     spool = tmp_path / "spool.db"
     spool_location(spool, Location.of(UNREACHABLE), ())
