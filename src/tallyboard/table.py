@@ -37,6 +37,7 @@ from tallyboard.run.writer import LogWriter, let_go
 from tallyboard.store import Access, Column, Quarantined, Store, open_store
 from tallyboard.store.artifacts import location_for
 from tallyboard.store.cursor import ReadCursor
+from tallyboard.store.location import Location, LocationLike
 from tallyboard.store.records import DEBUG_RUN_ID, ConsoleLine, ResumePoint
 from tallyboard.store.run_fields import DEFAULT_UNIQUE_COLUMNS, RunRow
 from tallyboard.store.series import DEFAULT_CHUNK_ROWS
@@ -86,6 +87,8 @@ class ResultTable:
     """The result table in a SQLite file (created if missing) or a `postgresql://` database; with
     `spool`, logged into that node-local SQLite file first and shipped to the database from there
     (store/spool.py; `spool=None` takes $TALLYBOARD_SPOOL, `spool=False` never spools).
+    `location` is where it is (`store.Location`): its `str()` (and `db_path`) never shows a
+    password, so no message, log line or progress bar about the table can print one.
 
     What a run captures of its git checkout is bounded: each git command may take `git_timeout`
     seconds (a command cut off is a warning at `new_run` naming what the run lacks), and the
@@ -100,7 +103,7 @@ class ResultTable:
 
     def __init__(
         self,
-        db_path: str | os.PathLike[str] | None = None,
+        db_path: LocationLike | None = None,
         nocommit_action: NoCommitAction = NoCommitAction.WARN,
         unique_columns: tuple[str, ...] | None = None,
         commit_interval: float = DEFAULT_COMMIT_INTERVAL,
@@ -113,7 +116,7 @@ class ResultTable:
     ) -> None:
         if db_path is None:  # $TALLYBOARD_URL lets a cluster point every job at one table
             db_path = os.environ.get("TALLYBOARD_URL") or "results.db"
-        self.db_path = db_path if isinstance(db_path, str) and "://" in db_path else os.fspath(db_path)
+        self.location = Location.of(db_path)  # str() hides a password; only connecting sees it
         self.nocommit_action = NoCommitAction(nocommit_action)
         self.commit_interval = commit_interval
         self.read_only = read_only
@@ -124,12 +127,19 @@ class ResultTable:
         self._refuse_unusable_location(bool(spool), create)
         # Where `log_artifact` copies files: a folder or an fsspec URL; by default `results.db` ->
         # `results.artifacts/`; None for PostgreSQL unless configured (store/artifacts.py).
-        self.artifacts = location_for(self.db_path, artifacts)
+        self.artifacts = location_for(self.location, artifacts)
         self.spool = self._spool_in_front(spool, wanted)
         self._store = self._open_store(wanted, create)
         self.unique_columns = self._stored_unique_columns(wanted)
         if not read_only:
             arm_signals()  # from the main thread, so that runs of any thread are ended on SIGTERM
+
+    @property
+    def db_path(self) -> str:
+        """DeepBoard's name of the location, as text: a SQLite file's path as given (for
+        `os.path.exists` or `sqlite3.connect`), a PostgreSQL URL without its password (it is for
+        showing; `location` opens the table again, password included: `ResultTable(t.location)`)."""
+        return str(self.location)
 
     def _refuse_unusable_location(self, spooled: bool, create: bool) -> None:
         """Before anything is opened (so nothing is created): a table to read or reopen must exist,
@@ -137,15 +147,15 @@ class ResultTable:
         if spooled and self.read_only:
             raise ValueError("a spool is where runs are logged: a read_only table has none")
         if self.read_only or not create:
-            require_existing(self.db_path)
-        elif "://" not in self.db_path:
-            require_writable_file(self.db_path)
+            require_existing(self.location)
+        elif self.location.sqlite_path is not None:
+            require_writable_file(self.location.sqlite_path)
 
     def _spool_in_front(
         self, spool: str | os.PathLike[str] | Literal[False] | None, wanted: tuple[str, ...] | None
     ) -> str | None:
         """The node-local spool runs are logged into, if any ($TALLYBOARD_SPOOL unless `spool` is
-        given; docs/cluster.md). With one, `db_path` becomes the spool's location, and its shipper
+        given; docs/cluster.md). With one, `location` becomes the spool's, and its shipper
         to the database is started."""
         if spool is None and not self.read_only:
             spool = os.environ.get("TALLYBOARD_SPOOL") or None
@@ -157,15 +167,15 @@ class ResultTable:
         path = os.path.abspath(os.fspath(spool))
         require_writable_file(path)
         unique = DEFAULT_UNIQUE_COLUMNS if wanted is None else wanted
-        self.db_path = spool_module.location(path, self.db_path, unique)
+        self.location = spool_module.location(path, self.location, unique)
         shipper_for(path)
         return path
 
     def _open_store(self, wanted: tuple[str, ...] | None, create: bool) -> Store:
         if not create and not self.read_only:  # a table must be there: look without writing first
-            open_store(self.db_path, access=Access.READ).close()
+            open_store(self.location, access=Access.READ).close()
         access = Access.READ if self.read_only else Access.WRITE
-        return open_store(self.db_path, DEFAULT_UNIQUE_COLUMNS if wanted is None else wanted, access)
+        return open_store(self.location, DEFAULT_UNIQUE_COLUMNS if wanted is None else wanted, access)
 
     def _stored_unique_columns(self, wanted: tuple[str, ...] | None) -> tuple[str, ...]:
         """The unique columns the table was created with; asking for others is an error."""
@@ -200,7 +210,7 @@ class ResultTable:
         if not debug:
             fields["unique_key"] = unique_key(fields, self.unique_columns, request.unique)
         run_id = self._store.create_run(fields, debug=debug)
-        sink = sink_for(self.db_path, self.commit_interval)
+        sink = sink_for(self.location, self.commit_interval)
         writer = self._writer(sink, run_id, request.keep_each, request.auto_log_plt, request.system_metrics)
         run_context.attach(writer, request.capture_console, request.environment)
         return writer
@@ -299,7 +309,7 @@ class ResultTable:
         if keep_each < 1:
             raise ValueError(f"keep_each must be 1 or more, got {keep_each}")
         self._require(run_id)
-        sink = sink_for(self.db_path, self.commit_interval)
+        sink = sink_for(self.location, self.commit_interval)
         try:
             let_go(sink, run_id)
             point = self._store.reopen_run(run_id)
@@ -625,7 +635,7 @@ class ResultTable:
 
     def copy_to(
         self,
-        destination: str | os.PathLike[str],
+        destination: LocationLike,
         artifacts: str | os.PathLike[str] | None = None,
         artifacts_to: str | os.PathLike[str] | None = None,
         progress: bool = False,
@@ -637,10 +647,10 @@ class ResultTable:
         from tallyboard.store.artifacts import plan_carry
         from tallyboard.store.copy import copy_table
 
-        target = os.fspath(destination)
+        target = Location.of(destination)
         to = None if artifacts_to is None else os.fspath(artifacts_to)
-        carry = plan_carry(self.db_path, target, self._artifacts_or(artifacts), to)  # before any row
-        counts = copy_table(self.db_path, target, progress=progress)
+        carry = plan_carry(self.location, target, self._artifacts_or(artifacts), to)  # before any row
+        counts = copy_table(self.location, target, progress=progress)
         if carry is not None:
             counts["artefact files"] = carry.run(progress=progress)
         return counts
@@ -667,7 +677,7 @@ class ResultTable:
         self._store.ready_for_writing()
         return before, self._store.schema_version
 
-    def _import_target(self, what: str) -> str:
+    def _import_target(self, what: str) -> Location:
         """Where an import writes: this table's database itself (runs keep the ids the import gives them)."""
         self._refuse_if_read_only(f"import {what}")
         if self.spool is not None:
@@ -675,7 +685,7 @@ class ResultTable:
                 f"cannot import {what} through a spool: imports write into the database itself; "
                 "open the table without a spool (spool=False) to import"
             )
-        return self.db_path
+        return self.location
 
     def import_export(
         self,

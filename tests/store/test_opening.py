@@ -25,7 +25,6 @@ from store.schema_versions import downgrade
 from tallyboard.dashboard import create_app
 from tallyboard.run import sink as sink_module
 from tallyboard.store import Access, NotAResultTable, open_store, schema
-from tallyboard.store.location import redacted
 
 DEEPBOARD_WRITER = Path(__file__).parents[1] / "integrations" / "deepboard_writer.py"
 SIBLINGS = ("", "-wal", "-shm", "-journal")
@@ -328,17 +327,3 @@ def test_opening_a_table_again_keeps_this_process_s_locks_on_it(tmp_path: Path) 
     assert fresh.execute("SELECT note FROM runs").fetchall() == [("still in the same file",)]
     fresh.close()
     writer.close()
-
-
-@pytest.mark.parametrize(
-    ("location", "shown"),
-    [
-        ("postgresql://me:s3cret@db-host:5432/exp", "postgresql://me:***@db-host:5432/exp"),
-        ("postgres://:s3cret@[::1]/exp", "postgres://:***@[::1]/exp"),
-        ("postgresql://me@db-host/exp?sslmode=require&password=s3cret", "postgresql://me@db-host/exp?sslmode=require&password=***"),
-        ("postgresql://me@db-host/exp", "postgresql://me@db-host/exp"),
-        ("results.db", "results.db"),
-    ],
-)  # fmt: skip
-def test_a_location_is_shown_without_its_password(location, shown):
-    assert redacted(location) == shown

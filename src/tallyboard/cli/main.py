@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from tallyboard.store.location import Location
     from tallyboard.table import ResultTable
 
 DEFAULT_TABLE = "results.db"
@@ -78,22 +79,24 @@ def cmd_demo(args: argparse.Namespace) -> None:
     import time
 
     from tallyboard.cli.demo import run_demo
+    from tallyboard.store.location import Location
 
     started = time.perf_counter()
     run_ids = run_demo(args.db, epochs=args.epochs, progress=not args.quiet)
     took = time.perf_counter() - started
-    print(f"logged {len(run_ids)} runs into {args.db} in {took:.1f} s: {', '.join(map(str, run_ids))}")
+    table = Location.of(args.db)
+    print(f"logged {len(run_ids)} runs into {table} in {took:.1f} s: {', '.join(map(str, run_ids))}")
     if args.no_serve:
-        print(f"browse them with: tallyboard serve {args.db}")
+        print(f"browse them with: tallyboard serve {table}")
         return
     from tallyboard.dashboard import serve
 
     options: dict[str, Any] = {} if args.port is None else {"port": args.port}
-    serve(str(args.db), **options)
+    serve(table, **options)
 
 
 @contextmanager
-def _table(target: str, read_only: bool = False, **options: Any) -> Iterator[ResultTable]:
+def _table(target: str | Location, read_only: bool = False, **options: Any) -> Iterator[ResultTable]:
     """`ResultTable(target)` for one command, closed after it. Never through a node's spool: a
     command works on the table itself, whatever $TALLYBOARD_SPOOL says."""
     from tallyboard.table import ResultTable
@@ -131,7 +134,9 @@ def cmd_export(args: argparse.Namespace) -> None:
 
 
 def cmd_import(args: argparse.Namespace) -> None:
-    into = args.into or default_target()
+    from tallyboard.store.location import Location
+
+    into = Location.of(args.into or default_target())
     if args.artifacts is not None and args.source_kind != "tallyboard":
         raise ValueError("--artifacts applies to `import tallyboard` only (only exports carry artefacts)")
     tensorboard = args.source_kind == "tensorboard"
@@ -153,37 +158,42 @@ def cmd_import(args: argparse.Namespace) -> None:
 
 
 @contextmanager
-def _import_target(into: str) -> Iterator[ResultTable]:
+def _import_target(into: Location) -> Iterator[ResultTable]:
     """The table an import writes into. A SQLite file created for an import that then fails before
     any run went in (a damaged export, a missing log directory) is removed again: a bad source
     leaves nothing behind, as if the file had been created only once the source was found sound."""
-    from tallyboard.store import is_postgres_url
-
-    new_file = not is_postgres_url(into) and not os.path.lexists(into)
+    path = into.sqlite_path
+    new_file = path if path is not None and not os.path.lexists(path) else None
     with _table(into) as table:
         try:
             yield table
         except BaseException:
-            if not (new_file and not table.runs):
+            if new_file is None or table.runs:
                 raise
             table.close()
-            for path in (into, f"{into}-wal", f"{into}-shm"):
+            for name in (new_file, f"{new_file}-wal", f"{new_file}-shm"):
                 with suppress(FileNotFoundError):
-                    os.remove(path)
+                    os.remove(name)
             raise
 
 
 def cmd_copy(args: argparse.Namespace) -> None:
+    from tallyboard.store.location import Location
+
+    destination = Location.of(args.destination)
     with _table(args.source, read_only=True) as table:
-        counts = table.copy_to(args.destination, args.artifacts, args.artifacts_to, progress=not args.quiet)
-    print(f"copied {_describe(counts)} to {args.destination}")
+        counts = table.copy_to(destination, args.artifacts, args.artifacts_to, progress=not args.quiet)
+    print(f"copied {_describe(counts)} to {destination}")
 
 
 def cmd_sync(args: argparse.Namespace) -> None:
     from tallyboard.exchange.target import require_existing
     from tallyboard.store.spool_shipper import ship_all
 
-    spool = require_existing(args.spool)
+    given = require_existing(args.spool)
+    spool = given.sqlite_path
+    if spool is None:
+        raise ValueError(f"{str(given)!r} is no spool file: give the FILE of ResultTable(url, spool=FILE)")
     print(f"shipped {ship_all(spool)} spool entries from {spool}")
 
 
@@ -191,9 +201,9 @@ def cmd_migrate(args: argparse.Namespace) -> None:
     with _table(args.target, create=False) as table:
         before, after = table.migrate()
     if before == after:
-        print(f"{args.target}: already at version {after}")
+        print(f"{table.location}: already at version {after}")
     else:
-        print(f"{args.target}: migrated from schema version {before} to {after}")
+        print(f"{table.location}: migrated from schema version {before} to {after}")
 
 
 def cmd_artifacts(args: argparse.Namespace) -> None:

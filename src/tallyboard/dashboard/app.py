@@ -29,6 +29,7 @@ from tallyboard.dashboard.runs_table import RunsTable
 from tallyboard.dashboard.security import FRAGMENT_CSP, BodyTooLarge, SecurityMiddleware, usable_token
 from tallyboard.store import DatabaseUnreachable, open_for_dashboard
 from tallyboard.store.artifacts import location_for
+from tallyboard.store.location import Location, LocationLike
 
 HERE = Path(__file__).parent
 OUT_OF_RANGE = MAX_ID + 1
@@ -64,7 +65,7 @@ register_url_convertor("sint", SignedIntConvertor())
 
 
 def create_app(
-    url_or_path: str,
+    url_or_path: LocationLike,
     *,
     token: str | None = None,
     read_only: bool = False,
@@ -76,9 +77,11 @@ def create_app(
     Raises FileNotFoundError for a missing SQLite file, ValueError for a file that is not a
     result table and for an empty or blank token, before anything is served."""
     token = usable_token(token)
-    queries, store = open_for_dashboard(url_or_path, read_only)  # creates nothing, migrates nothing
+    table = Location.of(url_or_path)
+    queries, store = open_for_dashboard(table, read_only)  # creates nothing, migrates nothing
     csrf_secret = secrets.token_urlsafe(32)
-    table_id = hashlib.sha256(url_or_path.encode()).hexdigest()[:16]  # names the browser's saved layout
+    # Names the browser's saved layout; of the shown location, so the page holds no hash of a password.
+    table_id = hashlib.sha256(str(table).encode()).hexdigest()[:16]
     pages = {name: _page(name, csrf_secret, read_only, table_id) for name in PAGES}
     fragment_frame = (HERE / "templates" / "fragment.html").read_text(encoding="utf-8")
     guard = (HERE / "static" / "fragment-guard.js").read_text(encoding="utf-8")
@@ -163,7 +166,7 @@ def create_app(
             DatabaseUnreachable: _unreachable,
         },
     )
-    location = location_for(url_or_path, artifacts)  # where the files of `log_artifact` are
+    location = location_for(table, artifacts)  # where the files of `log_artifact` are
     app.state.dashboard = api.Dashboard(queries, RunsTable(queries), Downsampler(queries), store, location)
     app.state.hub = hub
     app.add_middleware(SecurityMiddleware, csrf_secret=csrf_secret, token=token, read_only=read_only)

@@ -15,7 +15,7 @@ from urllib.parse import quote
 
 from tallyboard.dashboard.app import create_app
 from tallyboard.dashboard.security import usable_token
-from tallyboard.store.location import redacted
+from tallyboard.store.location import Location, LocationLike
 
 DEFAULT_PORT = 8765
 PORT_TRIES = 20
@@ -50,7 +50,7 @@ def _bind(host: str, port: int) -> socket.socket:
 
 
 def serve(
-    url_or_path: str,
+    url_or_path: LocationLike,
     host: str = "127.0.0.1",
     port: int = DEFAULT_PORT,
     token: str | None = None,
@@ -66,14 +66,15 @@ def serve(
     token = usable_token(token)  # "" (from `--token "$UNSET"`) is an error, never "no token"
     if not is_loopback(host) and token is None:
         token = secrets.token_urlsafe(24)
-    app = create_app(url_or_path, token=token, read_only=read_only, artifacts=artifacts)
+    table = Location.of(url_or_path)
+    app = create_app(table, token=token, read_only=read_only, artifacts=artifacts)
     sock = _bind(host, port)
     shown_host = f"[{host.strip('[]')}]" if ":" in host else host
     url = f"http://{shown_host}:{sock.getsockname()[1]}/"
     if token:
         url += f"?token={quote(token, safe='')}"
     mode = " (read-only)" if read_only else ""
-    print(f"tallyboard dashboard for {redacted(url_or_path)}{mode}: {url}", flush=True)
+    print(f"tallyboard dashboard for {table}{mode}: {url}", flush=True)
     config = uvicorn.Config(app, log_level="warning", access_log=False)
     server = uvicorn.Server(config)
     stop = server.handle_exit

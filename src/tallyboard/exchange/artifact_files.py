@@ -30,6 +30,7 @@ from tallyboard.store.artifacts import (
 )
 from tallyboard.store.base import Store
 from tallyboard.store.confined import confined_path
+from tallyboard.store.location import Location
 from tallyboard.store.records import ArtifactRow
 
 ARTIFACTS = Layout(
@@ -76,7 +77,7 @@ def check_exported_files(directory: Path, rows: Iterable[tuple[Any, ...]]) -> No
             raise FileNotFoundError(f"the export lacks {ARTIFACTS_DIR}/{blob_key(sha256)}")
 
 
-def target_blobs(into: str, configured: str | None) -> Blobs:
+def target_blobs(into: Location, configured: str | None) -> Blobs:
     """The artefact store of the table an export is imported into (ArtifactError if it has none)."""
     try:
         return open_blobs(require_location(location_for(into, configured)))

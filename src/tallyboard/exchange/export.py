@@ -56,6 +56,7 @@ from tallyboard.exchange.formats import FORMATS, Layout, RowWriter
 from tallyboard.exchange.target import open_target
 from tallyboard.store import Store
 from tallyboard.store.artifacts import location_for, open_blobs, require_location
+from tallyboard.store.location import LocationLike
 from tallyboard.store.run_fields import RunRow, typed
 from tallyboard.store.tables import BY_NAME
 
@@ -232,7 +233,7 @@ def _console_rows(store: Store, run_id: int) -> Iterator[tuple[Any, ...]]:
 
 
 def export_table(
-    source: str | os.PathLike[str],
+    source: LocationLike,
     out: str | os.PathLike[str],
     file_format: str = "csv",
     run_ids: Sequence[int] | None = None,
@@ -242,7 +243,7 @@ def export_table(
     """Export the table at `source` (path or URL), opened only to read; see `export_store`.
     The runs' artefacts are copied from their store (`artifacts`, default as for `ResultTable`)."""
     with open_target(source, create=False) as store:
-        location = location_for(os.fspath(source), artifacts)
+        location = location_for(store.url, artifacts)
         return export_store(store, out, file_format, run_ids, progress, location)
 
 

@@ -8,7 +8,8 @@ Another package registers its own importer the same way and `ResultTable.import_
 (docs/integrations.md, "Importers of your own").
 
 An importer is called as `importer(source, into, progress=False, **options)`: `into` is the location
-of the table (a path or URL) that it opens for writing itself (`exchange.target.open_target`).
+of the table, a `tallyboard.store.Location` (its `str()` shows it without a password), that it opens
+for writing itself (`exchange.target.open_target`, or `open_store`, take it as it is).
 """
 
 from __future__ import annotations

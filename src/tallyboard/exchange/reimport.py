@@ -67,6 +67,7 @@ from tallyboard.store import Batch
 from tallyboard.store.confined import confined_path
 from tallyboard.store.histograms import queued_row
 from tallyboard.store.imported import ImportRecords
+from tallyboard.store.location import Location, LocationLike
 from tallyboard.store.records import (
     ArtifactRow,
     QueuedEnvironment,
@@ -250,7 +251,10 @@ def _imported_records(reader: ExportReader) -> Iterator[ImportRecords]:
 
 
 def import_export(
-    directory: str | os.PathLike[str], into: str, progress: bool = False, artifacts: str | None = None
+    directory: str | os.PathLike[str],
+    into: LocationLike,
+    progress: bool = False,
+    artifacts: str | None = None,
 ) -> str:
     """Import the export in `directory` into the table at `into`; returns a one-line summary.
     Artefacts' files go to `artifacts` (default: the table's store, as for `ResultTable`)."""
@@ -261,7 +265,8 @@ def import_export(
     total = reader.check()
     runs = [dict(zip(RUNS.names, row, strict=True)) for row in reader.all_rows(RUNS)]
     # Before anything is written: a target without an artefact store must not get half an import.
-    blobs = target_blobs(os.fspath(into), artifacts) if reader.has(ARTIFACTS) else None
+    into = Location.of(into)
+    blobs = target_blobs(into, artifacts) if reader.has(ARTIFACTS) else None
     with open_target(into) as store:
         new = select_new_runs(store, runs)
         was_empty = not store.runs(show_hidden=True)  # after the runs left incomplete were reclaimed

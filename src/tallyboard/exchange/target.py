@@ -12,20 +12,21 @@ leaving an import target re-syncs the id sequences: the next `new_run` on Postgr
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from tallyboard.store import Access, Store, is_postgres_url, open_store
+from tallyboard.store import Access, Store, open_store
+from tallyboard.store.location import Location, LocationLike
 from tallyboard.store.run_fields import DEFAULT_UNIQUE_COLUMNS
 
 
-def require_existing(url_or_path: str | os.PathLike[str]) -> str:
-    """`url_or_path` as text, or FileNotFoundError when it names no SQLite file (nothing there, or a
+def require_existing(url_or_path: LocationLike) -> Location:
+    """The location, or FileNotFoundError when it names no SQLite file (nothing there, or a
     directory, which says so: a directory is a common slip, e.g. a TensorBoard log folder)."""
-    target = os.fspath(url_or_path)
-    if not is_postgres_url(target) and not Path(target).is_file():
+    location = Location.of(url_or_path)
+    target = location.sqlite_path
+    if target is not None and not Path(target).is_file():
         if Path(target).is_dir():
             raise FileNotFoundError(
                 f"no result table at {target!r}: it is a directory, not a SQLite file (nothing was created)"
@@ -33,11 +34,11 @@ def require_existing(url_or_path: str | os.PathLike[str]) -> str:
         raise FileNotFoundError(
             f"no result table at {target!r}: the file does not exist (nothing was created)"
         )
-    return target
+    return location
 
 
 @contextmanager
-def open_target(url_or_path: str | os.PathLike[str], create: bool = True) -> Iterator[Store]:
+def open_target(url_or_path: LocationLike, create: bool = True) -> Iterator[Store]:
     """The store at `url_or_path`, closed when the block ends: opened to write (created like
     `ResultTable` would where there is none) when `create` is true, else only to read."""
     access = Access.WRITE if create else Access.READ

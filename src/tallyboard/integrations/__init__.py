@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from tallyboard.extras import missing_framework
 from tallyboard.run.relaunch import record_launch, run_to_resume
+from tallyboard.store.location import Location
 
 if TYPE_CHECKING:  # pragma: no cover
     from tallyboard.run.writer import LogWriter
@@ -66,6 +67,9 @@ def _json_scalar(value: Any) -> JsonScalar:
     return str(value)
 
 
+_LOCATIONS = (str, os.PathLike, Location)  # what names a table not yet opened
+
+
 class FrameworkRun:
     """The run a framework adapter logs to, and the rules of its life.
 
@@ -83,7 +87,7 @@ class FrameworkRun:
     def __init__(
         self,
         writer: LogWriter | None,
-        table: str | os.PathLike[str] | ResultTable | None,
+        table: str | os.PathLike[str] | Location | ResultTable | None,
         experiment_name: str,
         run_kwargs: dict[str, Any],
         *,
@@ -104,8 +108,8 @@ class FrameworkRun:
     def __getstate__(self) -> dict[str, Any]:
         """What a spawned process needs: the run's id and the table's location, not open connections."""
         state = dict(self.__dict__, _writer=None)
-        if self._table is not None and not isinstance(self._table, (str, os.PathLike)):
-            state["_table"] = self._table.db_path
+        if self._table is not None and not isinstance(self._table, _LOCATIONS):
+            state["_table"] = self._table.location  # with its password: the worker must connect
         return state
 
     @property
@@ -132,7 +136,7 @@ class FrameworkRun:
     def _close_own_table(self) -> None:
         """A table this run opened from a path is its own to close once the run ended, instead of
         leaving its connection to the garbage collector; a later read reconnects."""
-        if self._own_table and self._table is not None and not isinstance(self._table, (str, os.PathLike)):
+        if self._own_table and self._table is not None and not isinstance(self._table, _LOCATIONS):
             self._table.close()
 
     @property

@@ -29,6 +29,7 @@ from typing import Any
 
 from tallyboard.exchange.bundle import RunBundle, import_bundles, nan_to_none
 from tallyboard.store.deepboard import DeepBoardFile
+from tallyboard.store.location import LocationLike
 
 # DeepBoard's names for the built-in columns that ours names differently.
 COLUMN_NAMES = {
@@ -136,7 +137,7 @@ def read_column_layout(source: DeepBoardFile) -> dict[str, dict[str, Any]]:
     return {COLUMN_NAMES.get(name, name): {"alias": alias, "position": order} for name, order, alias in rows}
 
 
-def import_deepboard(path: str | os.PathLike[str], into: str, progress: bool = False) -> str:
+def import_deepboard(path: str | os.PathLike[str], into: LocationLike, progress: bool = False) -> str:
     """Import every run of the DeepBoard table at `path` into `into`; returns a one-line summary."""
     from tallyboard.exchange.target import open_target
 

@@ -33,6 +33,7 @@ from tallyboard.progress import ProgressBar
 from tallyboard.store.base import Store
 from tallyboard.store.confined import confined_path
 from tallyboard.store.imported import FileProgress
+from tallyboard.store.location import LocationLike
 
 # A run whose files were modified less than this long ago is `running`. Ten minutes: longer than
 # the two minutes torch's and TensorFlow's writers may hold events before they flush them.
@@ -237,7 +238,7 @@ class LogdirImport:
 
 def import_logdir(
     logdir: str | os.PathLike[str],
-    into: str | os.PathLike[str],
+    into: LocationLike,
     clock: Callable[[], float] = time.time,
     quiet_seconds: float = QUIET_SECONDS,
     progress: bool = False,
@@ -257,7 +258,7 @@ def import_logdir(
 
 def follow(
     logdir: str | os.PathLike[str],
-    into: str,
+    into: LocationLike,
     show: Callable[[ImportReport], None],
     quiet_seconds: float = QUIET_SECONDS,
     interval: float = 5.0,
@@ -277,7 +278,7 @@ def follow(
 
 def import_tensorboard(
     logdir: str | os.PathLike[str],
-    into: str,
+    into: LocationLike,
     progress: bool = False,
     finished_after: float | None = None,
     watch: bool = False,

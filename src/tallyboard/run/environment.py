@@ -7,7 +7,8 @@ would cost seconds), and NVML only if nvidia-ml-py is installed.
 
 Environment variables are an allowlist (names that describe the job: CUDA_VISIBLE_DEVICES,
 SLURM_*, ...), and a name that looks like a credential (`SECRET_NAME`: KEY, TOKEN, SECRET,
-PASSWORD, ... anywhere in it, any case) is dropped even when the allowlist would keep it:
+PASSWORD, ... anywhere in it, any case) is dropped even when the allowlist would keep it, and a
+URL's password is hidden in the values kept (`TALLYBOARD_URL=postgresql://me:***@db/results`):
 a run's row is shown to everyone who can open the dashboard.
 """
 
@@ -22,6 +23,8 @@ import socket
 import sys
 from typing import Any
 
+from tallyboard.store.location import Location
+
 ENV_NAMES = frozenset({
     "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "CUDA_PATH", "NVIDIA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES",
     "OMP_NUM_THREADS", "MKL_NUM_THREADS", "PYTHONHASHSEED", "WORLD_SIZE", "RANK", "LOCAL_RANK",
@@ -32,9 +35,10 @@ SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNO
 
 
 def allowed_variables(environ: dict[str, str] | os._Environ[str] = os.environ) -> dict[str, str]:
-    """The variables of `environ` the allowlist keeps, never one whose name matches `SECRET_NAME`."""
+    """The variables of `environ` the allowlist keeps, never one whose name matches `SECRET_NAME`,
+    each shown as a location is (a URL without its password)."""
     return {
-        name: value
+        name: str(Location(value))
         for name, value in sorted(environ.items())
         if (name in ENV_NAMES or name.startswith(ENV_PREFIXES)) and not SECRET_NAME.search(name)
     }

@@ -49,7 +49,7 @@ from typing import Any
 
 from tallyboard.errors import NotDurableError
 from tallyboard.store import Batch, Store, open_store
-from tallyboard.store.location import redacted
+from tallyboard.store.location import Location, LocationLike
 from tallyboard.store.quarantine import describe, halves
 from tallyboard.store.records import QueuedRecord
 from tallyboard.store.tables import BATCH_RECORDS
@@ -128,7 +128,7 @@ class Sink:
         self.idle_stop = idle_stop  # None: runs until stop(); else see `_idle_exit`
         self.max_queue_bytes = max_queue_bytes
         self.users = 0  # runs using this sink (guarded by _sinks_lock)
-        self.key: str | None = None  # its key in the registry of shared sinks
+        self.key: Location | None = None  # its key in the registry of shared sinks
         self.identity: tuple[int, int] | None = None  # the SQLite file it writes (see sink_for)
         self.pid = os.getpid()
         self._idle_since = time.monotonic()
@@ -260,7 +260,7 @@ class Sink:
     def _outage_text(self) -> str:
         down = 0.0 if self._down_since is None else time.monotonic() - self._down_since
         text = (
-            f"tallyboard could not write to {redacted(self.store.url)} for {down:.0f} s ({self._error}); "
+            f"tallyboard could not write to {self.store.url} for {down:.0f} s ({self._error}); "
             f"{self.pending():,} records wait in memory, not yet durable: they are written when the "
             "database accepts them again, as long as this process lives"
         )
@@ -463,17 +463,17 @@ class Sink:
 
 
 # ---- one sink per database per process ---------------------------------------------------------
-_sinks: dict[str, Sink] = {}
+_sinks: dict[Location, Sink] = {}
 _sinks_lock = threading.RLock()
 _all_sinks: weakref.WeakSet[Sink] = weakref.WeakSet()  # every sink of the process, shared or not
 
 
-def _file_identity(url: str) -> tuple[int, int] | None:
+def _file_identity(location: Location) -> tuple[int, int] | None:
     """(device, inode) of a SQLite file: a file deleted and created again is another database."""
-    if "://" in url:
+    if location.sqlite_path is None:
         return None
     with contextlib.suppress(OSError):
-        stat = os.stat(url)
+        stat = os.stat(location.sqlite_path)
         return stat.st_dev, stat.st_ino
     return None
 
@@ -506,17 +506,18 @@ def all_sinks() -> list[Sink]:
     return list(_all_sinks)
 
 
-def sink_for(url: str, commit_interval: float = DEFAULT_COMMIT_INTERVAL) -> Sink:
+def sink_for(url: LocationLike, commit_interval: float = DEFAULT_COMMIT_INTERVAL) -> Sink:
     """The process's sink for the database at `url`, with one more user (a run, which must call
     `release` when it ends). Started on first use; it stops once idle without users."""
-    key = url if "://" in url else os.path.realpath(url)
+    location = Location.of(url)
+    key = location if location.sqlite_path is None else Location(os.path.realpath(location.sqlite_path))
     with _sinks_lock:
         sink = _sinks.get(key)
-        if sink is None or not sink._thread.is_alive() or sink.identity != _file_identity(url):
-            store = open_store(url)
+        if sink is None or not sink._thread.is_alive() or sink.identity != _file_identity(location):
+            store = open_store(location)
             store.retry_for = min(store.retry_for, STORE_RETRY_FOR)  # the sink takes over after that
             sink = _sinks[key] = Sink(store, commit_interval, idle_stop=IDLE_STOP)
-            sink.key, sink.identity = key, _file_identity(url)
+            sink.key, sink.identity = key, _file_identity(location)
         sink.users += 1
         return sink
 

@@ -225,8 +225,9 @@ class RunView:
 
     @property
     def db_path(self) -> str:
-        """The table's location: a SQLite file path or a `postgresql://` URL."""
-        return self._store.url
+        """The table's location, as `ResultTable.db_path` gives it: a SQLite file's path, or a
+        `postgresql://` URL without its password."""
+        return str(self._store.url)
 
     @property
     def formatted_scalars(self) -> list[tuple[str, str]]:

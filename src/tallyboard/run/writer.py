@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from tallyboard.run.exit_paths import AT_EXIT, closed, end_run, opened
 from tallyboard.run.logging_calls import RecordLogging
 from tallyboard.run.sink import NullSink, SeriesQueue, Sink
-from tallyboard.store import Store
+from tallyboard.store import Location, Store
 from tallyboard.store.records import (
     QueuedRecord,
     QueuedRepetition,
@@ -49,7 +49,7 @@ _clock = time.perf_counter
 
 
 # The open writer of each run in this process, by (sink key, run id): see `let_go`.
-_writing: dict[tuple[str | None, int], LogWriter] = {}
+_writing: dict[tuple[Location | None, int], LogWriter] = {}
 
 
 def let_go(sink: Sink, run_id: int) -> None:

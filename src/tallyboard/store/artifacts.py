@@ -31,13 +31,14 @@ from typing import IO, Any
 
 from tallyboard.errors import ArtifactError
 from tallyboard.store.base import Store
+from tallyboard.store.location import Location
 from tallyboard.store.records import ArtifactRow
 
 CHUNK = 1 << 20  # bytes read, hashed and written at a time
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
-def location_for(db_url: str, configured: str | os.PathLike[str] | None = None) -> str | None:
+def location_for(table: Location, configured: str | os.PathLike[str] | None = None) -> str | None:
     """Where a table's artefacts are: `configured` if given, else $TALLYBOARD_ARTIFACTS, else a
     folder next to a SQLite file (`results.db` -> `results.artifacts/`); None for a PostgreSQL
     table without one (it has no "next to": configure a shared folder or object storage)."""
@@ -45,10 +46,8 @@ def location_for(db_url: str, configured: str | os.PathLike[str] | None = None) 
         configured = os.environ.get("TALLYBOARD_ARTIFACTS") or None
     if configured is not None:
         return os.fspath(configured)
-    if "://" in db_url and not db_url.startswith("sqlite:"):
-        return None
-    path = Path(db_url.removeprefix("sqlite:///").removeprefix("sqlite://"))
-    return str(path.with_suffix(".artifacts"))
+    path = table.sqlite_path
+    return None if path is None else str(Path(path).with_suffix(".artifacts"))
 
 
 NO_STORE = (
@@ -384,7 +383,7 @@ class Carry:
 
 
 def plan_carry(
-    src_url: str, dst_url: str, src_location: str | None = None, dst_location: str | None = None
+    src_url: Location, dst_url: Location, src_location: str | None = None, dst_location: str | None = None
 ) -> Carry | None:
     """What `tallyboard copy` must carry besides the rows: None when the source lists no artefact
     or both tables share one store. Checked before anything is copied: a target without an

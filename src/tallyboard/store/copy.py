@@ -25,8 +25,8 @@ from functools import partial
 from typing import Any
 
 from tallyboard.progress import progress_bar
-from tallyboard.store import Access, Store, StoreError, is_postgres_url, open_store, tables
-from tallyboard.store.location import Kind, require_current
+from tallyboard.store import Access, Store, StoreError, open_store, tables
+from tallyboard.store.location import Kind, Location, LocationLike, require_current
 from tallyboard.store.records import DEBUG_RUN_ID
 
 # Rows per chunk (one transaction at the destination): fewer of the tables whose rows are large.
@@ -49,19 +49,21 @@ TABLES: tuple[tuple[str, tuple[str, ...], tuple[str, ...], int], ...] = tuple(
 )
 
 
-def copy_table(src_url: str, dst_url: str, progress: bool = True) -> dict[str, int]:
-    """Copy every row of the result table at `src_url` into `dst_url` (created if missing, with the
-    source's unique columns). Returns the number of rows copied per table.
+def copy_table(source: LocationLike, destination: LocationLike, progress: bool = True) -> dict[str, int]:
+    """Copy every row of the result table at `source` into `destination` (created if missing, with
+    the source's unique columns). Returns the number of rows copied per table.
 
     Raises `StoreError` when the destination holds other runs or tags under the same ids, or was
     created with other unique columns."""
-    src = open_store(src_url, access=Access.READ)
+    source, destination = Location.of(source), Location.of(destination)
+    src = open_store(source, access=Access.READ)
     try:
-        if not is_postgres_url(src_url) and _new_sqlite_file(dst_url):
-            return _backup(src, dst_url, progress)
+        new_file = destination.sqlite_path
+        if not source.is_postgres and new_file is not None and _new_sqlite_file(new_file):
+            return _backup(src, new_file, progress)
         require_current(src.url, src.schema_version, "a copy into an existing table or PostgreSQL")
         unique_columns = tuple(json.loads(src.meta("unique_columns") or "[]"))
-        dst = open_store(dst_url, unique_columns)
+        dst = open_store(destination, unique_columns)
         try:
             dst.ready_for_writing()
             with src.snapshot():
@@ -72,12 +74,10 @@ def copy_table(src_url: str, dst_url: str, progress: bool = True) -> dict[str, i
         src.close()
 
 
-def _new_sqlite_file(url_or_path: str) -> bool:
-    if is_postgres_url(url_or_path):
-        return False
+def _new_sqlite_file(path: str) -> bool:
     from tallyboard.store.sqlite import describe_file
 
-    return describe_file(url_or_path).kind is Kind.NOTHING
+    return describe_file(path).kind is Kind.NOTHING
 
 
 def _backup(src: Store, dst_path: str, progress: bool) -> dict[str, int]:

@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 from tallyboard.errors import DatabaseUnreachable
 from tallyboard.filter import Node
 from tallyboard.store import histograms as histogram_rows
-from tallyboard.store.location import redacted
 from tallyboard.store.logged import artifacts_query, console_query
 from tallyboard.store.records import ArtifactRow, Column, ConsoleLine
 from tallyboard.store.run_fields import DETAIL_FIELDS, LISTED_FIELDS
@@ -121,7 +120,7 @@ class DashboardQueries:
             self._one("SELECT value FROM meta WHERE key = 'schema_version'")
         except Exception as error:
             self.close()
-            raise ValueError(f"{redacted(self.url)!r} is not a tallyboard result table ({error})") from None
+            raise ValueError(f"{str(self.url)!r} is not a tallyboard result table ({error})") from None
 
     # -- plumbing -----------------------------------------------------------------------------
     def _connect(self) -> Any:
@@ -162,7 +161,7 @@ class DashboardQueries:
 
     def _unreachable(self, error: Exception) -> str:
         reason = " ".join(str(error).split()) or type(error).__name__
-        return f"the database {redacted(self.url)} does not answer ({reason}); ask again once it is back"
+        return f"the database {self.url} does not answer ({reason}); ask again once it is back"
 
     def _retried(self, statement: Callable[[], T]) -> T:
         """Run a read again once on a new connection when its pooled one had died meanwhile (a

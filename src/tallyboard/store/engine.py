@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 if TYPE_CHECKING:
     from typing_extensions import Self  # typing.Self is new in Python 3.11; we support 3.10
 
-    from tallyboard.store.location import Access, Found
+    from tallyboard.store.location import Access, Found, Location
 
 T = TypeVar("T")
 
@@ -36,7 +36,7 @@ T = TypeVar("T")
 class Engine(ABC):
     """A connection to one database and its primitives; the parts of `Store` add the queries."""
 
-    url: str
+    url: Location  # str() shows it without a password (store/location.py)
     access: Access  # what opening allowed (store/location.py)
     schema_version: int | None  # of the table as opened (None: none yet)
     # How long one call waits for a database it lost (a server restarting) before it raises;

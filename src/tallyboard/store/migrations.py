@@ -12,7 +12,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from tallyboard.store.indexed_values import TYPED_COLUMNS, with_types
-from tallyboard.store.location import redacted
 from tallyboard.store.run_fields import RUN_COLUMNS
 from tallyboard.store.schema import (
     MIGRATIONS,
@@ -64,7 +63,7 @@ def ensure_schema(store: Engine, ddl_types: dict[str, str], unique_columns: tupl
             version = 1
         if version > SCHEMA_VERSION:
             raise StoreError(
-                f"{redacted(store.url)} has schema version {version}, but this tallyboard reads versions "
+                f"{store.url} has schema version {version}, but this tallyboard reads versions "
                 f"up to {SCHEMA_VERSION}: upgrade tallyboard to open it"
             )
         for step in range(version, SCHEMA_VERSION):
@@ -90,9 +89,7 @@ _NOT_NULL_EMPTY = re.compile(r"\b(note|tag)(\s+TEXT)\s+NOT\s+NULL\s+DEFAULT\s+''
 
 
 def nullable_note_and_tag(store: Engine) -> None:
-    from tallyboard.store.location import is_postgres_url
-
-    if is_postgres_url(store.url):
+    if store.url.is_postgres:
         store.execute(
             "ALTER TABLE runs ALTER COLUMN note DROP NOT NULL, ALTER COLUMN note DROP DEFAULT,"
             " ALTER COLUMN tag DROP NOT NULL, ALTER COLUMN tag DROP DEFAULT"
@@ -119,9 +116,7 @@ def nullable_note_and_tag(store: Engine) -> None:
 # Why in Python: neither engine's ALTER TABLE ADD COLUMN can say "unless it exists" the same way
 # (SQLite has no IF NOT EXISTS there), and the step must be safe to run on a table that has it.
 def markdown_flag_on_texts(store: Engine) -> None:
-    from tallyboard.store.location import is_postgres_url
-
-    if is_postgres_url(store.url):
+    if store.url.is_postgres:
         store.execute("ALTER TABLE texts ADD COLUMN IF NOT EXISTS markdown INTEGER NOT NULL DEFAULT 0")
     elif not any(row[1] == "markdown" for row in store.execute("PRAGMA table_info(texts)")):
         store.execute("ALTER TABLE texts ADD COLUMN markdown INTEGER NOT NULL DEFAULT 0")
@@ -135,9 +130,7 @@ BACKFILL_CHUNK = 50_000
 
 
 def typed_values(store: Engine) -> None:
-    from tallyboard.store.location import is_postgres_url
-
-    postgres = is_postgres_url(store.url)
+    postgres = store.url.is_postgres
     for table in ("hparams", "results"):
         for column in TYPED_COLUMNS:
             kind = TYPED_VALUE_TYPES[column] + (' COLLATE "C"' if postgres and column == "value_text" else "")

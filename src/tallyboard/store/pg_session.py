@@ -10,6 +10,8 @@ transaction on the server session then leaks to other clients or is gone at the 
 - no server-side prepared statements (psycopg prepares a query it has run 5 times; PgBouncer
   before 1.21 sends the next EXECUTE to a server connection that never saw the PREPARE);
 - locks are transaction-scoped advisory locks (store/postgres.py), never session ones;
+- the connect call is the one place that reads the location's password (store/location.py), and
+  what libpq says about a URL it cannot use is scrubbed of it before it travels on;
 - errors a cluster produces name their remedy: a server out of connection slots points to
   PgBouncer, and PgBouncer refusing the `options` startup parameter (`?options=-csearch_path=...`)
   points to setting the search_path on the pooler's database alias instead (docs/cluster.md).
@@ -19,10 +21,13 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 from psycopg.pq import TransactionStatus
+
+if TYPE_CHECKING:
+    from tallyboard.store.location import Location
 
 GUIDE = "docs/cluster.md"
 # The server's words when every connection slot is taken (SQLSTATE 53300, not exposed at connect).
@@ -38,26 +43,36 @@ class OptionsRefused(psycopg.OperationalError):
     """A pooler in front of the server refused the URL's `options` parameter."""
 
 
-def connect(url: str, **kwargs: Any) -> psycopg.Connection:
+def connect(location: Location, **kwargs: Any) -> psycopg.Connection:
     """An autocommit connection without server-side prepared statements; a refusal a cluster
     produces raises with its remedy in the message."""
     try:
-        return psycopg.connect(url, autocommit=True, prepare_threshold=None, **kwargs)
-    except psycopg.OperationalError as error:
-        reason = str(error)
-        if any(words in reason for words in _SERVER_FULL):
-            raise ServerFull(
-                f"{reason.strip()}\nThe PostgreSQL server has no connection left for this process: every"
-                " training process holds one. Put PgBouncer in transaction pooling mode between the"
-                f" processes and the server (see {GUIDE}), or raise max_connections."
-            ) from None
-        if _OPTIONS_REFUSED in reason:
-            raise OptionsRefused(
-                f"{reason.strip()}\nA pooler (PgBouncer) refuses `options=` in the URL. Set the"
-                " search_path on the pooler's side instead: `connect_query='SET search_path TO ...'`"
-                f" on its database alias, or ALTER ROLE ... SET search_path (see {GUIDE})."
-            ) from None
-        raise
+        return psycopg.connect(location.secret(), autocommit=True, prepare_threshold=None, **kwargs)
+    except psycopg.Error as error:
+        refusal = _refusal(error, location.scrub(str(error)))
+    raise refusal  # outside the handler: the error libpq worded is not even its context
+
+
+def _refusal(error: psycopg.Error, reason: str) -> psycopg.Error:
+    """What to raise for a connection refused with `reason` (`error`'s words, scrubbed): the
+    error itself when its words needed no scrubbing (without the errors of psycopg's earlier
+    attempts it chains, which were not scrubbed), else one of its class in those words."""
+    if any(words in reason for words in _SERVER_FULL):
+        return ServerFull(
+            f"{reason.strip()}\nThe PostgreSQL server has no connection left for this process: every"
+            " training process holds one. Put PgBouncer in transaction pooling mode between the"
+            f" processes and the server (see {GUIDE}), or raise max_connections."
+        )
+    if _OPTIONS_REFUSED in reason:
+        return OptionsRefused(
+            f"{reason.strip()}\nA pooler (PgBouncer) refuses `options=` in the URL. Set the"
+            " search_path on the pooler's side instead: `connect_query='SET search_path TO ...'`"
+            f" on its database alias, or ALTER ROLE ... SET search_path (see {GUIDE})."
+        )
+    if reason != str(error):
+        return type(error)(reason)
+    error.__cause__ = error.__context__ = None
+    return error
 
 
 @contextlib.contextmanager

@@ -48,7 +48,7 @@ from psycopg.conninfo import conninfo_to_dict
 from tallyboard.errors import NotAResultTable
 from tallyboard.store import migrations, pg_session
 from tallyboard.store.base import Store
-from tallyboard.store.location import Access, Found, Kind, redacted
+from tallyboard.store.location import Access, Found, Kind, Location, LocationLike
 from tallyboard.store.records import Batch, ScalarRow
 from tallyboard.store.schema import BLOCK_BITS
 from tallyboard.store.tables import TABLES
@@ -118,16 +118,19 @@ def block_extremes(run_id: int, tag_id: int, rows: Iterable[ScalarRow]) -> list[
     ]
 
 
-def require_database_name(url: str) -> None:
-    """Raise unless `url` names its database: without one, libpq connects to the database named
-    like the login user, which is never what `postgresql://` was meant to say."""
+def require_database_name(location: Location) -> None:
+    """Raise unless `location` names its database: without one, libpq connects to the database
+    named like the login user, which is never what `postgresql://` was meant to say."""
+    reason = None
     try:
-        database = conninfo_to_dict(url).get("dbname")
-    except psycopg.ProgrammingError as error:
-        raise NotAResultTable(f"{redacted(url)!r} is not a valid PostgreSQL URL ({error})") from None
+        database = conninfo_to_dict(location.secret()).get("dbname")
+    except psycopg.ProgrammingError as error:  # libpq's words may quote the password: scrubbed
+        reason = location.scrub(" ".join(str(error).split()))
+    if reason is not None:  # raised outside the handler, so the error's context is not libpq's
+        raise NotAResultTable(f"{str(location)!r} is not a valid PostgreSQL URL ({reason})")
     if not database:
         raise NotAResultTable(
-            f"{redacted(url)!r} names no database: write postgresql://[USER@]HOST[:PORT]/DATABASE"
+            f"{str(location)!r} names no database: write postgresql://[USER@]HOST[:PORT]/DATABASE"
         )
 
 
@@ -170,16 +173,15 @@ class PostgresStore(Store):
 
     def __init__(
         self,
-        url: str,
+        url: LocationLike,
         unique_columns: tuple[str, ...] = (),
         retry_for: float = 60.0,
         sleep: Callable[[float], None] = time.sleep,
         access: Access = Access.WRITE,
     ) -> None:
         super().__init__()
-        require_database_name(url)
-        self.url = url
-        self.shown_url = redacted(url)  # for messages and logs: no password
+        self.url = Location.of(url)
+        require_database_name(self.url)
         self.access = access
         self.retry_for = retry_for
         self._sleep = sleep
@@ -274,7 +276,7 @@ class PostgresStore(Store):
             try:
                 return attempt()
             except _ROLLED_BACK:
-                log.info("tallyboard: transaction on %s rolled back by the server; retrying", self.shown_url)
+                log.info("tallyboard: transaction on %s rolled back by the server; retrying", self.url)
             except Exception as error:
                 if not self._is_lost(error):
                     raise
@@ -282,7 +284,7 @@ class PostgresStore(Store):
                 if time.monotonic() >= deadline:
                     raise
                 # info, not warning: the sink reports an outage that outlasts this loop, once per 10 s
-                log.info("tallyboard: lost the connection to %s (%s); reconnecting", self.shown_url, error)
+                log.info("tallyboard: lost the connection to %s (%s); reconnecting", self.url, error)
             self._sleep(delay)
             delay = min(delay * 2, MAX_RETRY_DELAY)
 
@@ -352,7 +354,7 @@ class PostgresStore(Store):
         except psycopg.Error as error:  # the connection died meanwhile: prune after a later write
             self._commits -= 1
             self._disconnect()  # the next write starts on a fresh connection
-            log.info("tallyboard: pruning tallyboard_commits on %s failed (%s); later", self.shown_url, error)
+            log.info("tallyboard: pruning tallyboard_commits on %s failed (%s); later", self.url, error)
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         def run() -> list[tuple[Any, ...]]:

@@ -18,6 +18,9 @@ Why it is built this way:
 - Bytes (images) travel in the JSON as base64, a series' int or float columns packed (8 bytes a
   value, base64), other numbers as JSON (NaN and infinities as NaN/Infinity, which Python reads
   back exactly). No pickle: a spool file is data, never code.
+- The spool must reach its database after this process is gone (`tallyboard sync`), so it keeps
+  the database's URL as given, password included (`Location.secret()`), in `spool_state`, which
+  no copy, export or dashboard reads; everything else shows it through `Location`, without it.
 - Written only locally, never shipped: quarantined records (the spool's own rejects), the column
   layout (`set_columns`). Resuming a run by id is refused: the id of a spool is not the database's.
 """
@@ -35,12 +38,11 @@ from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from tallyboard.errors import StoreError
-from tallyboard.store.location import Access, redacted
+from tallyboard.store.location import SPOOL_PREFIX, Access, Location
 from tallyboard.store.records import ArtifactRow, Batch, QueuedValue, ResumePoint
 from tallyboard.store.sqlite import SqliteStore
 from tallyboard.store.tables import BATCH_RECORDS
 
-PREFIX = "spool:"  # what `open_store` recognises: "spool:" + the spool file's path
 SPOOL_DDL = (
     "CREATE TABLE IF NOT EXISTS spool_journal (seq INTEGER PRIMARY KEY AUTOINCREMENT,"
     " logged_at REAL NOT NULL, op TEXT NOT NULL, args TEXT NOT NULL)",
@@ -51,20 +53,20 @@ SPOOL_DDL = (
 )
 
 
-def location(spool_path: str | os.PathLike[str], target_url: str, unique_columns: tuple[str, ...]) -> str:
-    """Bind the spool file at `spool_path` to `target_url` (the first time, creating it with these
+def location(
+    spool_path: str | os.PathLike[str], target: Location, unique_columns: tuple[str, ...]
+) -> Location:
+    """Bind the spool file at `spool_path` to `target` (the first time, creating it with these
     unique columns; a spool bound to another database is refused) and return the location
     `open_store` opens it by."""
-    from tallyboard.store.location import is_postgres_url
-
-    if not is_postgres_url(target_url):
+    if not target.is_postgres:
         raise ValueError(
-            f"a spool ships to a postgresql:// database, not {target_url!r} (a SQLite table is"
+            f"a spool ships to a postgresql:// database, not {str(target)!r} (a SQLite table is"
             " local already: log to it directly)"
         )
     path = os.path.abspath(os.fspath(spool_path))
-    SpoolStore(path, unique_columns, target_url=target_url).close()
-    return PREFIX + path
+    SpoolStore(path, unique_columns, target=target).close()
+    return Location(SPOOL_PREFIX + path)
 
 
 def encode(value: Any) -> str:
@@ -154,38 +156,35 @@ class SpoolStore(SqliteStore):
         path: str | os.PathLike[str],
         unique_columns: tuple[str, ...] = (),
         access: Access = Access.WRITE,
-        target_url: str | None = None,
+        target: Location | None = None,
     ) -> None:
         super().__init__(path, unique_columns=unique_columns, access=access)
-        if access is Access.READ:
-            self.target_url = self.state("target")
-            return
-        with self._lock:
-            self.atomic(lambda: self._bind(target_url))
-        self.target_url = self.state("target")
+        if access is not Access.READ:
+            with self._lock:
+                self.atomic(lambda: self._bind(target))
 
-    def _bind(self, target_url: str | None) -> None:
-        if target_url is None and not self.execute("SELECT 1 FROM sqlite_master WHERE name = 'spool_state'"):
+    def _bind(self, target: Location | None) -> None:
+        if target is None and not self.execute("SELECT 1 FROM sqlite_master WHERE name = 'spool_state'"):
             raise StoreError(f"{self.path!r} is not a spool: it was never bound to a database")
         for statement in SPOOL_DDL:
             self.execute(statement)
         bound = self.state("target")
-        if target_url is not None and bound is not None and bound != target_url:
+        if target is not None and bound is not None and bound != target.secret():
             raise StoreError(
-                f"the spool {self.path!r} ships to {redacted(bound)!r}, not {redacted(target_url)!r}:"
+                f"the spool {self.path!r} ships to {str(Location(bound))!r}, not {str(target)!r}:"
                 " give each database a spool file of its own"
             )
-        if bound is None and target_url is not None:
-            self._set_state("target", target_url)
+        if bound is None and target is not None:
+            self._set_state("target", target.secret())
             self._set_state("spool_id", str(uuid.uuid4()))  # names this spool in the database
             self._set_state("shipped", "0")
 
-    def bound_to(self) -> tuple[str, str]:
+    def bound_to(self) -> tuple[Location, str]:
         """(the database this spool ships to, the id that names the spool there)."""
         target, spool_id = self.state("target"), self.state("spool_id")
         if target is None or spool_id is None:
             raise StoreError(f"{self.path!r} is not a spool: it was never bound to a database")
-        return target, spool_id
+        return Location(target), spool_id
 
     def state(self, key: str) -> str | None:
         rows = self.execute("SELECT value FROM spool_state WHERE key = ?", (key,))

@@ -30,7 +30,7 @@ import time
 from typing import Any
 
 from tallyboard.errors import DuplicateRunError
-from tallyboard.store.location import redacted
+from tallyboard.store.location import LocationLike
 from tallyboard.store.postgres import SCHEMA_LOCK, PostgresStore
 from tallyboard.store.records import ArtifactRow, Batch, QueuedRecord, QueuedValue, ScalarRow
 from tallyboard.store.spool import ShippedRun, SpoolStore, batch_from_json, decode
@@ -54,8 +54,8 @@ DDL = (
 class Destination:
     """The spool's database: one connection, and the map of the spool's run ids to the database's."""
 
-    def __init__(self, url: str, spool_id: str) -> None:
-        self.db = PostgresStore(url, retry_for=RETRY_FOR)
+    def __init__(self, database: LocationLike, spool_id: str) -> None:
+        self.db = PostgresStore(database, retry_for=RETRY_FOR)
         self.spool_id = spool_id
         try:
             self.db.atomic(self._create_tables)
@@ -278,8 +278,7 @@ class Shipper:
                 backoff = min(backoff * 2, MAX_BACKOFF)
                 continue
             if failing_since is not None:
-                shown = redacted(spool.bound_to()[0])
-                log.warning("tallyboard: spool %s ships to %s again", self.path, shown)
+                log.warning("tallyboard: spool %s ships to %s again", self.path, spool.bound_to()[0])
             self.failing, backoff, failing_since = False, FIRST_BACKOFF, None
             if not moved:
                 with self._changed:
@@ -296,7 +295,7 @@ class Shipper:
         log.warning(
             "tallyboard: spool %s could not ship to %s for %.0f s (%s); %d entries wait in the spool%s."
             " They are safe on disk; shipping resumes on its own, or run `tallyboard sync %s`",
-            self.path, redacted(spool.bound_to()[0]), failing_for,
+            self.path, spool.bound_to()[0], failing_for,
             str(error).strip().splitlines()[0] if str(error) else type(error).__name__,
             count, behind, self.path,
         )  # fmt: skip

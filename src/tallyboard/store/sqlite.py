@@ -38,6 +38,7 @@ from tallyboard.store.location import (
     Access,
     Found,
     Kind,
+    Location,
     describe_sqlite_path,
     describe_sqlite_tables,
 )
@@ -112,7 +113,7 @@ def describe_file(path: str) -> Found:
     except sqlite3.DatabaseError as error:
         if "not a database" not in str(error):
             raise
-        return Found(path, Kind.OTHER, NOT_SQLITE)
+        return Found(Location(path), Kind.OTHER, NOT_SQLITE)
     return describe_sqlite_tables(path, tables, version)
 
 
@@ -150,7 +151,7 @@ class SqliteStore(Store):
     ) -> None:
         super().__init__()
         self.path = os.fspath(path)
-        self.url = self.path
+        self.url = Location(self.path)
         self.access = access
         self._busy_timeout = busy_timeout
         self._in_transaction = False
