@@ -14,6 +14,7 @@ __version__ = "0.1.0"
 __all__ = [
     "ArtifactError",
     "DatabaseUnreachable",
+    "DatabaseUnwritable",
     "DuplicateRunError",
     "FilterError",
     "Histogram",
@@ -48,6 +49,7 @@ _LAZY = {
         for name in (
             "ArtifactError",
             "DatabaseUnreachable",
+            "DatabaseUnwritable",
             "DuplicateRunError",
             "FilterError",
             "NotAResultTable",
@@ -64,6 +66,7 @@ _LAZY = {
 if TYPE_CHECKING:  # pragma: no cover; `X as X` marks a re-export for type checkers and linters
     from tallyboard.errors import ArtifactError as ArtifactError
     from tallyboard.errors import DatabaseUnreachable as DatabaseUnreachable
+    from tallyboard.errors import DatabaseUnwritable as DatabaseUnwritable
     from tallyboard.errors import DuplicateRunError as DuplicateRunError
     from tallyboard.errors import FilterError as FilterError
     from tallyboard.errors import NotAResultTable as NotAResultTable

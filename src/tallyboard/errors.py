@@ -11,6 +11,7 @@ from __future__ import annotations
 __all__ = [
     "ArtifactError",
     "DatabaseUnreachable",
+    "DatabaseUnwritable",
     "DuplicateRunError",
     "FilterError",
     "NotAResultTable",
@@ -34,6 +35,13 @@ class StoreError(TallyboardError):
 class DatabaseUnreachable(StoreError):
     """The database does not answer now (a server stopped or restarting, a network gone): what
     asked may ask again later, and a reader does so on a new connection."""
+
+
+class DatabaseUnwritable(StoreError, RuntimeError):
+    """The database cannot take writes for a reason that will not go away by waiting (its file
+    system turned read-only, its file deleted or replaced, no permission to write): logging calls
+    and `close()` raise this instead of waiting for room that never comes. What was committed
+    before stays; what was queued since is lost, and the message says how much."""
 
 
 class ReadOnlyTableError(StoreError):

@@ -233,6 +233,9 @@ class StalledStore:
         self.batches += 1
         self.store.write_batch(batch)
 
+    def unwritable(self, failed):
+        return self.store.unwritable(failed)
+
     def close(self):
         self.store.close()
 

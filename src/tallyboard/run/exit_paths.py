@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from tallyboard.errors import NotDurableError
+from tallyboard.errors import DatabaseUnwritable, NotDurableError
 from tallyboard.run.sink import Sink, all_sinks
 from tallyboard.store import open_store
 from tallyboard.store.records import RunUpdate
@@ -71,6 +71,7 @@ _hooks_lock = threading.RLock()
 _previous: dict[str, Any] = {}
 _draining = 0  # drains in progress (ends of runs): a signal now is the user's second
 _abandoned = False  # a second signal gave up draining: nothing waits for the queue any more
+_ending = ""  # "" / "draining" / "done": the thread ending the runs after a SIGTERM (see _on_signal)
 
 
 def opened(run: OpenRun, sink: Sink) -> None:
@@ -79,6 +80,25 @@ def opened(run: OpenRun, sink: Sink) -> None:
         if not _open_runs:
             _install_hooks()
         _open_runs[id(run)] = (run, sink)
+    _end_with_worker_process()
+
+
+_finalized_pid = 0  # the multiprocessing child whose exit ends its runs already
+
+
+def _end_with_worker_process() -> None:
+    """A `multiprocessing` child (a Pool worker, a Process) ends through `os._exit`, which runs no
+    atexit hook: its open runs would stay `running`, their queue lost. It runs multiprocessing's
+    finalizers first, so one of them ends the runs as the interpreter's exit would (`_at_exit`).
+    Registered at the child's first run: multiprocessing clears the finalizers of a new child."""
+    global _finalized_pid
+    multiprocessing = sys.modules.get("multiprocessing")
+    if multiprocessing is None or _finalized_pid == os.getpid() or multiprocessing.parent_process() is None:
+        return
+    from multiprocessing.util import Finalize
+
+    _finalized_pid = os.getpid()
+    Finalize(None, _at_exit, exitpriority=10)
 
 
 def closed(run: OpenRun) -> None:
@@ -120,7 +140,7 @@ def end_runs(status: str, thread_ident: int | None = None) -> None:
     for run in runs:
         try:
             run._end(status)
-        except NotDurableError as error:  # the text says it all: a traceback would only hide it
+        except (NotDurableError, DatabaseUnwritable) as error:  # the text says it all, no traceback
             log.error("tallyboard: could not record that run %s ended (%s): %s", run.run_id, status, error)
         except Exception:  # an exit path must not hide the original error
             log.exception("tallyboard: could not record the end of a run")
@@ -166,18 +186,49 @@ def _on_signal(signum: int, frame: Any, key: str) -> None:
     """SIGTERM ends every open run of the process (any thread's) as failed, draining the queue;
     SIGINT is left to the KeyboardInterrupt, which ends the runs on its way out. A second signal
     while a drain is in progress gives up draining (`_abandon_runs`). Then whatever was there
-    before runs: the user's handler, or the default action (dying of the signal)."""
+    before runs: the user's handler, or the default action (dying of the signal).
+
+    The drain never runs in the interrupted frame: the main thread may have been stopped inside a
+    store write holding the store's lock, which the drain's commit needs. The handler hands the
+    drain to a thread of its own (`_end_then_signal_again`) and returns, so the interrupted code
+    lets go of its locks; that thread sends the signal again once the runs are ended, and this
+    handler then passes it on."""
+    global _ending
     previous = _previous.get(key, signal.SIG_DFL)
-    if _draining or _abandoned:
+    if _ending == "done":  # the runs are ended: pass the signal on
+        _ending = ""
+    elif _draining or _abandoned or _ending:
         _abandon_runs()
         if previous is signal.default_int_handler:  # Ctrl-C twice: die of it, not mid-drain
             previous = signal.SIG_DFL
-    elif signum == signal.SIGTERM:
-        end_runs("failed")
+    elif signum == signal.SIGTERM and _open_runs:
+        _ending = "draining"
+        threading.Thread(target=_end_then_signal_again, args=(signum,), name="tallyboard-exit").start()
+        return
     if callable(previous):
         previous(signum, frame)
     else:  # default action: die of the signal, as if we had not been here
         signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+
+def await_the_signal() -> None:
+    """A logging call on a run that a SIGTERM's drain has ended: the process is about to die of
+    that signal (`_end_then_signal_again` sends it again), so wait for it instead of raising a
+    read-only error into the training loop, which would end the process with another code."""
+    deadline = time.monotonic() + OUTAGE_WAIT + 5.0
+    while _ending and threading.current_thread() is threading.main_thread() and time.monotonic() < deadline:
+        time.sleep(0.01)  # the handler runs here, between two sleeps
+
+
+def _end_then_signal_again(signum: int) -> None:
+    """End the open runs as failed (draining, bounded by `OUTAGE_WAIT`), then send `signum` to the
+    process again, for `_on_signal` to pass on."""
+    global _ending
+    try:
+        end_runs("failed")
+    finally:
+        _ending = "done"
         os.kill(os.getpid(), signum)
 
 
@@ -220,9 +271,9 @@ def _forget_parent() -> None:
     """In a forked child (e.g. a DataLoader worker) the parent's runs are not ours to end: start
     from none, with fresh locks in case one was held at the fork, and the hooks that were there
     before ours, so the child's first run installs them afresh (the sinks forget theirs in sink.py)."""
-    global _hooks_lock, _draining, _abandoned
+    global _hooks_lock, _draining, _abandoned, _ending
     _hooks_lock = threading.RLock()
-    _draining, _abandoned = 0, False
+    _draining, _abandoned, _ending = 0, False, ""
     if _open_runs:  # our hooks are installed while runs are open
         _open_runs.clear()
         _uninstall_hooks()

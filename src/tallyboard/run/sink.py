@@ -47,7 +47,7 @@ import time
 import weakref
 from typing import Any
 
-from tallyboard.errors import NotDurableError
+from tallyboard.errors import DatabaseUnwritable, NotDurableError
 from tallyboard.store import Batch, Store, open_store
 from tallyboard.store.location import Location, LocationLike
 from tallyboard.store.quarantine import describe, halves
@@ -68,8 +68,8 @@ ROW_BYTES = 200
 RECORD_BYTES = 400
 # Seconds of commit work the queue may hold when producers outrun the database: with commits
 # started every `commit_interval`, what SIGKILL can lose stays within the interval plus two commits.
-COMMIT_BUDGET = 0.25
-FIRST_RATE = 50_000  # rows per second assumed before the first measured commit (a slow disk's)
+COMMIT_BUDGET = 0.1
+FIRST_RATE = 25_000  # rows per second assumed before the first measured commit (a slow disk's)
 RATE_STEP = 1.25  # the most the estimated rate rises per commit: one fast commit is not a trend
 MIN_BUDGET_ROWS = 2048  # never make batches smaller than this, however slow commits look
 UNLIMITED = sys.maxsize  # the limit of a series that `Sink.series` hands out: taken at every commit
@@ -78,6 +78,10 @@ UNLIMITED = sys.maxsize  # the limit of a series that `Sink.series` hands out: t
 STORE_RETRY_FOR = 1.0
 MAX_BACKOFF = 2.0
 REPORT_EVERY = 10.0  # seconds between two warnings while the database stays unreachable
+# How long failed writes may find the database unwritable for good (`Store.unwritable`: a file
+# system turned read-only, say) before the sink gives up and logging calls raise: an admin's quick
+# remount is ridden out, a training loop is never held for good (docs/result-table.md, Durability).
+GIVE_UP_AFTER = 5.0
 # A shared sink whose runs have all ended stops after this long idle (its thread and connection go).
 IDLE_STOP = 5.0
 
@@ -153,6 +157,8 @@ class Sink:
         self._streak = 0  # failed commits since the last success (the back-off grows with it)
         self._down_since: float | None = None  # monotonic time of the first failure of an outage
         self._reported = 0.0  # when the outage was last reported
+        self._unwritable_since: float | None = None  # first failed write that found it unwritable
+        self._gave_up: DatabaseUnwritable | None = None  # raised by every call once set
         self._stopping = False
         _all_sinks.add(self)
         self._thread = threading.Thread(target=self._run, name="tallyboard-sink", daemon=True)
@@ -180,6 +186,7 @@ class Sink:
         When the records' share of the queue is full, wait for room first; not for the records that
         end a run (`wait=False`, and results: `write_result` waits `OUTAGE_WAIT` at most, in its flush)."""
         self._check_process()
+        self._raise_if_gave_up()
         size = record_bytes(row)
         wait = wait and kind != "results"
         with self._cond:
@@ -196,7 +203,7 @@ class Sink:
         """A series reached its limit: grant it more room while the budget has some. Otherwise
         (back-pressure) wait until the writer thread has taken the queue (the end of the commit in
         flight), or, while the database is unreachable, until it is back; never raises for that,
-        never drops a row."""
+        never drops a row; raises `DatabaseUnwritable` once the sink gave up."""
         self._check_process()
         with self._cond:
             while queue is None or len(queue.rows) >= queue.limit:
@@ -226,11 +233,16 @@ class Sink:
         self._cond.notify_all()
         try:
             while self._taken == taken:
+                self._raise_if_gave_up()
                 if not self._thread.is_alive():
                     raise RuntimeError("the tallyboard writer thread has stopped")
                 self._cond.wait(1.0)
         finally:
             self._waiting -= 1
+
+    def _raise_if_gave_up(self) -> None:
+        if self._gave_up is not None:
+            raise self._gave_up
 
     def _check_process(self) -> None:
         if self.pid != os.getpid():
@@ -251,6 +263,7 @@ class Sink:
             target, failures = self._requested, self._failures
             self._cond.notify_all()
             while self._committed < target:
+                self._raise_if_gave_up()
                 if self._failures > failures and time.monotonic() >= deadline:
                     raise NotDurableError(self._outage_text())
                 if not self._thread.is_alive():
@@ -348,6 +361,8 @@ class Sink:
                 if size is not None:
                     self._committed = max(self._committed, request)
                 self._cond.notify_all()
+            if self._gave_up is not None:
+                return
             if (stopping and size is not None) or (size == 0 and self._idle_exit()):
                 if not stopping:
                     self.store.close()
@@ -393,6 +408,10 @@ class Sink:
             self._resend.pop(0)
             written += len(batch)
             self._succeeded(len(batch), time.monotonic() - start)
+            reason = self.store.unwritable(failed=False)  # a deleted file takes writes: only a look tells
+            if reason is not None:
+                self._give_up(reason)
+                return None
             if not resent:
                 return written
 
@@ -440,6 +459,14 @@ class Sink:
         ...): it stays there to be sent again unchanged; say so without a traceback every time (now,
         then every `REPORT_EVERY` seconds), and back off; a flush() wakes the writer to try again."""
         now = time.monotonic()
+        reason = self.store.unwritable(failed=True)
+        if reason is None:
+            self._unwritable_since = None
+        elif self._unwritable_since is None:
+            self._unwritable_since = now
+        elif now - self._unwritable_since >= GIVE_UP_AFTER:
+            self._give_up(f"{reason} ({error})")
+            return
         with self._cond:
             self._error = error
             self._failures += 1
@@ -452,6 +479,17 @@ class Sink:
             self._cond.notify_all()
             backoff = min(MAX_BACKOFF, self.commit_interval * 2 ** min(self._streak, 6))
             self._cond.wait(backoff)
+
+    def _give_up(self, reason: str) -> None:
+        """The database will not take writes again: stop the writer, and make every logging call,
+        flush and close raise instead of waiting for room that never comes."""
+        with self._cond:
+            self._gave_up = DatabaseUnwritable(
+                f"tallyboard cannot write to {redacted(self.store.url)} any more: {reason}. What was "
+                f"committed before stays; {self.pending():,} records logged since are lost"
+            )
+            self._cond.notify_all()
+        log.error("%s", self._gave_up)
 
     def stop(self) -> None:
         """Commit what is left and end the writer thread."""

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from tallyboard.media import open_png
+from tallyboard.run.exit_paths import await_the_signal
 from tallyboard.store import Store
 from tallyboard.store.records import ArtifactRow, ConsoleLine, MediaRow
 from tallyboard.store.run_fields import RunRow
@@ -112,6 +113,7 @@ class RunView:
         return self._run_id
 
     def _refuse(self) -> None:
+        await_the_signal()
         if not self._disabled:
             raise RuntimeError(
                 f"run {self._run_id} is read-only: it was loaded with load_run, or its results were "

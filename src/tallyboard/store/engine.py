@@ -165,6 +165,13 @@ class Engine(ABC):
         happens: split the batch and quarantine them), rather than because the database cannot be
         used now (busy, gone, disk full: keep the records and try again later)."""
 
+    def unwritable(self, failed: bool) -> str | None:
+        """Why this database cannot take writes for good, if it cannot (its file system turned
+        read-only, its file deleted or replaced), asked after each commit (`failed`: it did not go
+        through), so that the sink stops waiting for room that will never come. None where waiting
+        may help (busy, gone, disk full)."""
+        return None
+
     def gather_statistics(self) -> None:  # noqa: B027 (a no-op most engines keep)
         """Give the planner statistics of the tables the runs table's views read, where it has
         none (a table bulk-loaded, copied or migrated on a server whose autovacuum has not come by).

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import errno
 import logging
 import os
 import sqlite3
@@ -155,6 +156,8 @@ class SqliteStore(Store):
         self.access = access
         self._busy_timeout = busy_timeout
         self._in_transaction = False
+        # The file as opened for writing (absolute: the process may chdir), for `unwritable`.
+        self._watched: tuple[str, tuple[int, int]] | None = None
         found = describe_file(self.path)
         found.check(access)
         self._connect()
@@ -167,6 +170,28 @@ class SqliteStore(Store):
             self._conn.close()
             raise
 
+    def unwritable(self, failed: bool) -> str | None:
+        if self._watched is None:
+            return None
+        path, identity = self._watched
+        try:
+            stat = os.stat(path)
+        except FileNotFoundError:
+            return f"its file {path} was deleted while runs were logging to it"
+        except OSError:
+            return None
+        if (stat.st_dev, stat.st_ino) != identity:
+            return f"its file {path} was replaced by another file while runs were logging to it"
+        if failed:  # a file of our own beside it: closing a descriptor of the table drops SQLite's locks
+            probe = f"{path}.probe-{os.getpid()}"
+            try:
+                os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+                os.unlink(probe)
+            except OSError as error:
+                if error.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+                    return f"this process can no longer write beside {path} ({error.strerror})"
+        return None
+
     def _connect(self) -> None:
         """Open this process's connection. A forked child (a DataLoader worker, say) opens its own:
         SQLite connections must not cross a fork."""
@@ -175,6 +200,9 @@ class SqliteStore(Store):
             self._conn = connect_read_only(self.path, self._busy_timeout)
             return
         self._conn = open_for_writing(self.path, self._busy_timeout)
+        with contextlib.suppress(OSError):
+            stat = os.stat(self.path)
+            self._watched = os.path.abspath(self.path), (stat.st_dev, stat.st_ino)
 
     def _prepare_schema(self, unique_columns: tuple[str, ...]) -> None:
         if self.schema_version is None:  # a new table: WAL, so readers never block the writer
