@@ -485,7 +485,7 @@ class Sink:
         flush and close raise instead of waiting for room that never comes."""
         with self._cond:
             self._gave_up = DatabaseUnwritable(
-                f"tallyboard cannot write to {redacted(self.store.url)} any more: {reason}. What was "
+                f"tallyboard cannot write to {self.store.url} any more: {reason}. What was "
                 f"committed before stays; {self.pending():,} records logged since are lost"
             )
             self._cond.notify_all()
