@@ -13,6 +13,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ArtifactError",
+    "DamagedTableError",
     "DatabaseUnreachable",
     "DuplicateRunError",
     "FilterError",
@@ -46,6 +47,7 @@ _LAZY = {
         name: "tallyboard.errors"
         for name in (
             "ArtifactError",
+            "DamagedTableError",
             "DatabaseUnreachable",
             "DuplicateRunError",
             "FilterError",
@@ -61,6 +63,7 @@ _LAZY = {
 
 if TYPE_CHECKING:  # pragma: no cover; `X as X` marks a re-export for type checkers and linters
     from tallyboard.errors import ArtifactError as ArtifactError
+    from tallyboard.errors import DamagedTableError as DamagedTableError
     from tallyboard.errors import DatabaseUnreachable as DatabaseUnreachable
     from tallyboard.errors import DuplicateRunError as DuplicateRunError
     from tallyboard.errors import FilterError as FilterError

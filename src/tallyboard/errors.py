@@ -10,6 +10,7 @@ from __future__ import annotations
 
 __all__ = [
     "ArtifactError",
+    "DamagedTableError",
     "DatabaseUnreachable",
     "DuplicateRunError",
     "FilterError",
@@ -33,6 +34,12 @@ class StoreError(TallyboardError):
 class DatabaseUnreachable(StoreError):
     """The database does not answer now (a server stopped or restarting, a network gone): what
     asked may ask again later, and a reader does so on a new connection."""
+
+
+class DamagedTableError(StoreError):
+    """The SQLite file holds pages SQLite cannot read as its own (a disk error, a copy cut short,
+    two hosts writing one file over a network file system): refused at open, or named by the
+    statement that meets them, rather than written into or answered with a raw library error."""
 
 
 class ReadOnlyTableError(StoreError):
