@@ -251,3 +251,31 @@ def test_a_column_alias_the_store_cannot_hold_is_refused_and_changes_nothing(tab
     with pytest.raises(ValueError, match="alias of 'experiment' contains a NUL"):
         table.set_column_alias({"tag": "Label", "experiment": "a\x00b"})
     assert table.result_columns["tag"][1] == "Tag"
+
+
+READS = {  # a read that looks a text up -> the call, given that text
+    "get_scalar": lambda table, run, text: table.load_run(run).get_scalar(text),
+    "get_scalar_arrays": lambda table, run, text: table.load_run(run).get_scalar_arrays(text),
+    "get_histograms": lambda table, run, text: table.load_run(run).get_histograms(text),
+    "get_console": lambda table, run, text: table.get_console(run, search=text),
+    "compare": lambda table, run, text: table.compare(text),
+    "series": lambda table, run, text: table.series(run, text),
+    "iter_series": lambda table, run, text: list(table.iter_series(run, [text])),
+    "summary": lambda table, run, text: table.summary(run, text),
+    "runs_table": lambda table, run, text: table.runs_table(f"experiment == '{text}'"),
+    "query": lambda table, run, text: table.query(f"tag ~ '{text}'"),
+    "save_artifact": lambda table, run, text: table.save_artifact(run, text, "unused"),
+}
+
+
+@pytest.mark.parametrize("read", READS)
+@pytest.mark.parametrize("text", ["a\x00b", "x \udcff"], ids=["nul", "lone-surrogate"])
+def test_a_read_of_text_no_store_holds_is_a_value_error_saying_so(table, read, text):
+    """Not psycopg's DataError (PostgreSQL text holds no NUL) nor a UnicodeEncodeError from the
+    driver: a ValueError that says what is wrong with the text."""
+    writer = table.new_run("exp", auto_log_plt=False)
+    writer.add_scalar("train/loss", 1.0)
+    writer.close()
+    with pytest.raises(ValueError, match=r"NUL character|lone surrogate") as refused:
+        READS[read](table, writer.run_id, text)
+    assert not isinstance(refused.value, UnicodeError)
