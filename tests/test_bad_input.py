@@ -13,6 +13,7 @@ import pytest
 from hypothesis import strategies as st
 
 import tallyboard as tb
+from tallyboard.run.capture import MAX_CLI_DEPTH
 from tallyboard.run.exit_paths import end_runs
 from tallyboard.values import MAX_KEY_BYTES, check_text
 
@@ -175,6 +176,24 @@ def test_a_number_beyond_a_float_is_a_value_error_naming_the_tag(run, value):
     assert run.scalars == []
 
 
+def _inside_itself() -> dict:
+    """A cli holding a dict that holds itself, and a list that holds itself (not JSON, at any depth)."""
+    args: dict = {"lr": 0.1}
+    args["self"] = args
+    runs: list = [1]
+    runs.append(runs)
+    args["runs"] = runs
+    return {"args": args}
+
+
+def _nested(depth: int) -> dict:
+    """A cli of `depth` dicts, one inside the other."""
+    cli: dict = {"leaf": 1}
+    for _ in range(depth - 1):
+        cli = {"k": cli}
+    return cli
+
+
 @pytest.mark.parametrize(
     ("arguments", "error", "message"),
     [
@@ -193,12 +212,20 @@ def test_a_number_beyond_a_float_is_a_value_error_naming_the_tag(run, value):
         ({"cli": {"deep": {"x": [object()]}}}, TypeError, r"cli\['deep'\]\['x'\]\[0\]"),
         ({"cli": {(1, 2): "tuple key"}}, TypeError, "keys must be strings"),
         ({"cli": {"path": "x \udcff"}}, ValueError, r"cli\['path'\] contains a lone surrogate"),
+        ({"cli": _inside_itself()}, ValueError, r"cli\['args'\]\['self'\] is a dict or list it is inside of"),
+        ({"cli": {"runs": _inside_itself()["args"]["runs"]}}, ValueError, r"cli\['runs'\]\[1\] .*a cycle"),
+        ({"cli": _nested(MAX_CLI_DEPTH + 1)}, ValueError, f"nested more than {MAX_CLI_DEPTH} deep"),
     ],
 )
 def test_bad_new_run_arguments_are_clear_errors_and_start_nothing(table, arguments, error, message):
     with pytest.raises(error, match=message):
         table.new_run(**{"experiment_name": "exp", **arguments}, auto_log_plt=False)
     assert table.runs == []
+
+
+def test_a_cli_nested_as_deep_as_allowed_starts(table):
+    table.new_run("exp", cli=_nested(MAX_CLI_DEPTH), auto_log_plt=False).close()
+    assert len(table.runs) == 1
 
 
 class Mode(enum.Enum):
