@@ -306,3 +306,11 @@ def test_a_read_of_text_no_store_holds_is_a_value_error_saying_so(table, read, t
     with pytest.raises(ValueError, match=r"NUL character|lone surrogate") as refused:
         READS[read](table, writer.run_id, text)
     assert not isinstance(refused.value, UnicodeError)
+
+
+def test_an_image_over_the_pixel_limit_is_refused_at_the_call_and_logging_goes_on(table, run):
+    with pytest.raises(ValueError, match="over the limit of 16,777,216 pixels"):
+        run.add_image(np.broadcast_to(np.uint8(7), (8192, 8192)), tag="huge")
+    run.add_image(np.zeros((4, 4), np.uint8), tag="small")
+    run.flush()
+    assert [image["tag"] for image in table.load_run(run.run_id).get_images()] == ["small"]
