@@ -23,6 +23,7 @@ __all__ = [
     "NoCommitAction",
     "NotAResultTable",
     "NotDurableError",
+    "NotFoundError",
     "ReadOnlyTableError",
     "ResultTable",
     "ResultTableEventHandler",
@@ -53,6 +54,7 @@ _LAZY = {
             "FilterError",
             "NotAResultTable",
             "NotDurableError",
+            "NotFoundError",
             "ReadOnlyTableError",
             "ScalarValueError",
             "StoreError",
@@ -69,6 +71,7 @@ if TYPE_CHECKING:  # pragma: no cover; `X as X` marks a re-export for type check
     from tallyboard.errors import FilterError as FilterError
     from tallyboard.errors import NotAResultTable as NotAResultTable
     from tallyboard.errors import NotDurableError as NotDurableError
+    from tallyboard.errors import NotFoundError as NotFoundError
     from tallyboard.errors import ReadOnlyTableError as ReadOnlyTableError
     from tallyboard.errors import ScalarValueError as ScalarValueError
     from tallyboard.errors import StoreError as StoreError

@@ -16,6 +16,7 @@ __all__ = [
     "FilterError",
     "NotAResultTable",
     "NotDurableError",
+    "NotFoundError",
     "ReadOnlyTableError",
     "ScalarValueError",
     "StoreError",
@@ -65,6 +66,14 @@ class DuplicateRunError(TallyboardError, RuntimeError):
 class NotDurableError(TallyboardError, RuntimeError):
     """What was logged is queued in memory but the database did not take it (yet): it will be
     written when the database is back, as long as the process lives."""
+
+
+class NotFoundError(TallyboardError, KeyError):
+    """The table has no run of that id (or no metric, column of that name). A KeyError, as it was,
+    so `except KeyError` still catches it; its text is the message alone (a KeyError's is its repr)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
 
 
 class ArtifactError(TallyboardError):
