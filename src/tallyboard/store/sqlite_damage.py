@@ -7,8 +7,9 @@ read or commit meets the damage: a traceback in a script, a 500 in the dashboard
 
 Opening runs `PRAGMA quick_check` on a file of up to `WHOLE_CHECK_PAGES` pages (512 KiB at the
 default page size: every new table and many a small one), which adds at most 2-4 ms to
-`ResultTable(...)` (0.6-1 ms without it; an empty table: +0.1-0.3 ms). The check reads every page, some 25 us each (0.5 s warm,
-2.4 s cold on a 110 MB table), so a larger file is not read at open and opens as fast as before.
+`ResultTable(...)` (0.6-1 ms without it; an empty table: +0.1-0.3 ms). The check reads every
+page, some 25 us each (0.5 s warm, 2.4 s cold on a 110 MB table), so a larger file is not read at
+open and opens as fast as before.
 Damage there is named by the statement that meets it, as the same `DamagedTableError`, which says
 how to recover what is readable.
 """
