@@ -13,6 +13,7 @@ import pytest
 from hypothesis import strategies as st
 
 import tallyboard as tb
+from tallyboard.run.capture import MAX_CLI_DEPTH
 from tallyboard.run.exit_paths import end_runs
 from tallyboard.values import MAX_KEY_BYTES, check_text
 
@@ -175,6 +176,24 @@ def test_a_number_beyond_a_float_is_a_value_error_naming_the_tag(run, value):
     assert run.scalars == []
 
 
+def _inside_itself() -> dict:
+    """A cli holding a dict that holds itself, and a list that holds itself (not JSON, at any depth)."""
+    args: dict = {"lr": 0.1}
+    args["self"] = args
+    runs: list = [1]
+    runs.append(runs)
+    args["runs"] = runs
+    return {"args": args}
+
+
+def _nested(depth: int) -> dict:
+    """A cli of `depth` dicts, one inside the other."""
+    cli: dict = {"leaf": 1}
+    for _ in range(depth - 1):
+        cli = {"k": cli}
+    return cli
+
+
 @pytest.mark.parametrize(
     ("arguments", "error", "message"),
     [
@@ -193,12 +212,20 @@ def test_a_number_beyond_a_float_is_a_value_error_naming_the_tag(run, value):
         ({"cli": {"deep": {"x": [object()]}}}, TypeError, r"cli\['deep'\]\['x'\]\[0\]"),
         ({"cli": {(1, 2): "tuple key"}}, TypeError, "keys must be strings"),
         ({"cli": {"path": "x \udcff"}}, ValueError, r"cli\['path'\] contains a lone surrogate"),
+        ({"cli": _inside_itself()}, ValueError, r"cli\['args'\]\['self'\] is a dict or list it is inside of"),
+        ({"cli": {"runs": _inside_itself()["args"]["runs"]}}, ValueError, r"cli\['runs'\]\[1\] .*a cycle"),
+        ({"cli": _nested(MAX_CLI_DEPTH + 1)}, ValueError, f"nested more than {MAX_CLI_DEPTH} deep"),
     ],
 )
 def test_bad_new_run_arguments_are_clear_errors_and_start_nothing(table, arguments, error, message):
     with pytest.raises(error, match=message):
         table.new_run(**{"experiment_name": "exp", **arguments}, auto_log_plt=False)
     assert table.runs == []
+
+
+def test_a_cli_nested_as_deep_as_allowed_starts(table):
+    table.new_run("exp", cli=_nested(MAX_CLI_DEPTH), auto_log_plt=False).close()
+    assert len(table.runs) == 1
 
 
 class Mode(enum.Enum):
@@ -251,3 +278,39 @@ def test_a_column_alias_the_store_cannot_hold_is_refused_and_changes_nothing(tab
     with pytest.raises(ValueError, match="alias of 'experiment' contains a NUL"):
         table.set_column_alias({"tag": "Label", "experiment": "a\x00b"})
     assert table.result_columns["tag"][1] == "Tag"
+
+
+READS = {  # a read that looks a text up -> the call, given that text
+    "get_scalar": lambda table, run, text: table.load_run(run).get_scalar(text),
+    "get_scalar_arrays": lambda table, run, text: table.load_run(run).get_scalar_arrays(text),
+    "get_histograms": lambda table, run, text: table.load_run(run).get_histograms(text),
+    "get_console": lambda table, run, text: table.get_console(run, search=text),
+    "compare": lambda table, run, text: table.compare(text),
+    "series": lambda table, run, text: table.series(run, text),
+    "iter_series": lambda table, run, text: list(table.iter_series(run, [text])),
+    "summary": lambda table, run, text: table.summary(run, text),
+    "runs_table": lambda table, run, text: table.runs_table(f"experiment == '{text}'"),
+    "query": lambda table, run, text: table.query(f"tag ~ '{text}'"),
+    "save_artifact": lambda table, run, text: table.save_artifact(run, text, "unused"),
+}
+
+
+@pytest.mark.parametrize("read", READS)
+@pytest.mark.parametrize("text", ["a\x00b", "x \udcff"], ids=["nul", "lone-surrogate"])
+def test_a_read_of_text_no_store_holds_is_a_value_error_saying_so(table, read, text):
+    """Not psycopg's DataError (PostgreSQL text holds no NUL) nor a UnicodeEncodeError from the
+    driver: a ValueError that says what is wrong with the text."""
+    writer = table.new_run("exp", auto_log_plt=False)
+    writer.add_scalar("train/loss", 1.0)
+    writer.close()
+    with pytest.raises(ValueError, match=r"NUL character|lone surrogate") as refused:
+        READS[read](table, writer.run_id, text)
+    assert not isinstance(refused.value, UnicodeError)
+
+
+def test_an_image_over_the_pixel_limit_is_refused_at_the_call_and_logging_goes_on(table, run):
+    with pytest.raises(ValueError, match="over the limit of 16,777,216 pixels"):
+        run.add_image(np.broadcast_to(np.uint8(7), (8192, 8192)), tag="huge")
+    run.add_image(np.zeros((4, 4), np.uint8), tag="small")
+    run.flush()
+    assert [image["tag"] for image in table.load_run(run.run_id).get_images()] == ["small"]

@@ -323,3 +323,42 @@ def test_show_hook_installed_before_pyplot_is_imported():
     )
     assert output.returncode == 0, output.stderr
     assert output.stdout.strip() == "ok"
+
+
+OVER_LIMIT = {  # each input type, one pixel column over 4096 x 4096
+    "array": lambda: np.broadcast_to(np.uint8(0), (4096, 4097)),  # a view: no 16 MB allocated
+    "tensor": lambda: torch.zeros(1, 4096, 4097, dtype=torch.uint8),
+    "pil": lambda: Image.new("1", (4097, 4096)),
+    "png bytes": lambda: _png_bytes(Image.new("1", (4097, 4096))),
+    "figure": lambda: plt.figure(figsize=(40.97, 40.96), dpi=100),
+}
+
+
+def _png_bytes(image: Image.Image) -> bytes:
+    buffer = io.BytesIO()
+    image.save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("kind", OVER_LIMIT)
+def test_an_image_over_the_pixel_limit_is_refused_before_any_encoding(kind):
+    """A 100 MB image spent 43 s PNG-encoding in the training thread: beyond MAX_IMAGE_PIXELS it
+    is a ValueError naming its size, at once."""
+    with pytest.raises(ValueError, match=r"4097 x 4096 pixels is over the limit of 16,777,216 pixels"):
+        to_png(OVER_LIMIT[kind]())
+
+
+def test_an_image_at_the_limit_is_logged_and_importers_keep_any_size():
+    assert to_png(Image.new("1", (4096, 4096)))[1:] == (4096, 4096)
+    assert to_png(_png_bytes(Image.new("1", (4097, 4096))), max_pixels=None)[1:] == (4097, 4096)
+
+
+def _zlib_level(png: bytes) -> int:
+    """FLEVEL of the first IDAT's zlib header: 0 fastest (level 1), 2 default (level 6)."""
+    idat = png.index(b"IDAT") + 4
+    return png[idat + 1] >> 6
+
+
+def test_large_images_are_compressed_fast_small_ones_well():
+    assert _zlib_level(to_png(np.zeros((1024, 1024), np.uint8))[0]) == 0
+    assert _zlib_level(to_png(np.zeros((1023, 1024), np.uint8))[0]) == 2

@@ -13,6 +13,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ArtifactError",
+    "DamagedTableError",
     "DatabaseUnreachable",
     "DatabaseUnwritable",
     "DuplicateRunError",
@@ -23,6 +24,7 @@ __all__ = [
     "NoCommitAction",
     "NotAResultTable",
     "NotDurableError",
+    "NotFoundError",
     "OutsideSourceError",
     "ReadOnlyTableError",
     "ResultTable",
@@ -48,12 +50,14 @@ _LAZY = {
         name: "tallyboard.errors"
         for name in (
             "ArtifactError",
+            "DamagedTableError",
             "DatabaseUnreachable",
             "DatabaseUnwritable",
             "DuplicateRunError",
             "FilterError",
             "NotAResultTable",
             "NotDurableError",
+            "NotFoundError",
             "OutsideSourceError",
             "ReadOnlyTableError",
             "ScalarValueError",
@@ -65,12 +69,14 @@ _LAZY = {
 
 if TYPE_CHECKING:  # pragma: no cover; `X as X` marks a re-export for type checkers and linters
     from tallyboard.errors import ArtifactError as ArtifactError
+    from tallyboard.errors import DamagedTableError as DamagedTableError
     from tallyboard.errors import DatabaseUnreachable as DatabaseUnreachable
     from tallyboard.errors import DatabaseUnwritable as DatabaseUnwritable
     from tallyboard.errors import DuplicateRunError as DuplicateRunError
     from tallyboard.errors import FilterError as FilterError
     from tallyboard.errors import NotAResultTable as NotAResultTable
     from tallyboard.errors import NotDurableError as NotDurableError
+    from tallyboard.errors import NotFoundError as NotFoundError
     from tallyboard.errors import OutsideSourceError as OutsideSourceError
     from tallyboard.errors import ReadOnlyTableError as ReadOnlyTableError
     from tallyboard.errors import ScalarValueError as ScalarValueError

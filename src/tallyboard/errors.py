@@ -10,12 +10,14 @@ from __future__ import annotations
 
 __all__ = [
     "ArtifactError",
+    "DamagedTableError",
     "DatabaseUnreachable",
     "DatabaseUnwritable",
     "DuplicateRunError",
     "FilterError",
     "NotAResultTable",
     "NotDurableError",
+    "NotFoundError",
     "OutsideSourceError",
     "ReadOnlyTableError",
     "ScalarValueError",
@@ -44,6 +46,12 @@ class DatabaseUnwritable(StoreError, RuntimeError):
     before stays; what was queued since is lost, and the message says how much."""
 
 
+class DamagedTableError(StoreError):
+    """The SQLite file holds pages SQLite cannot read as its own (a disk error, a copy cut short,
+    two hosts writing one file over a network file system): refused at open, or named by the
+    statement that meets them, rather than written into or answered with a raw library error."""
+
+
 class ReadOnlyTableError(StoreError):
     """A write through a table opened only to read (`ResultTable(..., read_only=True)`, the reading
     commands): refused before anything reaches the database, so reads never write."""
@@ -67,6 +75,14 @@ class DuplicateRunError(TallyboardError, RuntimeError):
 class NotDurableError(TallyboardError, RuntimeError):
     """What was logged is queued in memory but the database did not take it (yet): it will be
     written when the database is back, as long as the process lives."""
+
+
+class NotFoundError(TallyboardError, KeyError):
+    """The table has no run of that id (or no metric, column of that name). A KeyError, as it was,
+    so `except KeyError` still catches it; its text is the message alone (a KeyError's is its repr)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
 
 
 class ArtifactError(TallyboardError):

@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
 from tallyboard.errors import FilterError
+from tallyboard.values import check_text
 
 Row = Callable[[str], Any]  # column name -> cell value (None when empty)
 Predicate = Callable[[Row], Any]
@@ -298,6 +299,10 @@ def parse_tree(text: str, resolve: Callable[[str], str]) -> Node:
     """Parse filter text into its expression (see `Node`); raises FilterError on bad text."""
     if len(text) > MAX_LENGTH:
         raise FilterError(f"filters are limited to {MAX_LENGTH} characters")
+    try:  # a value no store holds matches nothing, and a database driver would raise on it
+        check_text("the filter", text)
+    except (TypeError, ValueError) as error:
+        raise FilterError(str(error)) from None
     return _Parser(text, resolve).parse()
 
 

@@ -29,6 +29,7 @@ from tallyboard.store.series import (
     series_keys,
     summaries,
 )
+from tallyboard.values import to_int
 
 Backend = Literal["pandas", "polars", "records"]
 BACKENDS = ("pandas", "polars", "records")
@@ -152,7 +153,7 @@ def _keys(
     tags: str | Iterable[str] | None,
     reps: int | Iterable[int] | None,
 ) -> list[SeriesKey]:
-    ids = [run_ids] if isinstance(run_ids, int) else list(run_ids)
+    ids = [to_int("a run id", run_id) for run_id in ([run_ids] if isinstance(run_ids, int) else run_ids)]
     wanted_tags = [tags] if isinstance(tags, str) else (None if tags is None else list(tags))
     wanted_reps = [reps] if isinstance(reps, int) else (None if reps is None else list(reps))
     return series_keys(store, ids, wanted_tags, wanted_reps)

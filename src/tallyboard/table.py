@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Literal, NamedTuple, cast
 
 from tallyboard import query as query_api
-from tallyboard.errors import ReadOnlyTableError, StoreError
+from tallyboard.errors import NotFoundError, ReadOnlyTableError, StoreError
 from tallyboard.exchange.target import require_existing
 from tallyboard.media import open_png
 from tallyboard.run import capture, left_out
@@ -327,7 +327,7 @@ class ResultTable:
     def _require(self, run_id: int) -> RunRow:
         row = self._store.run(run_id)
         if row is None:
-            raise KeyError(f"no run with id {run_id}")
+            raise NotFoundError(f"no run with id {run_id}")
         return row
 
     def get_results(self, run_id: int | None = None, show_hidden: bool = False) -> TableTuple:
@@ -410,7 +410,7 @@ class ResultTable:
         chosen = run_ids if run_ids is not None else [row.run_id for row in self._store.runs()]
         missing = [run_id for run_id in chosen if run_id not in known]
         if missing:
-            raise KeyError(f"no run with id {missing[0]}")
+            raise NotFoundError(f"no run with id {missing[0]}")
         hparams = self._store.values("hparams")
         runs = {run_id: hparams.get(run_id, {}) for run_id in chosen}
 
@@ -424,7 +424,7 @@ class ResultTable:
         how = comparison.Summary(summary, k, goal)
         samples = comparison.run_samples(metric, runs, self._store.values("results"), points, how)
         if not samples:
-            raise KeyError(f"none of these runs logged a scalar or result named {metric!r}")
+            raise NotFoundError(f"none of these runs logged a scalar or result named {metric!r}")
         return comparison.compare(samples, names, metric, unit)
 
     def get_config(self, run_id: int) -> str:
@@ -657,6 +657,7 @@ class ResultTable:
 
     def list_artifacts(self, run_id: int) -> list[ArtifactRow]:
         """`tallyboard artifacts list`: the files kept with run `run_id` (`run.log_artifact`)."""
+        self._require(run_id)
         return self._store.artifacts(run_id)
 
     def save_artifact(self, run_id: int, name: str, to: str | os.PathLike[str]) -> ArtifactRow:
@@ -665,6 +666,7 @@ class ResultTable:
         when it has no such one."""
         from tallyboard.store import artifacts as files
 
+        self._require(run_id)
         row = files.find(self._store, run_id, name)
         files.save_to(files.open_blobs(files.require_location(self.artifacts)), row.sha256, Path(to))
         return row

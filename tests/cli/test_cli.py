@@ -164,3 +164,28 @@ def test_copy_copies_every_run(sample_db: str, db_url: str) -> None:
     finally:
         source.close()
         copied.close()
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        ["compare", "{db}", "--metric", "acc", "--runs", "1", "999"],
+        ["export", "{db}", "--out", "{out}", "--runs", "999"],
+        ["artifacts", "list", "999", "--table", "{db}"],
+        ["artifacts", "get", "999", "model.pt", "--table", "{db}"],
+    ],
+    ids=["compare", "export", "artifacts-list", "artifacts-get"],
+)
+def test_a_run_id_not_in_the_table_is_one_plain_line_and_exit_1(sample_db: str, tmp_path: Path, arguments):
+    """`compare` said `error: KeyError: 'no run with id 8'`: the message alone, as every command
+    that takes run ids says it, and never an empty success (`artifacts list` printed "no artefacts")."""
+    filled = [part.format(db=sample_db, out=tmp_path / "out") for part in arguments]
+    result = run_cli(*filled, check=False)
+    assert_one_line_error(result, f"tallyboard {filled[0]}: error: no run with id 999")
+    assert result.returncode == 1 and "Error" not in result.stderr and "'no run" not in result.stderr
+
+
+def test_a_metric_no_run_logged_is_one_plain_line(sample_db: str):
+    result = run_cli("compare", sample_db, "--metric", "no/such", check=False)
+    assert_one_line_error(result, "error: none of these runs logged a scalar or result named 'no/such'")
+    assert "KeyError" not in result.stderr

@@ -70,3 +70,30 @@ def test_long_lists_and_huge_numbers_are_filtered_by_the_database(engine_client)
     assert ids("run_id < " + "9" * 90) == ids("run_id > -" + "9" * 90) == [-1, 1, 2, 3]  # debug run too
     assert ids("lr < " + "9" * 400) == [1, 3]  # past a float's range: inf
     assert ids("run_id == " + "9" * 30) == []
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "/api/runs?filter=experiment == 'a%00b'", "/api/runs/count?filter=tag ~ '%00'",
+        "/api/series?runs=1&metric=a%00b", "/api/live?runs=1&metric=%00", "/api/runs/1/scalars.csv?tag=%00",
+        "/api/runs/1/scalar-events?tag=%00", "/api/runs/1/histograms?tag=%00",
+        "/api/runs/1/console?search=%00",
+        "/api/runs/1/artifacts/a%00b", "/api/compare?runs=1&metric=%00", "/api/compare?metric=loss&by=%00",
+        "/api/summaries?runs=1&metric=%00",
+    ],
+)  # fmt: skip
+def test_a_nul_character_in_a_request_is_a_400_on_every_engine(engine_client, url):
+    """psycopg refuses to send a NUL in text (PostgreSQL cannot hold one): a 400 saying so, not a 500."""
+    response = engine_client.get(url)
+    assert response.status_code == 400, response.text
+    assert "NUL character" in response.json()["error"]
+
+
+def test_an_edit_with_a_nul_character_is_a_400_and_changes_nothing(engine_client):
+    before = engine_client.get("/api/runs/1").json()["note"]
+    response = engine_client.post(
+        "/api/runs/1", json={"note": "a\x00b"}, headers={"X-CSRF-Token": engine_client.csrf}
+    )
+    assert response.status_code == 400 and "NUL character" in response.json()["error"]
+    assert engine_client.get("/api/runs/1").json()["note"] == before

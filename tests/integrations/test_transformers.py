@@ -110,6 +110,7 @@ def test_a_tiny_trainer_run_is_logged(table, results_of, tmp_path):
     assert hparams["per_device_train_batch_size"] == 4
     assert hparams["seed"] == 7
     assert "adam_beta1" not in hparams  # left at its default: not a column
+    assert sorted(hparams) == SET_BY_THE_TEST
 
     # The whole arguments and the model config are the run's config.
     config = json.loads(table.get_config(run_id))
@@ -214,6 +215,26 @@ def test_split_tags():
     assert split_tag("test_f1") == "test/f1"
     assert split_tag("predict_loss") == "predict/loss"
     assert split_tag("evaluation") == "train/evaluation"
+
+
+# What `training_arguments` sets, but report_to=[], which is what the default 'none' becomes.
+SET_BY_THE_TEST = sorted(
+    ["output_dir", "num_train_epochs", "per_device_train_batch_size", "learning_rate", "logging_steps",
+     "eval_strategy", "save_strategy", "use_cpu", "disable_tqdm", "seed"]
+)  # fmt: skip
+
+
+def test_only_the_arguments_the_user_set_are_hparams(tmp_path):
+    """Not the ones __post_init__ fills in (accelerator_config, debug, disable_tqdm, report_to, ...),
+    nor those it derives from what was set (use_cpu turns dataloader_pin_memory off,
+    load_best_model_at_end sets metric_for_best_model), nor the batch-size properties."""
+    assert sorted(training_hparams(training_arguments(tmp_path))) == SET_BY_THE_TEST
+    assert training_hparams(TrainingArguments(report_to="none")) == {}
+    best = TrainingArguments(
+        output_dir=str(tmp_path), load_best_model_at_end=True, eval_strategy="steps", use_cpu=True
+    )
+    expected = ["eval_strategy", "load_best_model_at_end", "output_dir", "use_cpu"]
+    assert sorted(training_hparams(best)) == expected
 
 
 def test_training_hparams_are_the_changed_arguments(tmp_path):

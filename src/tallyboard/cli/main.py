@@ -461,9 +461,8 @@ def _one_line(error: Exception) -> str:
 
         return install_hint(error.name or "a module")
     message = " ".join(str(error).split()) or type(error).__name__
-    from tallyboard.errors import ArtifactError
-    from tallyboard.store import StoreError
+    from tallyboard.errors import TallyboardError
 
-    if isinstance(error, (FileNotFoundError, ValueError, StoreError, ArtifactError)):  # written for the user
+    if isinstance(error, (FileNotFoundError, ValueError, TallyboardError)):  # written for the user
         return message
     return f"{type(error).__name__}: {message}"

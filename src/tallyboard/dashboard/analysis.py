@@ -51,7 +51,7 @@ def _samples(request: Request) -> tuple[str, list[comparison.RunSample]]:
 
 def compare(request: Request) -> Response:
     """Groups (by the hparams named in `by`, repeatable) compared on a metric summary."""
-    by = request.query_params.getlist("by")[:8]
+    by = [params.storable("by", name) for name in request.query_params.getlist("by")[:8]]
     if any(len(name) > MAX_NAME for name in by):
         raise BadRequest(f"by is limited to {MAX_NAME} characters")
     unit = _choice(request, "unit", comparison.UNITS)

@@ -396,7 +396,7 @@ def media(request: Request) -> Response:
 def histograms(request: Request) -> Response:
     """A run's histogram tags and the histograms of one (`?tag=`, default the first)."""
     run_id = params.path_id(request, "run_id")
-    tag = request.query_params.get("tag") or None
+    tag = params.text(request, "tag", "", MAX_NAME) or None
     return Json(_dash(request).queries.histograms(run_id, tag))
 
 
@@ -420,7 +420,7 @@ def artifact_file(request: Request) -> Response:
     from tallyboard.store import artifacts as store
 
     dash = _dash(request)
-    run_id, name = params.path_id(request, "run_id"), request.path_params["name"]
+    run_id, name = params.path_id(request, "run_id"), params.storable("name", request.path_params["name"])
     found = dash.queries.artifacts(run_id, name)
     if not found:
         return Json({"error": f"run {run_id} has no artefact {name!r}"}, status_code=404)

@@ -27,6 +27,7 @@ from tallyboard.dashboard.openapi import openapi_schema
 from tallyboard.dashboard.params import MAX_ID, BadRequest, Json
 from tallyboard.dashboard.runs_table import RunsTable
 from tallyboard.dashboard.security import FRAGMENT_CSP, BodyTooLarge, SecurityMiddleware, usable_token
+from tallyboard.errors import DamagedTableError
 from tallyboard.store import DatabaseUnreachable, open_for_dashboard
 from tallyboard.store.artifacts import location_for
 from tallyboard.store.location import Location, LocationLike
@@ -164,6 +165,7 @@ def create_app(
             HTTPException: _http_error,
             BodyTooLarge: _too_large,
             DatabaseUnreachable: _unreachable,
+            DamagedTableError: _damaged,
         },
     )
     location = location_for(table, artifacts)  # where the files of `log_artifact` are
@@ -213,6 +215,12 @@ async def _unreachable(request: Request, error: Exception) -> Response:
     """The database is down or restarting: a 503 that says so, not a 500; the next request
     connects anew, so the page works again as soon as the database does."""
     return Json({"error": str(error)}, status_code=503, headers={"Retry-After": "5"})
+
+
+async def _damaged(request: Request, error: Exception) -> Response:
+    """A read met a damaged page of the file (store/sqlite_damage.py): a 503 that says so and how to
+    recover, not a 500; asking again will not help, so no Retry-After."""
+    return Json({"error": str(error)}, status_code=503)
 
 
 async def _http_error(request: Request, error: Exception) -> Response:

@@ -7,12 +7,14 @@ and fuzzers alike; one place decides what is accepted, so no endpoint can turn j
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from tallyboard.json_numbers import dumps
+from tallyboard.values import check_text
 
 MAX_ID = 2**62
 
@@ -63,7 +65,16 @@ def text(request: Request, name: str, default: str = "", longest: int = 2000) ->
     raw = request.query_params.get(name, default)
     if len(raw) > longest:
         raise BadRequest(f"{name} is limited to {longest} characters")
-    return raw
+    return storable(name, raw)
+
+
+def storable(name: str, raw: str) -> str:
+    """`raw` when a store can hold it: what a read looks for is sent to the database, whose driver
+    raises on a NUL character (psycopg) or a lone surrogate (both) instead of finding nothing."""
+    try:
+        return check_text(name, raw)
+    except ValueError as error:
+        raise BadRequest(str(error)) from None
 
 
 def path_id(request: Request, name: str) -> int:
@@ -88,7 +99,26 @@ async def json_object(request: Request) -> dict[str, Any]:
         json.dumps(body, ensure_ascii=False).encode("utf-8")
     except UnicodeEncodeError:
         raise BadRequest("the body holds text that is not valid Unicode (a lone surrogate)") from None
+    try:
+        nul = any("\x00" in text for text in _texts(body))  # \u0000: PostgreSQL text cannot hold it
+    except RecursionError:
+        raise BadRequest("the body is nested too deeply") from None
+    if nul:
+        raise BadRequest("the body holds a NUL character (\\u0000), which no store holds")
     return body
+
+
+def _texts(value: Any) -> Iterator[str]:
+    """Every string of a parsed JSON value, keys included."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield key
+            yield from _texts(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _texts(item)
 
 
 class Json(JSONResponse):

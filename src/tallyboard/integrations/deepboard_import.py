@@ -120,7 +120,7 @@ def _read_artefacts(source: DeepBoardFile, bundles: dict[int, RunBundle]) -> Non
 
     for run_id, step, epoch, rep, kind, tag, image in source.images():
         if run_id in bundles:
-            png, _, _ = to_png(image)
+            png, _, _ = to_png(image, max_pixels=None)  # an import keeps what it reads
             bundles[run_id].media.append(
                 (tag or "", rep, step, epoch, 0.0, IMAGE_KINDS.get(kind, "image"), png)
             )

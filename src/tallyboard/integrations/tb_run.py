@@ -300,7 +300,7 @@ class RunImport:
 
         for encoded in pngs:
             try:
-                png, width, height = to_png(encoded)
+                png, width, height = to_png(encoded, max_pixels=None)  # an import keeps what it reads
             except ValueError:
                 self.tally.skipped["images that do not decode"] += 1
                 continue

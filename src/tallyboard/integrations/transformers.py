@@ -5,7 +5,7 @@
 or, after ``tallyboard.integrations.transformers.register()``, ``TrainingArguments(report_to="tallyboard")``.
 
 The whole ``TrainingArguments`` and the model's config are stored as the run's config (JSON); the
-arguments changed from their defaults (``training_hparams``) become hparam columns. Every log
+arguments the user set (``training_hparams``) become hparam columns. Every log
 becomes scalars at the global step, renamed to tallyboard's ``split/name`` tags the way other
 trackers do (``loss`` -> ``train/loss``, ``eval_loss`` -> ``eval/loss``, ``test_acc`` ->
 ``test/acc``; the fractional ``epoch`` is ``train/epoch``); every checkpoint saved becomes a text
@@ -21,6 +21,7 @@ import io
 import json
 import math
 import os
+from collections.abc import Callable
 from numbers import Real
 from typing import TYPE_CHECKING, Any, cast
 
@@ -56,21 +57,68 @@ def split_tag(key: str) -> str:
 
 
 def training_hparams(args: TrainingArguments) -> dict[str, Any]:
-    """The ``TrainingArguments`` changed from their defaults: the hparam columns of the run.
+    """The ``TrainingArguments`` the user set: the hparam columns of the run.
 
-    All ~120 of them would bury the few that differ between runs under columns that never do;
-    the whole set is the run's config.
+    All ~120 of them would bury the few that differ between runs under columns that never do; the
+    whole set is the run's config. An argument counts as set when it is a field (the batch sizes
+    are properties) whose value is neither its declared default nor what ``__post_init__`` puts
+    there when it was left alone: an unset default (None, '', 'none') filled with False, an empty
+    list or a default object (``disable_tqdm``, ``debug``, ``report_to``, ``accelerator_config``),
+    or a value derived from the other arguments (`_FILLED_IN`). So an argument set explicitly to
+    such a value (``disable_tqdm=False``) is not a column either: it changes nothing.
+    Building a ``TrainingArguments`` to compare with is no way to find them: every build sets up
+    the devices, which resets accelerate's state under the running ``Trainer``.
     """
-    defaults = {
-        field.name: field.default
-        for field in dataclasses.fields(args)
-        if field.default is not dataclasses.MISSING
-    }
+    sanitized = args.to_sanitized_dict()
     return {
-        name: value
-        for name, value in args.to_sanitized_dict().items()
-        if name not in defaults or getattr(args, name, None) != defaults[name]
+        field.name: sanitized[field.name]
+        for field in dataclasses.fields(args)
+        if field.init and field.name in sanitized and not _left_alone(args, field)
     }
+
+
+# What __post_init__ derives from the other arguments where an argument was left at its default
+# (transformers 4.4x-5.x): each predicate says the value is that derived one.
+_FILLED_IN: dict[str, Callable[[Any], bool]] = {
+    "output_dir": lambda args: args.output_dir == "trainer_output",
+    "gradient_checkpointing": lambda args: args.gradient_checkpointing == args.activation_checkpointing,
+    "gradient_checkpointing_kwargs": lambda args: (
+        args.gradient_checkpointing_kwargs == args.activation_checkpointing_kwargs
+    ),
+    "include_num_input_tokens_seen": lambda args: args.include_num_input_tokens_seen == "no",
+    "do_eval": lambda args: args.eval_strategy != "no",
+    "eval_steps": lambda args: args.eval_steps == args.logging_steps,
+    "metric_for_best_model": lambda args: args.metric_for_best_model == "loss",
+    "greater_is_better": lambda args: args.greater_is_better != args.metric_for_best_model.endswith("loss"),
+    "dataloader_pin_memory": lambda args: args.use_cpu,
+    "torch_compile": lambda args: bool(args.torch_compile_backend or args.torch_compile_mode),
+}
+
+
+def _left_alone(args: TrainingArguments, field: dataclasses.Field[Any]) -> bool:
+    value = getattr(args, field.name)
+    default = field.default if field.default_factory is dataclasses.MISSING else field.default_factory()
+    if value == default:
+        return True
+    if default in (None, "", "none") and _empty(value):
+        return True
+    filled = _FILLED_IN.get(field.name)
+    try:
+        return filled is not None and bool(filled(args))
+    except (AttributeError, TypeError):  # an argument this version of transformers does not have
+        return False
+
+
+def _empty(value: Any) -> bool:
+    """None, False, an empty text or container, or a config object with every default."""
+    if value is None or value is False or (isinstance(value, (str, list, tuple, dict)) and not value):
+        return True
+    if not dataclasses.is_dataclass(value) or isinstance(value, type):
+        return False
+    try:
+        return bool(value == type(value)())
+    except TypeError:  # fields without defaults: not a default object
+        return False
 
 
 def run_config(args: TrainingArguments, model: Any) -> str:

@@ -382,6 +382,9 @@ def command_line() -> str:
     return _decode(os.fsencode(shlex.join(argv)))
 
 
+MAX_CLI_DEPTH = 100  # dicts and lists inside one another in a `cli` (vars(args) is 1; a config tree ~10)
+
+
 def cli_json(cli: dict[str, Any]) -> str:
     """The CLI dict as the JSON text stored with the run (and compared for uniqueness).
 
@@ -395,8 +398,16 @@ def cli_json(cli: dict[str, Any]) -> str:
     return json.dumps(_plain(cli, "cli"))
 
 
-def _plain(value: Any, where: str) -> Any:
-    """`value` as JSON types (see `cli_json`); `where` names it in errors, e.g. cli['model']."""
+def _plain(value: Any, where: str, within: tuple[int, ...] = ()) -> Any:
+    """`value` as JSON types (see `cli_json`); `where` names it in errors, e.g. cli['model'];
+    `within`, the ids of the dicts and lists it is inside: a cycle or a nesting deeper than
+    `MAX_CLI_DEPTH` is a ValueError before the run starts, not a RecursionError."""
+    if isinstance(value, (dict, list, tuple)):
+        if id(value) in within:
+            raise ValueError(f"{where} is a dict or list it is inside of (a cycle), which JSON cannot hold")
+        if len(within) >= MAX_CLI_DEPTH:
+            raise ValueError(f"cli holds dicts or lists nested more than {MAX_CLI_DEPTH} deep")
+        within = (*within, id(value))
     if value is None or isinstance(value, (bool, int, float)):
         if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 3321:
             raise ValueError(f"{where}: an integer of more than 1000 digits cannot be stored")
@@ -409,10 +420,10 @@ def _plain(value: Any, where: str) -> Any:
             if not isinstance(key, (str, int, float, bool)) and key is not None:
                 raise TypeError(f"{where}: keys must be strings, got {type(key).__name__} {key!r}")
             name = key if isinstance(key, str) else json.dumps(key)
-            out[check_text(f"a key of {where}", name)] = _plain(item, f"{where}[{name!r}]")
+            out[check_text(f"a key of {where}", name)] = _plain(item, f"{where}[{name!r}]", within)
         return out
     if isinstance(value, (list, tuple)):
-        return [_plain(item, f"{where}[{index}]") for index, item in enumerate(value)]
+        return [_plain(item, f"{where}[{index}]", within) for index, item in enumerate(value)]
     text = str(value)
     if _ADDRESS.search(text):
         raise TypeError(

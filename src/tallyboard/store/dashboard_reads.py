@@ -144,6 +144,7 @@ class DashboardQueries:
             except Exception as error:
                 if not self.store.reader_lost(conn):
                     self._give_back(conn)
+                    self.store.raise_if_damage(error)
                     raise
                 self._drop_idle()
                 with suppress(Exception):

@@ -144,6 +144,10 @@ class Engine(ABC):
     def first_rows(self, conn: Any, sql: str, param_rows: Sequence[Sequence[Any]]) -> list[tuple[Any, ...]]:
         """The first row of `sql` for each parameter row, on the reader connection `conn`."""
 
+    def raise_if_damage(self, error: BaseException) -> None:  # noqa: B027 (a no-op most engines keep)
+        """Raise `DamagedTableError` from `error` when the engine failed because its file is damaged
+        (store/sqlite_damage.py); a server's engine leaves its storage to the server."""
+
     def reader_lost(self, conn: Any) -> bool:
         """Whether the reader connection `conn` is dead after an error (its server restarted or went
         away): the pool must drop it rather than lend it again. A file's connection never is."""

@@ -20,6 +20,7 @@ from tallyboard.store.records import (
     Quarantined,
     TextRow,
 )
+from tallyboard.values import check_text
 
 if TYPE_CHECKING:
     from tallyboard.histogram import HistogramRecord
@@ -32,6 +33,7 @@ def console_query(
     sql = "SELECT console_id, rep, walltime_ms, stream, line FROM console WHERE run_id = ? AND console_id > ?"
     params: list[Any] = [run_id, after]
     if search:
+        check_text("the console search", search)
         sql += " AND LOWER(line) LIKE ? ESCAPE '!'"
         params.append("%" + re.sub(r"([!%_])", r"!\1", search.lower()) + "%")
     sql += " ORDER BY console_id"
@@ -44,7 +46,7 @@ def artifacts_query(run_id: int, name: str | None) -> tuple[str, list[Any]]:
     """The SELECT of a run's artefacts (or the one called `name`), by name, and its parameters."""
     sql, params = f"SELECT {ARTIFACT_COLUMNS} FROM artifacts WHERE run_id = ?", list[Any]([run_id])
     if name is not None:
-        sql, params = sql + " AND name = ?", [run_id, name]
+        sql, params = sql + " AND name = ?", [run_id, check_text("the artefact name", name)]
     return sql + " ORDER BY name", params
 
 
@@ -144,7 +146,7 @@ class LoggedReads(Engine):
             f"SELECT {selected} FROM scalars WHERE run_id = ?"
             " AND tag_id = (SELECT tag_id FROM tags WHERE name = ?)"
         )
-        params: tuple[Any, ...] = (run_id, tag)
+        params: tuple[Any, ...] = (run_id, check_text("the scalar tag", tag))
         if rep is not None:
             sql, params = sql + " AND rep = ?", (*params, rep)
         with self._lock:
@@ -180,6 +182,8 @@ class LoggedReads(Engine):
         self, run_id: int, tag: str | None = None, repetition: int | None = None
     ) -> list[HistogramRecord]:
         """A run's histograms (one tag, one repetition, or all), ordered by tag, repetition, step."""
+        if tag is not None:
+            check_text("the histogram tag", tag)
         with self._lock:
             return histogram_rows.read(self, run_id, tag, repetition)
 

@@ -12,7 +12,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from tallyboard.errors import DuplicateRunError
+from tallyboard.errors import DuplicateRunError, NotFoundError
 from tallyboard.store.engine import Engine
 from tallyboard.store.records import DEBUG_RUN_ID, Column, ResumePoint
 from tallyboard.store.run_fields import EDITABLE_RUN_FIELDS, RUN_FIELDS, RunRow, empty_text_as_null
@@ -103,7 +103,7 @@ class RunRows(Engine):
             self._lock_runs()
             row = self.execute("SELECT unique_key, hidden FROM runs WHERE run_id = ?", (run_id,))
             if not row:
-                raise KeyError(f"no run with id {run_id}")
+                raise NotFoundError(f"no run with id {run_id}")
             if not row[0][1]:
                 self._refuse_duplicate(row[0][0], run_id)
             self._update_run(run_id, {"status": "running", "end_time": None})
@@ -264,7 +264,7 @@ class RunRows(Engine):
             known = {row[0] for row in self.execute("SELECT name FROM columns")}
             missing = set(changes) - known
             if missing:
-                raise KeyError(f"no such column(s): {sorted(missing)}")
+                raise NotFoundError(f"no such column(s): {sorted(missing)}")
             for name, change in changes.items():
                 for key, value in change.items():
                     if key not in ("alias", "position"):

@@ -14,6 +14,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any, NamedTuple
 
 from tallyboard.store.base import Store
+from tallyboard.values import check_text
 
 DEFAULT_CHUNK_ROWS = 100_000
 _POINT = "SELECT step, epoch, walltime_ms, value FROM scalars WHERE run_id = ? AND tag_id = ? AND rep = ?"
@@ -79,7 +80,7 @@ def series_keys(
     params: list[object] = list(run_ids)
     if tags is not None:
         sql += f" AND t.name IN ({_marks(tags)})"
-        params += list(tags)
+        params += [check_text("a tag", tag) for tag in tags]
     if reps is not None:
         sql += f" AND b.rep IN ({_marks(reps)})"
         params += list(reps)

@@ -44,6 +44,7 @@ from tallyboard.store.location import (
     describe_sqlite_tables,
 )
 from tallyboard.store.migrations import ensure_schema
+from tallyboard.store.sqlite_damage import check_when_small, damaged, is_damage
 
 T = TypeVar("T")
 
@@ -112,6 +113,8 @@ def describe_file(path: str) -> Found:
                 raise
             tables, version = _tables_and_version(path, immutable=False)
     except sqlite3.DatabaseError as error:
+        if is_damage(error):
+            raise damaged(path, error) from None
         if "not a database" not in str(error):
             raise
         return Found(Location(path), Kind.OTHER, NOT_SQLITE)
@@ -133,6 +136,8 @@ def _tables_and_version(path: str, immutable: bool) -> tuple[list[str], str | No
             with contextlib.suppress(sqlite3.Error):  # a `meta` table of another shape: not ours
                 rows = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchall()
                 version = rows[0][0] if rows else None
+        if version is not None:  # ours: not to be written into, nor read, where it is damaged
+            check_when_small(conn, path)
     finally:
         conn.close()
     return tables, version
@@ -244,14 +249,30 @@ class SqliteStore(Store):
                 self._in_transaction = False
 
         with self._lock:
-            return self._retry(attempt)
+            try:
+                return self._retry(attempt)
+            except sqlite3.DatabaseError as error:
+                self.raise_if_damage(error)
+                raise
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         with self._lock:
-            return self._connection().execute(sql, params).fetchall()
+            try:
+                return self._connection().execute(sql, params).fetchall()
+            except sqlite3.DatabaseError as error:
+                self.raise_if_damage(error)
+                raise
 
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
-        self._conn.executemany(sql, rows)
+        try:
+            self._conn.executemany(sql, rows)
+        except sqlite3.DatabaseError as error:
+            self.raise_if_damage(error)
+            raise
+
+    def raise_if_damage(self, error: BaseException) -> None:
+        if is_damage(error):
+            raise damaged(self.path, error, "this statement changed nothing") from error
 
     def _lock_runs(self) -> None:
         """BEGIN IMMEDIATE already holds the database's write lock."""
