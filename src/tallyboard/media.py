@@ -44,13 +44,18 @@ def to_png(image: Any) -> tuple[bytes, int, int]:
         return _array_to_png(image)
     if _is_instance(image, "torch", "Tensor"):
         return _array_to_png(_tensor_to_hwc(image))
-    if _is_instance(image, "matplotlib.figure", "Figure"):
+    if is_figure(image):
         return figure_to_png(image)
     kind = f"{type(image).__module__}.{type(image).__qualname__}"
     raise TypeError(
         f"cannot log an image of type {kind}: expected a PIL image, PNG/JPEG bytes, a numpy array "
         "(HW or HWC), a torch tensor (CHW) or a matplotlib figure"
     )
+
+
+def is_figure(obj: Any) -> bool:
+    """Whether `obj` is a matplotlib figure (without importing matplotlib)."""
+    return _is_instance(obj, "matplotlib.figure", "Figure")
 
 
 def figure_to_png(figure: Any) -> tuple[bytes, int, int]:
