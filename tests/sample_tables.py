@@ -3,8 +3,9 @@
 `log_sample_table` writes every kind of record and every edge the export must carry: NaN and
 infinite scalars, a missing epoch, several repetitions, a hidden run, a failed run, the debug run,
 notes, tags, colours, a config file, unicode/commas/quotes/newlines in text, an HTML fragment,
-a Markdown text, a figure, console lines of every stream (an empty one among them), the runs'
-environments, a renamed column and a hidden one.
+a Markdown text, a logged table (NaN, infinity and the string 'NaN' in it), a figure, console
+lines of every stream (an empty one among them), the runs' environments, a renamed column and a
+hidden one.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 import tallyboard as tb
 
 TEXT_WITH_EVERYTHING = 'ünïcode, "quotes", commas\nnew lines\tand tabs; <b>not html</b>'
+TABLE_ROWS = [["a", 0.5, True], ["NaN", float("nan"), None], ["c", -float("inf"), False]]
 MARKDOWN_TEXT = "# Result\n\n**0.97**, see [the plot](#curve) <script>alert(1)</script>"
 
 
@@ -49,6 +51,7 @@ def log_sample_table(url: str, config_dir: Path) -> None:
             run.add_image(np.linspace(0, 1, 64).reshape(8, 8), step=7)
             run.add_fragment("<table><tr><td>1 &amp; 2</td></tr></table>", tag="report", step=3)
             run.add_text(MARKDOWN_TEXT, tag="readme", step=3, markdown=True)
+            run.add_table(["name", "score", "ok"], TABLE_ROWS, tag="predictions", step=3)
             run.add_console_line("", stream="stderr")
             run.add_console_line("WARNING train: loss is NaN", stream="log")
             _, axes = plt.subplots()

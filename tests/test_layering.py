@@ -41,7 +41,7 @@ class Rule(NamedTuple):
 
 # DESIGN.md's arrows. Below the facade: `run` (the write path) and `analysis` (the read path's
 # logic) both stand on `store`, which stands on the vocabulary floor; the skins (cli, dashboard,
-# integrations) stand on the core. A row may always import its own modules.
+# integrations, the peers' APIs) stand on the core. A row may always import its own modules.
 FLOOR = frozenset({"floor", "errors"})
 CORE = FLOOR | {"package", "table", "run", "analysis", "exchange", "store", "monitor"}
 RULES: dict[str, Rule] = {
@@ -76,6 +76,11 @@ RULES: dict[str, Rule] = {
         "the web app reads (and edits rows) through the store and the read path; no write path",
     ),
     "integrations": Rule(("integrations/",), CORE, "adapters of other tools: the core, never the reverse"),
+    "skins": Rule(
+        ("wandb.py", "tensorboard.py", "mlflow.py", "skins/"),
+        CORE,
+        "the peers' APIs (W&B, TensorBoard, MLflow) over the core; nothing of ours imports them",
+    ),
     "cli": Rule(
         ("cli/",), CORE | {"dashboard", "integrations"}, "the outermost skin: it alone imports the dashboard"
     ),
@@ -342,7 +347,8 @@ def test_the_rules_keep_the_arrows_of_the_design():
     assert RULES["run"].may_import <= {"store", "monitor", "floor", "errors"}
     assert RULES["analysis"].may_import <= {"store", "floor", "errors"}
     assert RULES["store"].may_import <= {"floor", "errors"}
-    for skin in ("cli", "dashboard", "integrations"):
+    assert importers_of["skins"] == set()  # the peers' skins are for users' scripts only
+    for skin in ("cli", "dashboard", "integrations", "skins"):
         assert skin not in RULES["table"].may_import | RULES["package"].may_import
 
 

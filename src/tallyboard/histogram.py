@@ -23,6 +23,7 @@ Only the standard library is imported here; numpy and torch are used when the ca
 
 from __future__ import annotations
 
+import itertools
 import math
 import numbers
 import sys
@@ -82,6 +83,37 @@ def summarise(values: Any, bins: int = 64) -> Histogram:
             "or a sequence of numbers"
         )
     return _from_sequence(values, bins)
+
+
+def from_buckets(edges: Any, counts: Any) -> Histogram:
+    """The `Histogram` of values known only by their buckets (`counts[i]` values between `edges[i]`
+    and `edges[i + 1]`): what a peer's pre-computed histogram (numpy's `(counts, edges)`, a TF2
+    histogram tensor) holds. Min and max are the outer edges; the sum and sum of squares are
+    estimated from the bucket centres, the best the buckets allow. Checked here: edges finite and
+    not decreasing, one more edge than counts, counts not negative (rounded to whole ones)."""
+    edge_list = [float(edge) for edge in edges]
+    count_list = [round(float(count)) for count in counts]  # weighted buckets: the nearest count
+    if any(count < 0 for count in count_list):
+        raise ValueError("histogram bucket counts must not be negative")
+    if not edge_list and not count_list:
+        return _empty(0)
+    if len(edge_list) != len(count_list) + 1:
+        raise ValueError(
+            f"a histogram needs one more edge than counts, got {len(edge_list)} and {len(count_list)}"
+        )
+    if not all(math.isfinite(edge) for edge in edge_list) or any(
+        b < a for a, b in itertools.pairwise(edge_list)
+    ):
+        raise ValueError("histogram edges must be finite and in increasing order")
+    total_count = sum(count_list)
+    if not total_count:
+        return _empty(0)
+    centres = [(left + right) / 2 for left, right in itertools.pairwise(edge_list)]
+    total = math.fsum(c * n for c, n in zip(centres, count_list, strict=True))
+    squares = math.fsum(c * c * n for c, n in zip(centres, count_list, strict=True))
+    return Histogram(
+        total_count, 0, edge_list[0], edge_list[-1], total, squares, tuple(edge_list), tuple(count_list)
+    )
 
 
 def _edges(low: float, high: float, bins: int) -> tuple[float, ...]:

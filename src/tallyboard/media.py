@@ -57,7 +57,7 @@ def to_png(image: Any, max_pixels: int | None = MAX_IMAGE_PIXELS) -> tuple[bytes
         if image.ndim >= 2:
             _check_pixels(image.shape[-1], image.shape[-2], max_pixels)  # HW or CHW: before the copy
         return _array_to_png(_tensor_to_hwc(image), max_pixels)
-    if _is_instance(image, "matplotlib.figure", "Figure"):
+    if is_figure(image):
         _check_pixels(*_figure_size(image), max_pixels)
         return figure_to_png(image)
     kind = f"{type(image).__module__}.{type(image).__qualname__}"
@@ -65,6 +65,11 @@ def to_png(image: Any, max_pixels: int | None = MAX_IMAGE_PIXELS) -> tuple[bytes
         f"cannot log an image of type {kind}: expected a PIL image, PNG/JPEG bytes, a numpy array "
         "(HW or HWC), a torch tensor (CHW) or a matplotlib figure"
     )
+
+
+def is_figure(obj: Any) -> bool:
+    """Whether `obj` is a matplotlib figure (without importing matplotlib)."""
+    return _is_instance(obj, "matplotlib.figure", "Figure")
 
 
 def figure_to_png(figure: Any) -> tuple[bytes, int, int]:

@@ -1,7 +1,8 @@
-"""The query API: runs, their series and summaries of them as DataFrames (or plain records).
+"""The query API: runs, their series, summaries of them and logged tables as DataFrames (or plain
+records).
 
-What `ResultTable.query`, `.series`, `.iter_series` and `.summary` return, assembled here from the
-store's named records (store/series.py holds the SQL). Why it is built this way:
+What `ResultTable.query`, `.series`, `.iter_series`, `.summary` and `.logged_table` return,
+assembled here from the store's named records (store/series.py holds the SQL). Why it is built this way:
 - One filter language: `query(filter=...)` selects runs with filter.py, exactly as the
   dashboard and `tallyboard runs --filter` do.
 - Whatever is installed: pandas by default, polars when asked (`backend="polars"`), and lists of
@@ -287,3 +288,24 @@ def summary_frame(
     names = list(SeriesSummary._fields)
     data = {name: [getattr(row, name) for row in rows] for name in names}
     return _frame(chosen, data, names)
+
+
+# ---- logged tables -----------------------------------------------------------------------------
+def logged_table(
+    store: Store, run_id: int, tag: str, step: int | None = None, backend: str | None = None
+) -> Any:
+    """`ResultTable.logged_table`: the table run `run_id` logged as `tag` (the last one, or the last
+    at `step`) as a frame, one column per logged column; records: a list of {column: cell}."""
+    from tallyboard.store.table_content import decode
+
+    found = store.texts(run_id, "table", tag=tag, step=step)
+    if not found:
+        at = "" if step is None else f" at step {step}"
+        logged = sorted({row.tag for row in store.texts(run_id, "table")})
+        raise KeyError(f"run {run_id} logged no table {tag!r}{at}; its tables: {logged}")
+    columns, rows = decode(found[-1].content)
+    chosen = resolve_backend(backend)
+    if chosen == "records":
+        return [dict(zip(columns, row, strict=True)) for row in rows]
+    data = {name: [row[index] for row in rows] for index, name in enumerate(columns)}
+    return _frame(chosen, data, columns)

@@ -533,6 +533,13 @@ class ResultTable:
         `last_n` points, computed by the database."""
         return query_api.summary_frame(self._store, run_ids, tags, reps, last_n, backend)
 
+    def logged_table(self, run_id: int, tag: str, step: int | None = None, backend: str | None = None) -> Any:
+        """A table the run logged (`LogWriter.add_table`, W&B's `wandb.Table`, `mlflow.log_table`)
+        as a DataFrame: the last one logged as `tag`, or the last at `step`. `KeyError` names the
+        run's tables when it has no such one."""
+        self._require(run_id)
+        return query_api.logged_table(self._store, run_id, tag, step, backend)
+
     @property
     def cursor(self) -> ReadCursor:
         """DeepBoard's `with table.cursor as cursor:`: a DB-API cursor on the table's database, on a

@@ -54,6 +54,7 @@ def log_sample(url_or_path: str | Path) -> tuple[tb.ResultTable, list[tb.LogWrit
     first.add_image(tiny_png(rgb=(30, 200, 30)), tag="samples", step=10, epoch=1)
     first.add_text("epoch 1 <b>done</b>", tag="log", step=0)
     first.add_fragment(SCRIPT_FRAGMENT, tag="report", step=0)
+    first.add_table(["class", "recall"], [["cat", 0.9], ["dog", float("nan")]], tag="per_class", step=10)
     first.set_note("baseline")
     first.set_tag("base")
     first.write_result(accuracy=0.91)

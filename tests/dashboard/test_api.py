@@ -222,6 +222,15 @@ def test_texts_and_fragments(client):
     assert client.get("/fragments/999").status_code == 404
 
 
+def test_logged_tables_come_as_standard_json(client):
+    [table] = client.get("/api/runs/1/texts?kind=table").json()["texts"]
+    assert (table["tag"], table["step"]) == ("per_class", 10)
+    content = json.loads(table["content"])  # standard JSON: NaN as the string, listed as a float
+    assert content["columns"] == ["class", "recall"] and content["data"][1] == ["dog", "NaN"]
+    assert content["nonfinite"] == [[1, 1]]
+    assert client.get("/api/runs/1/texts?kind=tables").status_code == 400
+
+
 def test_pages_and_static_assets_are_served_by_the_package(client):
     for url in ("/", "/runs/1", "/compare?runs=1,2"):
         page = client.get(url)

@@ -23,6 +23,7 @@ from sample_tables import MARKDOWN_TEXT, TEXT_WITH_EVERYTHING, sample_table_in
 from store.schema_versions import downgrade
 from tallyboard.exchange.formats import FORMATS
 from tallyboard.store import is_postgres_url, open_store
+from tallyboard.store.records import TEXT_KINDS
 
 
 def csv_rows(path: Path, reader: Any = csv.DictReader) -> list[Any]:
@@ -55,7 +56,7 @@ def table_contents(url: str) -> dict[str, Any]:
             for kind in ("image", "figure"):
                 contents[f"{kind} {run_id}"] = [row[1:] for row in store.media(run_id, kind)]
             markdown = store.markdown_text_ids(run_id)
-            for kind in ("text", "fragment"):
+            for kind in TEXT_KINDS:
                 texts = store.texts(run_id, kind)
                 contents[f"{kind} {run_id}"] = [(*row[1:], row[0] in markdown) for row in texts]
             contents[f"console {run_id}"] = [line[1:] for line in store.console(run_id)]
@@ -116,7 +117,10 @@ def test_export_files_hold_every_point_in_plain_columns(sample_db: str, tmp_path
     assert odd == ["nan", "inf", "-inf"] * 2  # a scalar is never missing: NaN is written as NaN
     texts = csv_rows(out / "texts.csv")
     assert [row["content"] for row in texts if row["tag"] == "notes"] == [TEXT_WITH_EVERYTHING] * 2
-    assert {row["content"]: row["markdown"] for row in texts if row["run_id"] == "1"} == {
+    assert [row["kind"] for row in texts if row["tag"] == "predictions"] == ["table"]
+    assert {
+        row["content"]: row["markdown"] for row in texts if row["run_id"] == "1" and row["kind"] != "table"
+    } == {
         TEXT_WITH_EVERYTHING: "0",
         MARKDOWN_TEXT: "1",
         "<table><tr><td>1 &amp; 2</td></tr></table>": "0",

@@ -26,6 +26,7 @@ from tallyboard.dashboard.runs_table import MAX_CURSOR, BadCursor, RunsTable
 from tallyboard.errors import ArtifactError, FilterError
 from tallyboard.store import Store
 from tallyboard.store.dashboard_reads import STATUSES, DashboardQueries, RunsVersion, SeriesKey, SeriesOfRun
+from tallyboard.store.records import TEXT_KINDS
 
 MAX_COMPARE = 50
 MAX_NAME = 4000  # characters of a metric or tag name in a query (the page says so for longer ones)
@@ -446,9 +447,10 @@ def artifact_file(request: Request) -> Response:
 
 
 def texts(request: Request) -> Response:
-    """A run's texts; one logged with `markdown=True` also comes as `html` (rendered, sanitised)."""
+    """A run's texts, fragments or tables (`kind`; a table's content is store/table_content.py's
+    JSON); a text logged with `markdown=True` also comes as `html` (rendered, sanitised)."""
     run_id = params.path_id(request, "run_id")
-    items = _dash(request).queries.texts(run_id, _kind(request, ("text", "fragment")))
+    items = _dash(request).queries.texts(run_id, _kind(request, TEXT_KINDS))
     for item in items:
         item["html"] = markdown.render(item["content"]) if item["markdown"] else None
     return Json({"texts": items})

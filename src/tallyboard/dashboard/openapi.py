@@ -252,8 +252,11 @@ def openapi_schema() -> dict[str, Any]:
                 _json("media"),
             ),
             "/api/runs/{run_id}/texts": _get(
-                "A run's texts or HTML fragments",
-                [_path("run_id"), _q("kind", "string", "text or fragment", enum=["text", "fragment"])],
+                "A run's texts, HTML fragments or logged tables (content: JSON of columns and data)",
+                [
+                    _path("run_id"),
+                    _q("kind", "string", "text, fragment or table", enum=["text", "fragment", "table"]),
+                ],
                 _json("texts; one logged with markdown=true also has html (rendered, sanitised)"),
             ),
             "/api/runs/{run_id}/console": _get(

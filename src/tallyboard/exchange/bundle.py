@@ -27,7 +27,7 @@ class RunBundle:
     fields: columns of `runs` (experiment and start_time required; see store/schema.py).
     scalars: {tag: [(rep, step, epoch, walltime_s, value or None for NaN)]}.
     media: [(tag, rep, step, epoch, walltime_s, kind, png)] with kind 'image' or 'figure'.
-    texts: [(tag, rep, step, epoch, walltime_s, kind, content)] with kind 'text' or 'fragment'.
+    texts: [(tag, rep, step, epoch, walltime_s, kind, content)] with kind 'text', 'fragment' or 'table'.
     repetitions: {rep: start_time (seconds since the epoch)}.
     Wall times are seconds since the start of the record's repetition, as everywhere in the table.
     """

@@ -14,8 +14,8 @@ An export here is the whole table, in files any tool reads, and it imports back 
                             schema v4 lack this file; they import with no tags)
     scalars.<ext>           run_id, tag, rep, step, epoch, walltime (s since the rep started), value
                             (NaN, +-inf as each format writes them: formats.py)
-    texts.<ext>             run_id, tag, rep, step, epoch, walltime, kind (text|fragment), content,
-                            markdown (1 when logged with `markdown=True`, else 0; since export
+    texts.<ext>             run_id, tag, rep, step, epoch, walltime, kind (text|fragment|table),
+                            content, markdown (1 when logged with `markdown=True`, else 0; since export
                             version 2, before which every text imports as 0)
     media.<ext>             run_id, tag, rep, step, epoch, walltime, kind (image|figure), width,
                             height, file (relative path of the PNG)
@@ -57,6 +57,7 @@ from tallyboard.exchange.target import open_target
 from tallyboard.store import Store
 from tallyboard.store.artifacts import location_for, open_blobs, require_location
 from tallyboard.store.location import LocationLike
+from tallyboard.store.records import TEXT_KINDS
 from tallyboard.store.run_fields import RunRow, typed
 from tallyboard.store.tables import BY_NAME
 
@@ -175,7 +176,7 @@ def export_run(store: Store, run: RunRow, out: Path, writers: dict[str, RowWrite
             (run_id, tag, rep, step, epoch, seconds(walltime_ms), math.nan if value is None else value)
             for rep, step, epoch, walltime_ms, value in store.scalars(run_id, tag)
         )
-    texts = _by_id({kind: store.texts(run_id, kind) for kind in ("text", "fragment")})
+    texts = _by_id({kind: store.texts(run_id, kind) for kind in TEXT_KINDS})
     markdown = store.markdown_text_ids(run_id) if _has_console(store) else set()
     writers["texts"].write(
         (run_id, tag, rep, step, epoch, seconds(walltime_ms), kind, content, int(text_id in markdown))

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tallyboard.histogram import Histogram
+from tallyboard.histogram import Histogram, from_buckets
 
 
 def from_histogram_proto(proto: Any) -> Histogram:
@@ -39,12 +39,4 @@ def from_histogram_tensor(tensor: Any) -> Histogram | None:
     if buckets.ndim != 2 or buckets.shape[1] != 3:
         return None
     lefts, rights, weights = (buckets[:, column].astype(float).tolist() for column in range(3))
-    counts = tuple(round(weight) for weight in weights)
-    count = sum(counts)
-    if not count:
-        return Histogram(0, 0, None, None, 0.0, 0.0, (), ())
-    centres = [(left + right) / 2 for left, right in zip(lefts, rights, strict=True)]
-    total = sum(c * n for c, n in zip(centres, counts, strict=True))
-    squares = sum(c * c * n for c, n in zip(centres, counts, strict=True))
-    edges = (lefts[0], *rights)
-    return Histogram(count, 0, lefts[0], rights[-1], total, squares, edges, counts)
+    return from_buckets((lefts[0], *rights) if lefts else (), weights)

@@ -49,6 +49,8 @@ ROWS_PER_BATCH = 50_000
 BYTES_PER_BATCH = 16 << 20  # images: a batch's PNGs stay below this
 RESULTS = "results"  # scalars of an hparams session become the parent run's results
 NOT_AN_EVENT = "a record that is not a TensorBoard event"
+PROJECTOR_CONFIG = "projector_config.pbtxt"  # add_embedding's entries, beside the event files
+EMBEDDINGS = "embeddings"
 
 
 def event_files(directory: Path) -> list[Path]:
@@ -74,6 +76,7 @@ class Target:
     run_id: int | None = None
     start: float = 0.0
     session: bool = False  # an `add_hparams` child folded into its parent: scalars become results
+    series: str | None = None  # an `add_scalars` child folded into its parent: its key, the split
 
 
 class Series:
@@ -114,6 +117,7 @@ class RunImport:
         self.walls: dict[str, float] = {}  # file name -> wall time of its last event read
         self.added = 0  # records imported by this call
         self.created = False  # this call created the run: its first commit completes it
+        self.prefix = "" if target.series is None else f"{target.series}/"  # of its scalars' tags
 
     @property
     def last_wall(self) -> float | None:
@@ -144,7 +148,21 @@ class RunImport:
             if result.damage is not None:
                 self.tally.damage.append(result.damage)
             self.incomplete[str(path)] = result.offset if result.incomplete else None
+        self._projector(progress)
         return True
+
+    def _projector(self, progress: dict[str, FileProgress]) -> None:
+        """`add_embedding` writes no event: it appends an entry to the run's projector config (and
+        tensors beside it) that the table has no kind for. Each entry not counted before is counted
+        as skipped; the config's size read so far is kept with the files' read positions."""
+        path = self.directory / PROJECTOR_CONFIG
+        if not path.is_file() or self.target.run_id is None:
+            return
+        content = path.read_bytes()
+        done = progress[PROJECTOR_CONFIG].read_to if PROJECTOR_CONFIG in progress else 0
+        if len(content) > done:
+            self.tally.skipped[EMBEDDINGS] += content[done:].count(b"embeddings {")
+            self.positions[PROJECTOR_CONFIG] = len(content)
 
     def _chunk(self, name: str, chunk: Chunk) -> bool:
         """Import a chunk's records in file order: runs of common scalar events decoded together
@@ -175,9 +193,8 @@ class RunImport:
         a time; otherwise they go one by one, in file order, through `_scalar`."""
         walls = fast.walls[begin:end] - self.target.start
         tag_index, steps, values = fast.tag_index[begin:end], fast.steps[begin:end], fast.values[begin:end]
-        by_tag = [
-            (fast.tags[code], np.flatnonzero(tag_index == code)) for code in np.unique(tag_index).tolist()
-        ]
+        tags = [self.prefix + tag for tag in fast.tags] if self.prefix else fast.tags
+        by_tag = [(tags[code], np.flatnonzero(tag_index == code)) for code in np.unique(tag_index).tolist()]
         if not self.target.session and all(self._continues(tag, steps[members]) for tag, members in by_tag):
             for tag, members in by_tag:
                 series = self.series[tag]
@@ -192,7 +209,7 @@ class RunImport:
             self.positions[name] = ends[end - 1]
             self.walls[name] = float(fast.walls[end - 1])
         else:
-            tags, step_list, wall_list = fast.tags, steps.tolist(), walls.tolist()
+            step_list, wall_list = steps.tolist(), walls.tolist()
             for offset, (code, value) in enumerate(zip(tag_index.tolist(), values.tolist(), strict=True)):
                 self.positions[name] = ends[begin + offset]
                 self.walls[name] = float(fast.walls[begin + offset])
@@ -247,7 +264,7 @@ class RunImport:
         for value in event.summary.value:
             if value.WhichOneof("value") == "simple_value" and not session:  # the common case, inlined
                 number = value.simple_value
-                self._scalar(value.tag, step, wall, None if number != number else number)
+                self._scalar(self.prefix + value.tag, step, wall, None if number != number else number)
             else:
                 self._item(self.decoder.item(value), step, wall)
         if self.pending >= ROWS_PER_BATCH or self.bytes >= BYTES_PER_BATCH:
@@ -259,7 +276,7 @@ class RunImport:
             if self.target.session:
                 self.results[tag] = payload
             else:
-                self._scalar(tag, step, wall, payload)
+                self._scalar(self.prefix + tag, step, wall, payload)
         elif kind == IMAGE:
             self._images(tag, step, wall, payload)
         elif kind == TEXT:

@@ -10,7 +10,11 @@ size of the logs. Each directory that holds event files is one run, named by its
   histograms become the table's histograms (tb_histograms.py); hparams come from the hparams plugin.
   `SummaryWriter.add_hparams` writes them into a child directory next to its metric values: such a
   child (its first summary is hparams) is folded into its parent run, its metrics becoming results;
-- everything else (audio, graphs, PR curves, other plugins) is counted and reported as skipped.
+- `add_scalars(main, {key: value})` writes a directory per key (torch 'main_key', tensorboardX
+  'main/key') holding the scalar `main`: each is folded into the run as the series 'key/main', the
+  dashboard's one chart `main` with a line per key (what `tallyboard.tensorboard` logs too);
+- everything else (audio, graphs, PR curves, other plugins, `add_embedding`'s projector files) is
+  counted and reported as skipped.
 Importing again adds exactly what was written since (the table remembers how far each file was read).
 A run created by an import that stopped before its first records were committed (with the files'
 read positions) is incomplete, and the next import writes it afresh. Event files are read only
@@ -65,20 +69,43 @@ def run_name(logdir: Path, directory: Path) -> str:
     return logdir.resolve().name if name == "." else name
 
 
-def starts_with_hparams(directory: Path) -> bool:
-    """Whether the first summary in the directory's first event file is hparams plugin data: what
-    `SummaryWriter.add_hparams` writes first into the child directory it creates."""
+def first_value(directory: Path) -> Any | None:
+    """The first summary value in the directory's first event file (None before any): what tells a
+    run directory from the child directories `SummaryWriter.add_hparams` and `add_scalars` write."""
     from tensorboard.compat.proto import event_pb2
 
     files = event_files(directory)
     if not files:
-        return False
+        return None
     with files[0].open("rb") as file:
         for data, _ in read_records(file, str(files[0]), 0, FileRead(str(files[0]), 0)):
             event = event_pb2.Event.FromString(data)
             for value in event.summary.value:
-                return value.metadata.plugin_data.plugin_name == "hparams"
-    return False
+                return value
+    return None
+
+
+def series_key(inside: str, tag: str) -> str | None:
+    """The key of an `add_scalars(tag, {key: value})` series whose directory is `inside` (its path
+    in the run's directory): torch writes '<tag, '/' as '_'>_<key>', tensorboardX '<tag>/<key>'."""
+    for prefix in (tag.replace("/", "_") + "_", tag + "/"):
+        key = inside.removeprefix(prefix)
+        if inside.startswith(prefix) and key and "/" not in key:
+            return key
+    return None
+
+
+def child_of(directory: Path, run_directory: Path) -> tuple[bool, str | None]:
+    """(an `add_hparams` session?, the `add_scalars` key or None) of a directory inside a run's."""
+    value = first_value(directory)
+    if value is None:
+        return False, None
+    plugin = value.metadata.plugin_data.plugin_name
+    if plugin == "hparams":
+        return True, None
+    if value.WhichOneof("value") == "simple_value" or plugin == "scalars":
+        return False, series_key(directory.relative_to(run_directory).as_posix(), value.tag)
+    return False, None
 
 
 @dataclass
@@ -165,18 +192,19 @@ class LogdirImport:
         if directory.parent in self.skipped:  # a session of a run imported before read positions were kept
             self.skipped.add(directory)
             return
-        parent = self.targets.get(directory.parent)
-        if parent is not None and parent.run_id is not None:
-            folded = bool(progress) and target.run_id == parent.run_id
-            if folded or (not progress and starts_with_hparams(directory)):
-                target = Target(parent.name, parent.run_id, parent.start, session=True)
+        owner = self._run_above(directory)
+        if owner is not None and (not progress or target.run_id == self.targets[owner].run_id):
+            session, key = child_of(directory, owner)
+            parent = self.targets[owner]
+            if session or key is not None:
+                target = Target(parent.name, parent.run_id, parent.start, session=session, series=key)
         self.targets[directory] = target
         run = RunImport(self.store, directory, target, self.report.tally, self._new_run, bar)
         if not run.read(progress):
             self.report.already_present.append(name)
             self.skipped.add(directory)
             return
-        if target.session:
+        if target.session or target.series is not None:
             run.finish(None)
             return
         quiet = self.clock() - newest_change(directory) >= self.quiet
@@ -191,6 +219,16 @@ class LogdirImport:
         ).append(name)
         if not quiet:
             self.report.running.append(name)
+
+    def _run_above(self, directory: Path) -> Path | None:
+        """The nearest directory above `directory` imported as a run of its own in this pass."""
+        for above in directory.parents:
+            if above in self.targets:
+                target = self.targets[above]
+                return above if target.run_id is not None and not target.session else None
+            if above == self.logdir:
+                return None
+        return None
 
     def _resumed(self, name: str, progress: dict[str, FileProgress]) -> Target | None:
         if not progress:

@@ -1,5 +1,5 @@
-"""What a `LogWriter` logs besides scalars: images, figures, texts, fragments, histograms, console
-lines, the environment, and files kept with the run (artefacts).
+"""What a `LogWriter` logs besides scalars: images, figures, texts, fragments, tables, histograms,
+console lines, the environment, and files kept with the run (artefacts).
 
 Kept apart from writer.py, which holds the hot path (`add_scalar`), the run's row and its end:
 these calls are rare (an image per epoch, not per step), so each converts and validates fully in
@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -126,6 +127,31 @@ class RecordLogging(RunView):
             self._put_media("figure", png, width, height, step, tag, epoch, False)
         return [figure for figure, _, _, _ in changed]
 
+    def add_figure(
+        self,
+        figure: Any,
+        step: int | None = None,
+        tag: str | None = None,
+        epoch: int | None = None,
+        flush: bool = False,
+        close: bool = False,
+    ) -> None:
+        """Log this matplotlib figure (a figure, where `add_image` of it is an image: the dashboard's
+        Figures tab), rendered to PNG here without touching pyplot's state; `close` closes it after."""
+        if self._read_only:
+            return self._refuse()
+        from tallyboard import media
+
+        if not media.is_figure(figure):
+            raise TypeError(f"add_figure takes a matplotlib figure, got {type(figure).__name__}")
+        png, width, height = media.figure_to_png(figure)
+        self._put_media("figure", png, width, height, step, tag, epoch, flush)
+        if close:
+            import matplotlib.pyplot as plt
+
+            plt.close(figure)
+        return None
+
     def _put_text(
         self,
         kind: str,
@@ -173,6 +199,25 @@ class RecordLogging(RunView):
         """Log an HTML fragment, stored verbatim (shown in a sandboxed frame)."""
         return self._put_text("fragment", content, step, tag, epoch, flush)
 
+    def add_table(
+        self,
+        columns: Sequence[str],
+        rows: Iterable[Sequence[Any]],
+        step: int | None = None,
+        tag: str | None = None,
+        epoch: int | None = None,
+        flush: bool = False,
+    ) -> None:
+        """Log a table: named columns and rows of numbers, strings, bools or None (numpy scalars
+        taken as numbers). Checked here (every row as long as `columns`, names distinct), stored as
+        one record that `ResultTable.logged_table` returns as a DataFrame (store/table_content.py)."""
+        if self._read_only:
+            return self._refuse()
+        from tallyboard.store.table_content import encode
+
+        content = encode(columns, rows)
+        return self._put_text("table", content, step, tag, epoch, flush)
+
     def add_histogram(
         self,
         tag: str,
@@ -185,16 +230,17 @@ class RecordLogging(RunView):
         """Log the histogram of `values` (numpy array, torch tensor on any device, or a sequence of
         numbers): count, min, max, sum, sum of squares and `bins` equal buckets, computed here
         (on the tensor's device) so only the summary is queued. NaN/inf are counted apart and left
-        out of the rest (`tallyboard/histogram.py`)."""
+        out of the rest (`tallyboard/histogram.py`). A `Histogram` already made (`histogram.
+        from_buckets`, for buckets counted elsewhere) is logged as it is."""
         if self._read_only:
             return self._refuse()
-        from tallyboard.histogram import summarise
+        from tallyboard.histogram import Histogram, summarise
         from tallyboard.store.histograms import queued_row
 
         if not isinstance(tag, str) or not tag:
             raise TypeError(f"histogram tag must be a non-empty string, got {tag!r}")
         check_key("histogram tag", tag)
-        histogram = summarise(values, bins)
+        histogram = values if isinstance(values, Histogram) else summarise(values, bins)
         step, epoch, walltime = self._position(step, epoch)
         self._sink.put(
             "histograms", queued_row(self._run_id, tag, self._rep, step, epoch, walltime, histogram)

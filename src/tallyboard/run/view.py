@@ -30,9 +30,9 @@ STATUSES = ("running", "finished", "failed")
 END_STATUSES = ("finished", "failed")
 # What only a run being written can do; a loaded run refuses each at the call (`RunView._refuse`).
 LOGGING_METHODS = frozenset({
-    "add_scalar", "add_image", "detect_and_log_figures", "add_text", "add_fragment", "add_histogram",
-    "add_console_line", "record_environment", "add_hparams", "write_result", "new_repetition",
-    "log_artifact", "log_artifacts",
+    "add_scalar", "add_image", "add_figure", "detect_and_log_figures", "add_text", "add_fragment",
+    "add_table", "add_histogram", "add_console_line", "record_environment", "add_hparams",
+    "update_results", "write_result", "new_repetition", "log_artifact", "log_artifacts",
 })  # fmt: skip
 
 

@@ -211,6 +211,15 @@ class LogWriter(RecordLogging):
         self._end("finished")
         return None
 
+    def update_results(self, **kwargs: Any) -> None:
+        """Record results now and keep the run going: a value kept up to date while training (the
+        best accuracy so far, a peer's run summary) shows in the result table at once. A name given
+        again replaces its value; `write_result` later adds the final ones and ends the run."""
+        if self._read_only:
+            return self._refuse()
+        self._put_values("results", kwargs)
+        return None
+
     def new_repetition(self) -> None:
         """Start repetition N+1: auto steps and walltime restart, records carry the new rep."""
         if self._read_only:

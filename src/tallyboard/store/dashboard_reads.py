@@ -547,7 +547,7 @@ class DashboardQueries:
         return None if row is None else bytes(row[0])
 
     def texts(self, run_id: int, kind: str) -> list[dict[str, Any]]:
-        """A run's texts or HTML fragments, content included."""
+        """A run's texts, HTML fragments or tables (one `kind`), content included."""
         sql = """
             SELECT x.text_id, t.name, x.rep, x.step, x.epoch, x.content, x.markdown
             FROM texts x JOIN tags t ON t.tag_id = x.tag_id

@@ -33,8 +33,12 @@ class QueuedMedia(NamedTuple):
     png: bytes
 
 
+# The kinds of `texts` rows: text, an HTML fragment, a logged table (JSON, store/table_content.py).
+TEXT_KINDS = ("text", "fragment", "table")
+
+
 class QueuedText(NamedTuple):
-    """A text or HTML fragment waiting in a `Batch` (`kind` 'text' or 'fragment'; markdown 0 or 1)."""
+    """A text, HTML fragment or table waiting in a `Batch` (`kind` one of TEXT_KINDS; markdown 0 or 1)."""
 
     run_id: int
     tag: str
@@ -133,7 +137,7 @@ class MediaRow(NamedTuple):
 
 
 class TextRow(NamedTuple):
-    """A text or fragment as `Store.texts` reads it back."""
+    """A text, fragment or table as `Store.texts` reads it back."""
 
     text_id: int
     step: int

@@ -32,14 +32,15 @@ Conventions every reader relies on:
 - `runs.status` is 'running', 'finished' or 'failed'; `runs.hidden` is 0 or 1;
 - `runs.updated_at` changes with every edit of a run's row, hparams or results, so live views
   can ask for "what changed since T";
-- `media.kind` is 'image' or 'figure'; `texts.kind` is 'text' or 'fragment' (HTML);
+- `media.kind` is 'image' or 'figure'; `texts.kind` is 'text', 'fragment' (HTML) or 'table' (a
+  logged table as JSON, store/table_content.py);
 - `columns` lists every column the result table can show: `kind` is 'run' (a column of `runs`),
   'hparam' or 'result'; `position` NULL means hidden from the default view;
 - `meta` holds 'schema_version' (integer as text) and 'unique_columns' (JSON array of names);
 - `quarantine` (v3) keeps the records the database rejected after they passed the checks at the
   call (a trigger, a constraint added by hand, a limit of another engine): `kind` is 'scalar',
-  'image', 'figure', 'text', 'fragment', 'histogram' (v5), 'hparam', 'result', 'repetition' or
-  'run_update'; `tag` the
+  'image', 'figure', 'text', 'fragment', 'table', 'histogram' (v5), 'hparam', 'result', 'repetition'
+  or 'run_update'; `tag` the
   record's tag or name (NULL when it has none); `error` the database's message; `record` the
   whole record as JSON (`store/quarantine.py`: lossless, PNG bytes as base64); `quarantined_at`
   float seconds since the Unix epoch. A run's quarantined records go with the run;
