@@ -197,9 +197,16 @@ class SqliteStore(Store):
             time.sleep(delay)
             delay = min(delay * 2, MAX_RETRY_SLEEP)
 
-    def atomic(self, work: Callable[[], T]) -> T:
+    def atomic(self, work: Callable[[], T], durable: bool = True) -> T:
         if self._in_transaction:  # nested: part of the enclosing transaction
             return work()
+        if not durable:  # in WAL mode NORMAL syncs at checkpoints only; a FULL commit syncs the WAL
+            with self._lock:
+                self._connection().execute("PRAGMA synchronous=NORMAL")
+                try:
+                    return self.atomic(work)
+                finally:
+                    self._conn.execute("PRAGMA synchronous=FULL")
 
         def attempt() -> T:
             self._connection().execute("BEGIN IMMEDIATE")
