@@ -140,3 +140,22 @@ def test_creating_a_file_replays_its_schema_and_runs_no_migration(tmp_path, monk
     template = new_table()
     made = len(template.statements) + sum(len(rows) for _, rows in template.rows) + 1  # + unique columns
     assert made <= len(statements) <= made + 15  # the transaction, pragmas, looking, checkpointing
+
+
+def test_the_uniqueness_check_of_a_new_run_reads_through_the_index(tmp_path, monkeypatch):
+    """A scan of every run at every start made a sweep's starts cost more with each run."""
+    statements = []
+
+    def traced(path, timeout):
+        conn = open_for_writing(path, timeout)
+        conn.set_trace_callback(statements.append)
+        return conn
+
+    monkeypatch.setattr("tallyboard.store.sqlite.open_for_writing", traced)
+    with open_store(tmp_path / "runs.db") as store:
+        new_run(store, unique_key='["a"]')
+    check = next(sql for sql in statements if sql.startswith("SELECT run_id FROM runs WHERE substr"))
+    with sqlite3.connect(tmp_path / "runs.db") as conn:
+        plan = " ".join(row[-1] for row in conn.execute(f"EXPLAIN QUERY PLAN {check}"))
+    conn.close()
+    assert "USING INDEX runs_by_unique_key" in plan

@@ -89,9 +89,12 @@ class RunRows(Engine):
         is not failed has this unique key (NULL, the debug run's key, never matches)."""
         if unique_key is None:
             return
-        same = self.execute(  # the prefix through the index (schema v3), then the whole key
+        # The prefix through the index (schema v3), then the whole key, as `unique_key || ''`: given
+        # `unique_key = ?`, SQLite would put the key into the prefix's expression too (constant
+        # propagation), which then no index matches, and read every run.
+        same = self.execute(
             f"SELECT run_id FROM runs WHERE substr(unique_key, 1, {UNIQUE_KEY_PREFIX})"
-            f" = substr(?, 1, {UNIQUE_KEY_PREFIX}) AND unique_key = ? AND hidden = 0"
+            f" = substr(?, 1, {UNIQUE_KEY_PREFIX}) AND unique_key || '' = ? AND hidden = 0"
             " AND status <> 'failed' AND run_id <> ? ORDER BY run_id LIMIT 1",
             (unique_key, unique_key, DEBUG_RUN_ID if run_id is None else run_id),
         )
