@@ -304,52 +304,37 @@ def test_system_metrics_log_under_sys_and_stop_with_the_run(table):
     assert "x" in writer.scalars
 
 
-@pytest.fixture
-def durable_commits(monkeypatch):
-    """The commits of this process's SQLite connections that waited for the disk (synchronous FULL,
-    what `open_for_writing` sets), counted from SQLite's own trace of the statements it ran."""
-    from tallyboard.store import sqlite
-
+def durable_commits(statements: list[tuple[int, str]]) -> int:
+    """The commits of `sqlite_statements` that waited for the disk: at synchronous=FULL, what
+    `open_for_writing` sets."""
     full: dict[int, bool] = {}
-    commits: list[int] = []
-    open_for_writing = sqlite.open_for_writing
-
-    def traced(path, timeout):
-        conn = open_for_writing(path, timeout)
-        key = id(conn)
-        full[key] = True
-
-        def seen(sql: str) -> None:
-            if sql.startswith("PRAGMA synchronous="):
-                full[key] = sql.endswith("FULL")
-            elif sql == "COMMIT" and full[key]:
-                commits.append(key)
-
-        conn.set_trace_callback(seen)
-        return conn
-
-    monkeypatch.setattr("tallyboard.store.sqlite.open_for_writing", traced)
-    return commits
+    count = 0
+    for conn, sql in statements:
+        if sql.startswith("PRAGMA synchronous="):
+            full[conn] = sql.endswith("FULL")
+        elif sql == "COMMIT" and full.get(conn, True):
+            count += 1
+    return count
 
 
-def test_a_run_that_logs_and_closes_waits_for_the_disk_once(tmp_path, durable_commits) -> None:
+def test_a_run_that_logs_and_closes_waits_for_the_disk_once(tmp_path, sqlite_statements) -> None:
     table = tb.ResultTable(tmp_path / "results.db", nocommit_action=tb.NoCommitAction.NOP)
-    created = len(durable_commits)  # the new table's schema
+    created = durable_commits(sqlite_statements)  # the new table's schema
     run = start(table)
-    assert len(durable_commits) == created  # the row is committed without waiting for the disk
+    assert durable_commits(sqlite_statements) == created  # the row's commit did not wait for the disk
     run.add_scalar("loss", 1.0)
     run.close()
-    assert len(durable_commits) == created + 1  # the close's commit: the row, repetition, scalar, end
+    assert durable_commits(sqlite_statements) == created + 1  # the close's: row, repetition, scalar, end
     assert table.load_run(run.run_id).get_scalar("loss")[0].value == 1.0
     table.close()
 
 
-def test_a_flush_right_after_the_start_makes_the_run_durable(tmp_path, durable_commits) -> None:
+def test_a_flush_right_after_the_start_makes_the_run_durable(tmp_path, sqlite_statements) -> None:
     table = tb.ResultTable(tmp_path / "results.db", nocommit_action=tb.NoCommitAction.NOP)
     run = start(table, environment=False)  # nothing logged: the first repetition is still queued
-    created = len(durable_commits)
+    created = durable_commits(sqlite_statements)
     run.flush()
-    assert len(durable_commits) == created + 1
+    assert durable_commits(sqlite_statements) == created + 1
     with open_store(tmp_path / "results.db") as store:
         assert store.execute("SELECT run_id, rep FROM repetitions") == [(run.run_id, 0)]
     run.close()

@@ -12,7 +12,7 @@ import pytest
 from store.schema_versions import downgrade
 from store.test_store import new_run
 from tallyboard.store import Batch, StoreError, open_store, schema
-from tallyboard.store.sqlite import SqliteStore, new_table, open_for_writing
+from tallyboard.store.sqlite import SqliteStore, new_table
 
 
 def test_new_file_gets_schema_version_wal_and_unique_columns(db_url):
@@ -125,36 +125,22 @@ def test_a_new_file_has_exactly_the_schema_and_rows_of_a_version_1_file_migrated
     assert schema_and_rows(new) == schema_and_rows(old)
 
 
-def test_creating_a_file_replays_its_schema_and_runs_no_migration(tmp_path, monkeypatch):
+def test_creating_a_file_replays_its_schema_and_runs_no_migration(tmp_path, sqlite_statements):
     """What a new table costs is its statements: one per table and index, one per row it starts with."""
-    statements = []
-
-    def traced(path, timeout):
-        conn = open_for_writing(path, timeout)
-        conn.set_trace_callback(statements.append)
-        return conn
-
-    new_table()  # the template, made once per process, in memory
-    monkeypatch.setattr("tallyboard.store.sqlite.open_for_writing", traced)
+    template = new_table()  # made once per process, in memory
+    sqlite_statements.clear()
     open_store(tmp_path / "new.db").close()
-    template = new_table()
     made = len(template.statements) + sum(len(rows) for _, rows in template.rows) + 1  # + unique columns
-    assert made <= len(statements) <= made + 15  # the transaction, pragmas, looking, checkpointing
+    assert made <= len(sqlite_statements) <= made + 15  # the transaction, pragmas, looking, checkpointing
 
 
-def test_the_uniqueness_check_of_a_new_run_reads_through_the_index(tmp_path, monkeypatch):
+def test_the_uniqueness_check_of_a_new_run_reads_through_the_index(tmp_path, sqlite_statements):
     """A scan of every run at every start made a sweep's starts cost more with each run."""
-    statements = []
-
-    def traced(path, timeout):
-        conn = open_for_writing(path, timeout)
-        conn.set_trace_callback(statements.append)
-        return conn
-
-    monkeypatch.setattr("tallyboard.store.sqlite.open_for_writing", traced)
     with open_store(tmp_path / "runs.db") as store:
         new_run(store, unique_key='["a"]')
-    check = next(sql for sql in statements if sql.startswith("SELECT run_id FROM runs WHERE substr"))
+    check = next(
+        sql for _, sql in sqlite_statements if sql.startswith("SELECT run_id FROM runs WHERE substr")
+    )
     with sqlite3.connect(tmp_path / "runs.db") as conn:
         plan = " ".join(row[-1] for row in conn.execute(f"EXPLAIN QUERY PLAN {check}"))
     conn.close()
