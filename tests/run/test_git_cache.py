@@ -129,3 +129,18 @@ def test_another_folder_or_diff_cap_is_another_capture(repo, git_calls) -> None:
     capped = cache.git_state(GitLimits(max_diff_bytes=0), repo)
     assert capped == git_state(repo, max_diff_bytes=0) != whole
     assert cache.git_state(LIMITS, repo / "model") == whole  # the same repository from below
+
+
+def test_outside_a_repository_git_is_asked_again_only_once_a_git_folder_appears(tmp_path, git_calls) -> None:
+    folder = tmp_path / "plain" / "sub"
+    folder.mkdir(parents=True)
+    cache = GitCache(clock=later)
+    outside = git_state(folder)
+    assert cache.git_state(LIMITS, folder) == outside
+    calls = git_calls()
+    assert [cache.git_state(LIMITS, folder) for _ in range(3)] == [outside] * 3
+    assert git_calls() == calls
+    git(tmp_path / "plain", "init", "-q")
+    (folder / "a.py").write_text("a = 1\n")
+    assert cache.git_state(LIMITS, folder) == git_state(folder)
+    assert "+a = 1" in cache.git_state(LIMITS, folder).diff

@@ -8,7 +8,8 @@ working tree every file and folder outside the ignored folders (a file created, 
 changes its folder's status). A capture is kept with the status of each of them and reused while
 every one is unchanged: looking costs one `lstat` a path, a fraction of a millisecond for a few
 hundred files, where git costs milliseconds a process. So a sweep pays git once per change of the
-tree, and gets exactly what git would have answered.
+tree, and gets exactly what git would have answered. Outside a repository (no `.git` in the folder
+or above it), those `.git` paths are watched: one appearing is what would make one.
 
 Not kept, so taken again by the next run:
 - a capture git did not finish (a warning) or that failed;
@@ -25,6 +26,7 @@ the next change of the tree.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import time
 from collections.abc import Callable, Iterable
@@ -76,12 +78,15 @@ class GitCache:
         self._kept.pop(key, None)
         began = self._clock()
         state, repository = git_capture(where, limits.timeout_s, limits.max_diff_bytes)
+        paths: tuple[str, ...] | None = None
         if repository is not None and state.diff is not None and state.warning is None:
             paths = _watched(repository, limits.timeout_s)
-            if paths is not None:
-                statuses = tuple(map(status, paths))
-                if not _racy(statuses, began - RACY_NS) and not _racy(statuses, self._clock() - RACY_NS):
-                    self._kept[key] = _Kept(paths, statuses, state)
+        elif state == GitState(None, None) and shutil.which("git") is not None:
+            paths = _outside(where)  # not in a repository: so it stays while no `.git` appears
+        if paths is not None:
+            statuses = tuple(map(status, paths))
+            if not _racy(statuses, began - RACY_NS) and not _racy(statuses, self._clock() - RACY_NS):
+                self._kept[key] = _Kept(paths, statuses, state)
         return state
 
 
@@ -108,6 +113,15 @@ def _watched(repository: Repository, timeout_s: float) -> tuple[str, ...] | None
     if tree is None:
         return None
     return (*_git_files(repository), *tree)
+
+
+def _outside(where: str) -> tuple[str, ...] | None:
+    """What git looks for to find the repository of `where` (a `.git` in it or in a folder above),
+    and `where` itself; None unless every such `.git` is absent (git answered nothing for another
+    reason: an unreadable repository, one of another owner, a folder inside `.git`)."""
+    folder = Path(where).absolute()
+    found = tuple(os.fspath(above / ".git") for above in (folder, *folder.parents))
+    return None if any(map(os.path.lexists, found)) else (os.fspath(folder), *found)
 
 
 def _git_files(repository: Repository) -> list[str]:
