@@ -35,6 +35,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -121,9 +122,11 @@ def start_row(folder: Path, reps: int) -> None:
 
     table = tb.ResultTable(folder / "start.db", nocommit_action=tb.NoCommitAction.NOP)
     ours, theirs = [], []
+    sides = [(theirs, partial(tensorboardx_start, SummaryWriter, folder / "tb-start")),
+             (ours, partial(tallyboard_start, table))]  # fmt: skip
     for i in range(reps + 3):  # the first three of each warm up (imports, git, the sink)
-        theirs.append(timed(tensorboardx_start, SummaryWriter, folder / "tb-start", i))
-        ours.append(timed(tallyboard_start, table, i))
+        for times, start in sides if i % 2 else sides[::-1]:  # neither always after the other's leftovers
+            times.append(timed(start, i))
     table.close()
     report("run start in a git checkout (median)", statistics.median(ours[3:]) * 1e3,
            statistics.median(theirs[3:]) * 1e3, "ms", 1.5, "tensorboardX writer")  # fmt: skip
