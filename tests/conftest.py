@@ -70,3 +70,22 @@ def shippers_end_with_the_test():
     from tallyboard.store.spool_shipper import stop_shippers
 
     stop_shippers(timeout=0)
+
+
+@pytest.fixture
+def sqlite_statements(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, str]]:
+    """(connection, statement) of every statement SQLite runs on the writing connections this test
+    opens from now on, in order, from SQLite's own trace (`Connection.set_trace_callback`)."""
+    from tallyboard.store import sqlite
+
+    statements: list[tuple[int, str]] = []
+    open_for_writing = sqlite.open_for_writing
+
+    def traced(path: str, timeout: float):
+        conn = open_for_writing(path, timeout)
+        key = id(conn)
+        conn.set_trace_callback(lambda sql: statements.append((key, sql)))
+        return conn
+
+    monkeypatch.setattr(sqlite, "open_for_writing", traced)
+    return statements

@@ -302,3 +302,40 @@ def test_system_metrics_log_under_sys_and_stop_with_the_run(table):
     writer.close()
     assert any(tag.startswith("sys/") for tag in writer.scalars)
     assert "x" in writer.scalars
+
+
+def durable_commits(statements: list[tuple[int, str]]) -> int:
+    """The commits of `sqlite_statements` that waited for the disk: at synchronous=FULL, what
+    `open_for_writing` sets."""
+    full: dict[int, bool] = {}
+    count = 0
+    for conn, sql in statements:
+        if sql.startswith("PRAGMA synchronous="):
+            full[conn] = sql.endswith("FULL")
+        elif sql == "COMMIT" and full.get(conn, True):
+            count += 1
+    return count
+
+
+def test_a_run_that_logs_and_closes_waits_for_the_disk_once(tmp_path, sqlite_statements) -> None:
+    table = tb.ResultTable(tmp_path / "results.db", nocommit_action=tb.NoCommitAction.NOP)
+    created = durable_commits(sqlite_statements)  # the new table's schema
+    run = start(table)
+    assert durable_commits(sqlite_statements) == created  # the row's commit did not wait for the disk
+    run.add_scalar("loss", 1.0)
+    run.close()
+    assert durable_commits(sqlite_statements) == created + 1  # the close's: row, repetition, scalar, end
+    assert table.load_run(run.run_id).get_scalar("loss")[0].value == 1.0
+    table.close()
+
+
+def test_a_flush_right_after_the_start_makes_the_run_durable(tmp_path, sqlite_statements) -> None:
+    table = tb.ResultTable(tmp_path / "results.db", nocommit_action=tb.NoCommitAction.NOP)
+    run = start(table, environment=False)  # nothing logged: the first repetition is still queued
+    created = durable_commits(sqlite_statements)
+    run.flush()
+    assert durable_commits(sqlite_statements) == created + 1
+    with open_store(tmp_path / "results.db") as store:
+        assert store.execute("SELECT run_id, rep FROM repetitions") == [(run.run_id, 0)]
+    run.close()
+    table.close()

@@ -38,7 +38,7 @@ from tallyboard.store import Access, Column, Quarantined, Store, open_store
 from tallyboard.store.artifacts import location_for
 from tallyboard.store.cursor import ReadCursor
 from tallyboard.store.location import Location, LocationLike
-from tallyboard.store.records import DEBUG_RUN_ID, ConsoleLine, ResumePoint
+from tallyboard.store.records import DEBUG_RUN_ID, ConsoleLine, QueuedRepetition, ResumePoint
 from tallyboard.store.run_fields import DEFAULT_UNIQUE_COLUMNS, RunRow
 from tallyboard.store.series import DEFAULT_CHUNK_ROWS
 from tallyboard.values import check_text
@@ -209,8 +209,9 @@ class ResultTable:
         fields = run_fields(request, self.nocommit_action, None if debug else self.git_limits)
         if not debug:
             fields["unique_key"] = unique_key(fields, self.unique_columns, request.unique)
-        run_id = self._store.create_run(fields, debug=debug)
+        run_id = self._store.create_run(fields, debug=debug, durable=False)
         sink = sink_for(self.location, self.commit_interval)
+        sink.put("repetitions", QueuedRepetition(run_id, 0, fields["start_time"]))  # see create_run
         writer = self._writer(sink, run_id, request.keep_each, request.auto_log_plt, request.system_metrics)
         run_context.attach(writer, request.capture_console, request.environment)
         return writer

@@ -66,3 +66,24 @@ def test_gpu_facts_come_from_torch_only_when_it_is_imported(monkeypatch: pytest.
 def test_the_secret_patterns_win_over_the_allowlist() -> None:
     kept = environment.allowed_variables({**SECRETS, **KEPT, **DROPPED})
     assert kept == KEPT
+
+
+def test_packages_are_read_from_the_folder_names_on_sys_path(
+    tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first, second = tmp_path / "first", tmp_path / "second"
+    for folder in ("Foo_Bar-1.2.dist-info", "zope.interface-6.0.dist-info", "old_pkg-0.3-py3.11.egg-info"):
+        (first / folder).mkdir(parents=True)  # empty: no METADATA is read
+    (first / "dev.egg-info").mkdir()
+    (first / "dev.egg-info" / "PKG-INFO").write_text(
+        "Metadata-Version: 2.1\nName: dev\nVersion: 0.0.dev1\n\nbody\n"
+    )
+    (first / "not_a_package-1.0.txt").write_text("")
+    (second / "foo-bar-9.9.dist-info").mkdir(parents=True)  # shadowed, as its import would be
+    monkeypatch.setattr(sys, "path", [str(first), str(tmp_path / "missing"), str(second)])
+    environment._packages.cache_clear()
+    try:
+        packages = environment.capture()["packages"]
+    finally:
+        environment._packages.cache_clear()
+    assert packages == {"dev": "0.0.dev1", "foo-bar": "1.2", "old-pkg": "0.3", "zope-interface": "6.0"}

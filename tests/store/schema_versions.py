@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from tallyboard.store import open_store
+from collections.abc import Callable
+
+from tallyboard.store import Store, open_store
 from tallyboard.store.indexed_values import TYPED_COLUMNS
 from tallyboard.store.schema import TYPED_VALUES_STEP
 from tallyboard.store.tables import IMPORT_RUN_TABLES
@@ -16,6 +18,7 @@ TABLES_ADDED: dict[int, tuple[str, ...]] = {
     7: ("histograms",),
     8: ("console", "environments"),  # and texts.markdown (COLUMNS_ADDED)
     9: ("artifacts",),
+    12: ("environment_contents",),  # after `environments` is given back its v8-v11 shape (RESHAPED)
 }
 # Versions that added columns ({table: columns}) and indexes to tables older versions had.
 COLUMNS_ADDED: dict[int, dict[str, tuple[str, ...]]] = {
@@ -25,6 +28,21 @@ COLUMNS_ADDED: dict[int, dict[str, tuple[str, ...]]] = {
 INDEXES_ADDED: dict[int, tuple[str, ...]] = {
     TYPED_VALUES_STEP + 1: ("hparams_by_value", "results_by_value", "runs_hidden"),
 }
+
+
+# Versions that changed the shape of a table older versions had: what turns it back, before the
+# tables that version added are dropped.
+def _unshare_environments(store: Store) -> None:
+    store.execute("CREATE TABLE environments_v11 (run_id BIGINT PRIMARY KEY, content TEXT NOT NULL)")
+    store.execute(
+        "INSERT INTO environments_v11 (run_id, content) SELECT e.run_id, c.content"
+        " FROM environments e JOIN environment_contents c ON c.sha256 = e.sha256"
+    )
+    store.execute("DROP TABLE environments")
+    store.execute("ALTER TABLE environments_v11 RENAME TO environments")
+
+
+RESHAPED: dict[int, Callable[[Store], None]] = {12: _unshare_environments}
 # Versions that added rows of `meta` (their keys).
 META_ADDED: dict[int, tuple[str, ...]] = {11: ("runs_deleted",)}
 
@@ -44,6 +62,9 @@ def downgrade(url: str, version: int) -> None:
     ]
 
     def work() -> None:
+        for added, reshape in sorted(RESHAPED.items(), reverse=True):
+            if added > version:
+                reshape(store)
         for table in drop:
             store.execute(f"DROP TABLE {table}")
         for index in indexes:

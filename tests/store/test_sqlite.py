@@ -9,9 +9,10 @@ import threading
 
 import pytest
 
+from store.schema_versions import downgrade
 from store.test_store import new_run
 from tallyboard.store import Batch, StoreError, open_store, schema
-from tallyboard.store.sqlite import SqliteStore
+from tallyboard.store.sqlite import SqliteStore, new_table
 
 
 def test_new_file_gets_schema_version_wal_and_unique_columns(db_url):
@@ -98,3 +99,49 @@ def test_a_child_forked_while_a_thread_is_inside_a_transaction_can_write(db_url)
         [sys.executable, "-c", FORK_MID_TRANSACTION, db_url], capture_output=True, text=True, timeout=60
     )
     assert done.stdout.strip() == "child 0", done.stderr
+
+
+def schema_and_rows(path):
+    with sqlite3.connect(path) as conn:
+        objects = conn.execute(
+            "SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY type, name"
+        ).fetchall()
+        rows = {
+            name: sorted(conn.execute(f"SELECT * FROM {name}").fetchall())
+            for kind, name, *_ in objects
+            if kind == "table"
+        }
+    conn.close()
+    return objects, rows
+
+
+def test_a_new_file_has_exactly_the_schema_and_rows_of_a_version_1_file_migrated_forward(tmp_path):
+    new, old = tmp_path / "new.db", tmp_path / "old.db"
+    open_store(new, ("experiment",)).close()
+    open_store(old, ("experiment",)).close()
+    downgrade(str(old), 1)
+    with open_store(old) as store:
+        store.ready_for_writing()
+    assert schema_and_rows(new) == schema_and_rows(old)
+
+
+def test_creating_a_file_replays_its_schema_and_runs_no_migration(tmp_path, sqlite_statements):
+    """What a new table costs is its statements: one per table and index, one per row it starts with."""
+    template = new_table()  # made once per process, in memory
+    sqlite_statements.clear()
+    open_store(tmp_path / "new.db").close()
+    made = len(template.statements) + sum(len(rows) for _, rows in template.rows) + 1  # + unique columns
+    assert made <= len(sqlite_statements) <= made + 15  # the transaction, pragmas, looking, checkpointing
+
+
+def test_the_uniqueness_check_of_a_new_run_reads_through_the_index(tmp_path, sqlite_statements):
+    """A scan of every run at every start made a sweep's starts cost more with each run."""
+    with open_store(tmp_path / "runs.db") as store:
+        new_run(store, unique_key='["a"]')
+    check = next(
+        sql for _, sql in sqlite_statements if sql.startswith("SELECT run_id FROM runs WHERE substr")
+    )
+    with sqlite3.connect(tmp_path / "runs.db") as conn:
+        plan = " ".join(row[-1] for row in conn.execute(f"EXPLAIN QUERY PLAN {check}"))
+    conn.close()
+    assert "USING INDEX runs_by_unique_key" in plan

@@ -90,6 +90,17 @@ class ConfigFile:
     left_out: LeftOut | None = None
 
 
+@dataclass(frozen=True)
+class Repository:
+    """Where git keeps a checkout's state: its top folder, its git folder (a worktree's own), the
+    folder it shares with other worktrees, and its index. What `run/git_cache.py` watches."""
+
+    root: Path
+    git_dir: Path
+    common_dir: Path
+    index: Path
+
+
 def git_state(
     cwd: str | os.PathLike[str] | None = None,
     timeout_s: float = GIT_TIMEOUT_S,
@@ -102,25 +113,48 @@ def git_state(
     index, so the user's own index is left alone. Of git's diff, the files that fit whole in
     ``max_diff_bytes`` are kept; the others are listed (`left_out.past_the_cap`).
     """
+    return git_capture(cwd, timeout_s, max_diff_bytes)[0]
+
+
+def git_capture(
+    cwd: str | os.PathLike[str] | None = None,
+    timeout_s: float = GIT_TIMEOUT_S,
+    max_diff_bytes: int = MAX_DIFF_BYTES,
+) -> tuple[GitState, Repository | None]:
+    """`git_state`, and the repository it was taken from (None outside one, or when git failed)."""
     where = Path.cwd() if cwd is None else Path(cwd)
-    env = {**os.environ, "GIT_OPTIONAL_LOCKS": "0", "LC_ALL": "C"}
-    try:
-        inside = _git(where, env, timeout_s, "rev-parse", "--is-inside-work-tree")
-        if inside.returncode != 0 or inside.stdout.strip() != b"true":
-            return GitState(None, None)
-        head = _git(where, env, timeout_s, "rev-parse", "--verify", "--quiet", "HEAD^{commit}")
+    env = git_env()
+    try:  # one rev-parse answers all: inside a work tree?, its layout, then HEAD's commit (if any)
+        found = run_git(where, env, timeout_s, "rev-parse", *_LAYOUT, "--verify", "--quiet", "HEAD^{commit}")
     except subprocess.TimeoutExpired as late:
-        return GitState(None, None, warning=_late(late, where, "no git commit and no git diff"))
-    except (OSError, subprocess.SubprocessError, UnicodeDecodeError):
-        return GitState(None, None)
-    commit = head.stdout.decode().strip() if head.returncode == 0 else None
+        return GitState(None, None, warning=_late(late, where, "no git commit and no git diff")), None
+    except (OSError, subprocess.SubprocessError):
+        return GitState(None, None), None
+    lines = found.stdout.split(b"\n")  # 5 lines, then the commit's, each ended by a newline
+    if lines[0] != b"true" or len(lines) != (7 if found.returncode == 0 else 6):
+        return GitState(None, None), None  # not a work tree (or a path holding a newline: unread)
+    root, git_dir, common_dir, index = (where / os.fsdecode(line) for line in lines[1:5])
+    commit = lines[5].decode("ascii", errors="replace") if found.returncode == 0 else None
+    repository = Repository(root, git_dir, common_dir, index)
     try:
-        return _with_diff(where, env, timeout_s, max_diff_bytes, commit)
+        return _with_diff(repository, env, timeout_s, max_diff_bytes, commit), repository
     except subprocess.TimeoutExpired as late:
         what = f"commit {commit} but no git diff" if commit else "no git diff"
-        return GitState(commit, None, warning=_late(late, where, what))
+        return GitState(commit, None, warning=_late(late, where, what)), None
     except (OSError, subprocess.SubprocessError, UnicodeDecodeError):
-        return GitState(commit, None)
+        return GitState(commit, None), None
+
+
+# What `git rev-parse` prints before HEAD's commit, a line each: "true", then four paths (absolute,
+# or relative to the cwd).
+_LAYOUT = (
+    "--is-inside-work-tree",
+    "--show-toplevel",
+    "--absolute-git-dir",
+    "--git-common-dir",
+    "--git-path",
+    "index",
+)
 
 
 def _late(late: subprocess.TimeoutExpired, where: Path, recorded: str) -> str:
@@ -132,49 +166,51 @@ def _late(late: subprocess.TimeoutExpired, where: Path, recorded: str) -> str:
 
 
 def _with_diff(
-    cwd: Path, env: dict[str, str], timeout_s: float, max_bytes: int, commit: str | None
+    repository: Repository, env: dict[str, str], timeout_s: float, max_bytes: int, commit: str | None
 ) -> GitState:
-    """The state with the diff of the working tree against `commit` (see `git_state`)."""
-    index_path = _git(cwd, env, timeout_s, "rev-parse", "--git-path", "index")
-    top = _git(cwd, env, timeout_s, "rev-parse", "--show-toplevel")
-    if index_path.returncode != 0 or top.returncode != 0:
+    """The state with the diff of the working tree against `commit` (see `git_state`). The index is
+    copied only when untracked files are to be marked in it, and git diff runs only when something
+    changed: a clean checkout costs two git processes in all."""
+    root = repository.root
+    untracked = run_git(root, env, timeout_s, "ls-files", "--others", "--exclude-standard", "-z")
+    if untracked.returncode != 0:
         return GitState(commit, None)
-    root = Path(os.fsdecode(top.stdout.rstrip(b"\n")))
+    taken, left = _select_untracked(root, [p for p in untracked.stdout.split(b"\0") if p])
     with tempfile.TemporaryDirectory(prefix="tallyboard-git-") as scratch:
-        index_copy = Path(scratch) / "index"
-        user_index = cwd / index_path.stdout.decode().strip()  # relative to cwd unless absolute
-        if user_index.exists():
-            shutil.copyfile(user_index, index_copy)
-        env["GIT_INDEX_FILE"] = str(index_copy)
-        untracked = _git(root, env, timeout_s, "ls-files", "--others", "--exclude-standard", "-z")
-        if untracked.returncode != 0:
-            return GitState(commit, None)
-        taken, left = _select_untracked(root, [p for p in untracked.stdout.split(b"\0") if p])
         if taken:
+            index_copy = Path(scratch) / "index"
+            if repository.index.exists():
+                shutil.copyfile(repository.index, index_copy)
+            env = {**env, "GIT_INDEX_FILE": str(index_copy)}
             add = ("add", "--intent-to-add", "--pathspec-from-file=-", "--pathspec-file-nul")
-            _git(root, {**env, "GIT_LITERAL_PATHSPECS": "1"}, timeout_s, *add, stdin=b"\0".join(taken))
+            run_git(root, {**env, "GIT_LITERAL_PATHSPECS": "1"}, timeout_s, *add, stdin=b"\0".join(taken))
         if commit is None:  # before the first commit, everything is new against the empty tree
-            base = _git(cwd, env, timeout_s, "hash-object", "-t", "tree", os.devnull).stdout.decode().strip()
+            base = (
+                run_git(root, env, timeout_s, "hash-object", "-t", "tree", os.devnull).stdout.decode().strip()
+            )
         else:
             base = commit
         # --submodule=short: every file's part starts with `diff --git`, a submodule's too (counted
         # to know which files the cap cut), whatever diff.submodule says
         diff = ("diff", "--no-color", "--no-ext-diff", "--no-textconv", "--submodule=short")
-        names = _git(root, env, timeout_s, *diff, "--name-only", "-z", base)
+        names = run_git(root, env, timeout_s, *diff, "--name-only", "-z", base)
         if names.returncode != 0:
             return GitState(commit, None)
-        order = Path(scratch) / "order"
-        order.write_bytes(_smallest_first([name for name in names.stdout.split(b"\0") if name], root))
-        ordered = (*diff, f"-O{order}")
-        output = _capped_output(root, env, timeout_s, max_bytes, *ordered, base)
-        if output is None:
-            return GitState(commit, None)
-        stored, cut = output
+        changed = [name for name in names.stdout.split(b"\0") if name]
+        stored, cut = b"", False
+        if changed:
+            order = Path(scratch) / "order"
+            order.write_bytes(_smallest_first(changed, root))
+            ordered = (*diff, f"-O{order}")
+            output = _capped_output(root, env, timeout_s, max_bytes, *ordered, base)
+            if output is None:
+                return GitState(commit, None)
+            stored, cut = output
         if cut:  # the files past the cap, by name, in the order git diffed them
-            names = _git(root, env, timeout_s, *ordered, "--name-only", "-z", base)
-            changed = [os.fsdecode(name) for name in names.stdout.split(b"\0") if name]
+            names = run_git(root, env, timeout_s, *ordered, "--name-only", "-z", base)
+            paths = [os.fsdecode(name) for name in names.stdout.split(b"\0") if name]
             reason = left_out.past_the_cap(max_bytes)
-            left += [_listed_change(root, path, reason) for path in changed[_files_in(stored) :]]
+            left += [_listed_change(root, path, reason) for path in paths[_files_in(stored) :]]
     listed = "".join(entry.line() + "\n" for entry in left)
     return GitState(commit, listed + _decode(stored), tuple(left))
 
@@ -287,7 +323,13 @@ def _select_untracked(root: Path, paths: list[bytes]) -> tuple[list[bytes], list
     return kept, left
 
 
-def _git(
+def git_env() -> dict[str, str]:
+    """The environment git runs in: this process's, without locks git may skip (a capture never
+    writes the user's index) and with untranslated messages."""
+    return {**os.environ, "GIT_OPTIONAL_LOCKS": "0", "LC_ALL": "C"}
+
+
+def run_git(
     cwd: Path, env: dict[str, str], timeout_s: float, *args: str, stdin: bytes | None = None
 ) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run(

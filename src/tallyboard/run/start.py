@@ -18,7 +18,7 @@ from datetime import datetime
 from enum import Enum
 from typing import IO, Any
 
-from tallyboard.run import capture
+from tallyboard.run import capture, git_cache
 from tallyboard.store.run_fields import UNIQUE_CANDIDATES, RunRow
 from tallyboard.values import check_text, to_int
 
@@ -109,7 +109,7 @@ def run_fields(
         "start_time": time.time(),
     }
     if git is not None:
-        state = capture.git_state(timeout_s=git.timeout_s, max_diff_bytes=git.max_diff_bytes)
+        state = git_cache.CAPTURES.git_state(git)  # git itself only when the tree changed
         if state.warning is not None:
             warnings.warn(state.warning, RuntimeWarning, stacklevel=4)  # the user's new_run line
         if state.diff and nocommit_action is not NoCommitAction.NOP:

@@ -33,7 +33,7 @@ from tallyboard.store.records import DEBUG_RUN_ID
 CHUNK_ROWS = {
     **dict.fromkeys(("scalars", "scalar_blocks", "scalar_events"), 50_000),
     **dict.fromkeys(("runs", "texts", "histograms", "quarantine", "raw_summaries"), 2_000),
-    **dict.fromkeys(("media", "environments"), 200),
+    **dict.fromkeys(("media", "environment_contents"), 200),
 }
 # (table, primary key, other columns, rows per chunk), parents before children: every table but
 # `meta`, which the destination has of its own (its schema version and the deleted runs' count;

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from tallyboard.errors import DatabaseUnreachable
 from tallyboard.filter import Node
+from tallyboard.store import environments as environment_rows
 from tallyboard.store import histograms as histogram_rows
 from tallyboard.store.logged import artifacts_query, console_query
 from tallyboard.store.records import ArtifactRow, Column, ConsoleLine
@@ -564,7 +565,7 @@ class DashboardQueries:
         return [line._asdict() for line in map(ConsoleLine._make, rows)]
 
     def environment(self, run_id: int) -> dict[str, Any] | None:
-        row = self._one("SELECT content FROM environments WHERE run_id = ?", [run_id])
+        row = self._one(environment_rows.READ, [run_id])  # the dashboard reads current tables only
         return None if row is None else json.loads(row[0])
 
     def artifacts(self, run_id: int, name: str | None = None) -> list[ArtifactRow]:

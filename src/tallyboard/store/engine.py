@@ -107,9 +107,12 @@ class Engine(ABC):
     # copy, histograms, series, imported logs -- speak SQL through the store's one connection and
     # lock rather than reaching into it; only `store/` calls them (only `store/` speaks SQL).
     @abstractmethod
-    def atomic(self, work: Callable[[], T]) -> T:
+    def atomic(self, work: Callable[[], T], durable: bool = True) -> T:
         """Run `work` in one write transaction and commit; when the database is busy, roll back and
-        run `work` again (so `work` must only touch the database), never raising "busy" to the caller."""
+        run `work` again (so `work` must only touch the database), never raising "busy" to the caller.
+        `durable=False`: the commit returns before it is on disk (other connections see it at once,
+        and a crash of the process keeps it); the next durable commit to the database makes it
+        durable too. Nested in another transaction, `work` is part of that one, durable or not."""
 
     @abstractmethod
     def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:

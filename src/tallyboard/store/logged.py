@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
+from tallyboard.store import environments as environment_rows
 from tallyboard.store import histograms as histogram_rows
 from tallyboard.store.engine import Engine
 from tallyboard.store.records import (
@@ -205,7 +206,7 @@ class LoggedReads(Engine):
     def environment(self, run_id: int) -> str | None:
         """The run's environment as stored (JSON text), None when it recorded none."""
         with self._lock:
-            rows = self.execute("SELECT content FROM environments WHERE run_id = ?", (run_id,))
+            rows = self.execute(environment_rows.read_sql(self.schema_version), (run_id,))
         return rows[0][0] if rows else None
 
     def _records(

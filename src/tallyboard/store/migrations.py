@@ -11,11 +11,16 @@ import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from tallyboard.store import environments
 from tallyboard.store.indexed_values import TYPED_COLUMNS, with_types
+from tallyboard.store.records import QueuedEnvironment
 from tallyboard.store.run_fields import RUN_COLUMNS
 from tallyboard.store.schema import (
+    ENVIRONMENT_LINKS,
+    ENVIRONMENT_LINKS_SWAP,
     MIGRATIONS,
     SCHEMA_V1,
+    SHARED_ENVIRONMENTS_STEP,
     TYPED_VALUE_INDEXES,
     TYPED_VALUES_STEP,
 )
@@ -156,10 +161,31 @@ def backfill_typed_values(store: Engine, table: str) -> None:
         rows = store.execute(select + " WHERE (run_id, name) > (?, ?)" + order, rows[-1][:2])
 
 
+# ---- v11 -> v12: each distinct environment stored once (store/environments.py) ------------------
+# Why in Python: a text is named by its sha256, which neither engine's SQL computes alike (SQLite
+# has no sha256 at all).
+ENVIRONMENTS_CHUNK = 500  # rows of some 20 kB each
+
+
+def shared_environments(store: Engine) -> None:
+    store.execute(ENVIRONMENT_LINKS.strip())
+    select = "SELECT run_id, content FROM environments"
+    order = f" ORDER BY run_id LIMIT {ENVIRONMENTS_CHUNK}"
+    rows = store.execute(select + order)
+    while rows:
+        environments.insert(store, [QueuedEnvironment(*row) for row in rows], into="environments_v12")
+        if len(rows) < ENVIRONMENTS_CHUNK:
+            break
+        rows = store.execute(select + " WHERE run_id > ?" + order, (rows[-1][0],))
+    for sql in _statements(ENVIRONMENT_LINKS_SWAP, {}):
+        store.execute(sql)
+
+
 # Steps (or parts of steps) that are not one SQL script for both engines, by the version they
 # upgrade from; they run after that step's SQL in `MIGRATIONS`, if any.
 PYTHON_MIGRATIONS: dict[int, Callable[[Engine], None]] = {
     3: nullable_note_and_tag,
     7: markdown_flag_on_texts,
     TYPED_VALUES_STEP: typed_values,
+    SHARED_ENVIRONMENTS_STEP: shared_environments,
 }

@@ -288,7 +288,7 @@ class PostgresStore(Store):
             self._sleep(delay)
             delay = min(delay * 2, MAX_RETRY_DELAY)
 
-    def atomic(self, work: Callable[[], T]) -> T:
+    def atomic(self, work: Callable[[], T], durable: bool = True) -> T:
         if self._in_transaction:  # nested: part of the enclosing transaction
             return work()
         txn_id = self._resend_id or uuid.uuid4()
@@ -306,6 +306,8 @@ class PostgresStore(Store):
                     return landed
                 outcome_unknown = False
             conn.execute("BEGIN READ ONLY" if self.access is Access.READ else "BEGIN")
+            if not durable:  # the server's next synchronous commit flushes its WAL past this one
+                conn.execute("SET LOCAL synchronous_commit TO OFF")
             self._in_transaction = True
             try:
                 result = work()

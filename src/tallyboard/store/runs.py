@@ -29,8 +29,9 @@ class RunRows(Engine):
     """The `Store` methods of run rows, on the engine's primitives alone."""
 
     # ---- runs ----------------------------------------------------------------------------
-    def create_run(self, fields: dict[str, Any], debug: bool = False) -> int:
-        """Insert a run; `fields` maps `runs` columns to values (start_time required).
+    def create_run(self, fields: dict[str, Any], debug: bool = False, durable: bool = True) -> int:
+        """Insert a run and its first repetition; `fields` maps `runs` columns to values (start_time
+        required).
 
         A debug run replaces run `DEBUG_RUN_ID` and everything logged under it. Otherwise, when
         `fields['unique_key']` is not None and a visible run that is not failed has the same key,
@@ -41,6 +42,11 @@ class RunRows(Engine):
         a PostgreSQL sequence leaves a hole for every rolled-back insert. So ids are positive and
         dense on both engines, whatever order debug and real runs come in. An import that keeps its
         own ids passes `run_id` in `fields`.
+
+        `durable=False` is a writer's start (`ResultTable.new_run`): the commit does not wait for the
+        disk, and the first repetition is left out, for the caller to queue to its sink (a
+        `QueuedRepetition`): the sink's commit of it waits, and makes the run's row durable too. So
+        a run that logs and closes waits for the disk once, not twice.
         """
         self.ready_for_writing()
         fields = empty_text_as_null(fields)
@@ -63,14 +69,15 @@ class RunRows(Engine):
                 f"INSERT INTO runs ({', '.join(cols)}) VALUES ({marks}) RETURNING run_id", values
             )
             run_id: int = rows[0][0]
-            self.execute(
-                "INSERT INTO repetitions (run_id, rep, start_time) VALUES (?, 0, ?)",
-                (run_id, fields["start_time"]),
-            )
+            if durable:
+                self.execute(
+                    "INSERT INTO repetitions (run_id, rep, start_time) VALUES (?, 0, ?)",
+                    (run_id, fields["start_time"]),
+                )
             return run_id
 
         with self._lock:
-            return self.atomic(insert)
+            return self.atomic(insert, durable)
 
     def _next_run_id(self) -> int:
         """Inside the runs lock: the id of the next real run (see `create_run`)."""
@@ -82,9 +89,12 @@ class RunRows(Engine):
         is not failed has this unique key (NULL, the debug run's key, never matches)."""
         if unique_key is None:
             return
-        same = self.execute(  # the prefix through the index (schema v3), then the whole key
+        # The prefix through the index (schema v3), then the whole key, as `unique_key || ''`: given
+        # `unique_key = ?`, SQLite would put the key into the prefix's expression too (constant
+        # propagation), which then no index matches, and read every run.
+        same = self.execute(
             f"SELECT run_id FROM runs WHERE substr(unique_key, 1, {UNIQUE_KEY_PREFIX})"
-            f" = substr(?, 1, {UNIQUE_KEY_PREFIX}) AND unique_key = ? AND hidden = 0"
+            f" = substr(?, 1, {UNIQUE_KEY_PREFIX}) AND unique_key || '' = ? AND hidden = 0"
             " AND status <> 'failed' AND run_id <> ? ORDER BY run_id LIMIT 1",
             (unique_key, unique_key, DEBUG_RUN_ID if run_id is None else run_id),
         )

@@ -78,7 +78,10 @@ Conventions every reader relies on:
   `walltime_ms` as for other records, `console_id` increases in capture order (the dashboard's
   live tail asks for ids after the last it has);
 - `environments` (v8) holds one JSON object per run (`environment.py`): interpreter, platform,
-  host, CPU/GPU, packages and the allowlisted environment variables;
+  host, CPU/GPU, packages and the allowlisted environment variables; since v12 each distinct
+  object is kept once, in `environment_contents` (`sha256`: the hex sha256 of its UTF-8 JSON text,
+  `content`: that text), and `environments` holds the run's `sha256` (store/environments.py);
+  a text stays when the last run linking to it is deleted;
 - `texts.markdown` (v8) is 1 when the text was logged with `markdown=True` (rendered, then
   sanitised, by the dashboard), else 0;
 - `artifacts` (v9) lists the files kept with a run (`tallyboard/store/artifacts.py`): `name` is unique
@@ -96,7 +99,7 @@ Conventions every reader relies on:
   run: 25 ms at 100,000 on every page of the dashboard).
 """
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 UNIQUE_KEY_PREFIX = 256
 BLOCK_BITS = 8
 BLOCK_STEPS = 1 << BLOCK_BITS  # steps per row of scalar_blocks (why 256: docs/dashboard.md)
@@ -340,6 +343,24 @@ CREATE INDEX runs_hidden ON runs (run_id) WHERE hidden <> 0"""
 # v11: the count of deleted runs, part of the runs' version (`DashboardQueries.runs_version`).
 RUNS_DELETED = "INSERT INTO meta (key, value) VALUES ('runs_deleted', '0')"
 
+# v12: each distinct environment stored once (store/environments.py). The texts get their table;
+# the links are copied into a new table of the new shape, each text named by its sha256 on the way
+# (in Python: migrations.shared_environments), which then takes the old table's name.
+SHARED_ENVIRONMENTS_STEP = 11  # the version it upgrades from
+SHARED_ENVIRONMENTS = """
+CREATE TABLE environment_contents (
+    sha256  TEXT PRIMARY KEY,
+    content TEXT NOT NULL
+)"""
+ENVIRONMENT_LINKS = """
+CREATE TABLE environments_v12 (
+    run_id BIGINT PRIMARY KEY,
+    sha256 TEXT NOT NULL
+)"""
+ENVIRONMENT_LINKS_SWAP = """
+DROP TABLE environments;
+ALTER TABLE environments_v12 RENAME TO environments"""
+
 # MIGRATIONS[n] upgrades a store at version n to n + 1. Version 1 is the first released schema.
 MIGRATIONS: dict[int, str] = {
     1: SCALAR_BLOCKS + ";" + BACKFILL_BLOCKS,  # v2: block summaries, backfilled
@@ -352,4 +373,5 @@ MIGRATIONS: dict[int, str] = {
     8: ARTIFACTS,  # v9: artefacts listed with their run
     # 9 -> 10: typed hparam/result values; in Python: migrations.typed_values
     10: RUNS_DELETED,  # v11: deleted runs counted
+    SHARED_ENVIRONMENTS_STEP: SHARED_ENVIRONMENTS,  # v12: environments shared; the links in Python
 }

@@ -216,16 +216,18 @@ class SpoolStore(SqliteStore):
             self.atomic(both)
 
     # ---- the writes that are shipped ------------------------------------------------------------
-    def create_run(self, fields: dict[str, Any], debug: bool = False) -> int:
+    def create_run(self, fields: dict[str, Any], debug: bool = False, durable: bool = True) -> int:
+        """The database creates the run, with its first repetition, when the journal's entry ships;
+        the repetition queued by a writer (`durable=False`) ships after it."""
         self.ready_for_writing()
 
         def create() -> int:
-            run_id = SqliteStore.create_run(self, fields, debug)
+            run_id = SqliteStore.create_run(self, fields, debug, durable)
             self._journal("create_run", {"run": run_id, "fields": fields, "debug": debug})
             return run_id
 
         with self._lock:
-            return self.atomic(create)
+            return self.atomic(create, durable)
 
     def update_run(self, run_id: int, **values: Any) -> None:
         args = {"run": run_id, "values": values}

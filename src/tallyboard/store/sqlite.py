@@ -23,6 +23,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import errno
+import json
 import logging
 import os
 import sqlite3
@@ -31,8 +32,9 @@ import time
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
+from tallyboard.store import migrations, schema
 from tallyboard.store.base import Store
 from tallyboard.store.location import (
     NOT_SQLITE,
@@ -163,7 +165,7 @@ class SqliteStore(Store):
         self._in_transaction = False
         # The file as opened for writing (absolute: the process may chdir), for `unwritable`.
         self._watched: tuple[str, tuple[int, int]] | None = None
-        found = describe_file(self.path)
+        found = Found(self.url, Kind.NOTHING, "memory") if self.path == MEMORY else describe_file(self.path)
         found.check(access)
         self._connect()
         if access is not Access.READ:
@@ -212,8 +214,22 @@ class SqliteStore(Store):
     def _prepare_schema(self, unique_columns: tuple[str, ...]) -> None:
         if self.schema_version is None:  # a new table: WAL, so readers never block the writer
             self._retry(lambda: self._connection().execute("PRAGMA journal_mode=WAL"))
-        ensure_schema(self, DDL_TYPES, unique_columns)
+            if self.path != MEMORY:
+                self.atomic(lambda: self._create_from(new_table(), unique_columns))
+        ensure_schema(self, DDL_TYPES, unique_columns)  # migrates what is older (nothing when new)
         self.schema_version = self._schema_version()
+
+    def _create_from(self, template: NewTable, unique_columns: tuple[str, ...]) -> None:
+        """Inside a transaction: the schema and rows of `template`, unless another process created
+        the table first."""
+        if self.table_exists("meta"):
+            return
+        for sql in template.statements:
+            self.execute(sql)
+        for name, rows in template.rows:
+            marks = ", ".join("?" * len(rows[0]))
+            self.executemany(f"INSERT INTO {name} VALUES ({marks})", rows)
+        self.execute("UPDATE meta SET value = ? WHERE key = 'unique_columns'", (json.dumps(unique_columns),))
 
     def _connection(self) -> sqlite3.Connection:
         if self._pid != os.getpid():
@@ -231,9 +247,16 @@ class SqliteStore(Store):
             time.sleep(delay)
             delay = min(delay * 2, MAX_RETRY_SLEEP)
 
-    def atomic(self, work: Callable[[], T]) -> T:
+    def atomic(self, work: Callable[[], T], durable: bool = True) -> T:
         if self._in_transaction:  # nested: part of the enclosing transaction
             return work()
+        if not durable:  # in WAL mode NORMAL syncs at checkpoints only; a FULL commit syncs the WAL
+            with self._lock:
+                self._connection().execute("PRAGMA synchronous=NORMAL")
+                try:
+                    return self.atomic(work)
+                finally:
+                    self._conn.execute("PRAGMA synchronous=FULL")
 
         def attempt() -> T:
             self._connection().execute("BEGIN IMMEDIATE")
@@ -343,6 +366,44 @@ class SqliteStore(Store):
     def first_rows(self, conn: Any, sql: str, param_rows: Sequence[Sequence[Any]]) -> list[tuple[Any, ...]]:
         """SQLite reruns its cached statement."""
         return [conn.execute(sql, tuple(params)).fetchone() for params in param_rows]
+
+
+MEMORY = ":memory:"  # the path of a table in memory (`new_table` makes one), never a file's
+
+
+class NewTable(NamedTuple):
+    """What a new table starts as: its statements (tables, then indexes), and rows by table."""
+
+    statements: tuple[str, ...]
+    rows: tuple[tuple[str, list[tuple[Any, ...]]], ...]
+
+
+def new_table() -> NewTable:
+    """The schema and rows that the migrations leave in a table created at version 1, read back
+    from one made in memory, once per process (and again should the migrations change: tests make
+    older schemas so): a new file is then created by replaying them, one statement per table,
+    index and row, which costs what creating its schema costs (bench/run_start.py). Running every
+    migration again for each new file took three times as many statements, each making SQLite
+    parse the schema anew. The migrations stay the one description of the schema."""
+    steps = (*schema.MIGRATIONS.items(), *migrations.PYTHON_MIGRATIONS.items())
+    made_from = (migrations.SCHEMA_VERSION, *steps)
+    if _templates.get(made_from) is None:
+        _templates.clear()
+        with SqliteStore(MEMORY) as memory:
+            objects = memory.execute(
+                "SELECT type, name, sql FROM sqlite_master WHERE sql IS NOT NULL"
+                " AND name NOT LIKE 'sqlite_%' ORDER BY type = 'index', rowid"
+            )
+            tables = [
+                (name, memory.execute(f"SELECT * FROM {name}"))
+                for kind, name, _ in objects
+                if kind == "table"
+            ]
+        _templates[made_from] = NewTable(tuple(sql for *_, sql in objects), tuple(t for t in tables if t[1]))
+    return _templates[made_from]
+
+
+_templates: dict[tuple[object, ...], NewTable] = {}
 
 
 def with_python_lower(conn: sqlite3.Connection) -> sqlite3.Connection:

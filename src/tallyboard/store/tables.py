@@ -188,15 +188,17 @@ TABLES: tuple[Table, ...] = (
         batch_field="console",
         record=QueuedLine,
     ),
+    # A run's link to its environment (its columns since v12), whose text is shared (store/environments.py).
     Table(
         "environments",
         ("run_id",),
-        ("content",),
+        ("sha256",),
         "runs",
         since=8,
         batch_field="environments",
         record=QueuedEnvironment,
     ),
+    Table("environment_contents", ("sha256",), ("content",), since=12),
     # The list only: the files live in the artefact store (store/artifacts.py).
     Table(
         "artifacts",

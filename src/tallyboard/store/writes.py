@@ -17,6 +17,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
+from tallyboard.store import environments as environment_rows
 from tallyboard.store import histograms as histogram_rows
 from tallyboard.store.indexed_values import UPSERT_VALUE, with_types
 from tallyboard.store.records import Batch, QueuedValue, ScalarRow
@@ -124,11 +125,7 @@ class BatchWrites(RunRows):
                 batch.console,
             )
         if batch.environments:
-            self.executemany(
-                "INSERT INTO environments (run_id, content) VALUES (?, ?)"
-                " ON CONFLICT (run_id) DO UPDATE SET content = excluded.content",
-                batch.environments,
-            )
+            environment_rows.insert(self, batch.environments)
 
     def put_values(self, kind: str, rows: list[QueuedValue]) -> None:
         """Write hparams (`kind='hparams'`) or results (`'results'`) now, in their own transaction:
