@@ -434,7 +434,7 @@ def artifact_file(request: Request) -> Response:
     except ArtifactError as error:  # a damaged or hostile table: its hash is no hash
         return Json({"error": str(error)}, status_code=404)
     if not stored:
-        return Json({"error": f"artefact {name!r} is listed but its file is missing from {dash.artifacts}"},
+        return Json({"error": f"artefact {name!r} is listed but its file is missing from {blobs.location}"},
                     status_code=404)  # fmt: skip
     filename = name.rsplit("/", 1)[-1]
     headers = {

@@ -87,8 +87,9 @@ def _hide_query(text: str) -> str:
     return f"{base}?{'&'.join(shown)}"
 
 
-def _shown(text: str) -> str:
-    """`text` with the password of a URL (in its user part or as `password=`) replaced by `***`."""
+def without_password(text: str) -> str:
+    """`text` with the password of a URL (in its user part or as `password=`) replaced by `***`:
+    for any URL a message may name, a table's or an artefact store's."""
     scheme, separator, rest = text.partition("://")
     if not separator:
         return text
@@ -165,7 +166,7 @@ class Location:
         return message
 
     def __str__(self) -> str:
-        return _shown(self._text)
+        return without_password(self._text)
 
     def __repr__(self) -> str:
         return f"Location({str(self)!r})"

@@ -20,7 +20,8 @@ Why it is built this way:
   back exactly). No pickle: a spool file is data, never code.
 - The spool must reach its database after this process is gone (`tallyboard sync`), so it keeps
   the database's URL as given, password included (`Location.secret()`), in `spool_state`, which
-  no copy, export or dashboard reads; everything else shows it through `Location`, without it.
+  no copy, export or dashboard reads, in a file only its owner may read (mode 0600, `keep_private`);
+  everything else shows it through `Location`, without it.
 - Written only locally, never shipped: quarantined records (the spool's own rejects), the column
   layout (`set_columns`). Resuming a run by id is refused: the id of a spool is not the database's.
 """
@@ -28,6 +29,7 @@ Why it is built this way:
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import sys
@@ -67,6 +69,15 @@ def location(
     path = os.path.abspath(os.fspath(spool_path))
     SpoolStore(path, unique_columns, target=target).close()
     return Location(SPOOL_PREFIX + path)
+
+
+def keep_private(path: str) -> None:
+    """Make a spool file and its WAL and shared-memory files readable by their owner only: the
+    spool keeps the database's password, and the files were made with the process's umask
+    (0644 as a rule). SQLite gives a WAL file it creates later the mode of the table file."""
+    for each in (path, f"{path}-wal", f"{path}-shm"):
+        with contextlib.suppress(FileNotFoundError):
+            os.chmod(each, 0o600)
 
 
 def encode(value: Any) -> str:
@@ -175,6 +186,7 @@ class SpoolStore(SqliteStore):
                 " give each database a spool file of its own"
             )
         if bound is None and target is not None:
+            keep_private(self.path)  # before the password is in it: only its owner may read it
             self._set_state("target", target.secret())
             self._set_state("spool_id", str(uuid.uuid4()))  # names this spool in the database
             self._set_state("shipped", "0")
