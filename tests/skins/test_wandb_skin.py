@@ -2,8 +2,8 @@
 everything it logs reads back through `ResultTable`; then W&B's rules one by one (steps, config,
 summary, define_metric, reinit, resume, disabled mode, what is not stored).
 
-W&B itself is not installed in the test environment, so the script (scripts/wandb_training.py) is
-written from W&B's public documentation and checked against what that documentation promises.
+The same script run with the real W&B is compared with this one in test_real_peers.py;
+here it is checked against what W&B's documentation promises.
 """
 
 from __future__ import annotations
