@@ -121,6 +121,8 @@ class _ThresholdWatch:
         self.fine = True
 
     def observe(self, step: int, value: float) -> Finding | None:
+        if math.isnan(value):  # neither side of a threshold (NonFinite's business)
+            return None
         above, below = self.rule.above, self.rule.below
         crossed = None
         if above is not None and value > above:
@@ -128,7 +130,7 @@ class _ThresholdWatch:
         elif below is not None and value < below:
             crossed = f"below {below}"
         fired = self.fine and crossed is not None
-        self.fine = crossed is None and not math.isnan(value)
+        self.fine = crossed is None
         if fired:
             return Finding(
                 f"{self.tag} crossed a threshold",
