@@ -182,8 +182,13 @@ class AlertCalls(RecordLogging):
 
     def should_stop(self) -> bool:
         """Whether a rule with `stop=True` has fired (`stop_reason` says which): a training loop's
-        cue to stop early. Up to date after `flush()`; otherwise within a fraction of a second."""
-        return self._alerting is not None and self._alerting.stop_alert is not None
+        cue to stop early. Up to date at every call: it first runs the rules on what the evaluator
+        thread has not taken yet (about a microsecond per value logged since its last pass)."""
+        if self._alerting is None:
+            return False
+        if self._alerting.waiting():
+            self._alerting.evaluate()
+        return self._alerting.stop_alert is not None
 
     @property
     def stop_reason(self) -> Alert | None:
