@@ -74,12 +74,20 @@ def decode(run_id: int, rep: int, content: str) -> Alert:
     )  # fmt: skip
 
 
-def read(engine: Engine, run_id: int | None = None) -> list[Alert]:
-    """The alerts of one run (or of every run), oldest first."""
-    sql = "SELECT run_id, rep, content FROM texts WHERE kind = ?"
-    params: list[object] = [KIND]
+def query(run_id: int | None = None, after: int = 0, upto: int | None = None) -> tuple[str, list[object]]:
+    """The statement of the alerts (text_id, run_id, rep, content) of one run or of all, with a
+    text id above `after` (and at most `upto`), oldest first: the store's and the dashboard's."""
+    sql = "SELECT text_id, run_id, rep, content FROM texts WHERE kind = ? AND text_id > ?"
+    params: list[object] = [KIND, after]
+    if upto is not None:
+        sql += " AND text_id <= ?"
+        params.append(upto)
     if run_id is not None:
         sql += " AND run_id = ?"
         params.append(run_id)
-    rows = engine.execute(sql + " ORDER BY text_id", params)
-    return [decode(rid, rep, content) for rid, rep, content in rows]
+    return sql + " ORDER BY text_id", params
+
+
+def read(engine: Engine, run_id: int | None = None) -> list[Alert]:
+    """The alerts of one run (or of every run), oldest first."""
+    return [decode(rid, rep, content) for _, rid, rep, content in engine.execute(*query(run_id))]
