@@ -3,8 +3,10 @@ injected clock, and rules written as text."""
 
 import json
 import math
+import re
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 
@@ -176,3 +178,20 @@ def test_rules_written_as_text(text, expected):
 def test_a_bad_rule_text_says_what_is_wrong(text, message):
     with pytest.raises(ValueError, match=message):
         parse_rule(text)
+
+
+def test_the_handler_written_by_hand_in_the_docs_works_as_written(table, received):
+    bodies, url = received
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "alerts.md").read_text(encoding="utf-8")
+    (recipe,) = [
+        block for block in re.findall(r"```python\n(.*?)```", doc, re.DOTALL) if "def post(alert)" in block
+    ]
+    namespace = {"url": url, "tb": tb}
+    exec(recipe, namespace)  # registers `post`
+    try:
+        with table.new_run("exp", auto_log_plt=False) as run:
+            run.alert("checkpoint saved", level="info")
+            assert wait_for_delivery(10)
+    finally:
+        unregister_alert_handler(namespace["post"])
+    assert bodies == [("application/json", None, {"text": f"[info] run {run.run_id}: checkpoint saved"})]
