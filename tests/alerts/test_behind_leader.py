@@ -25,6 +25,9 @@ class Points:
     def __init__(self, curves):
         self.curves = curves
 
+    def finished(self):
+        return list(self.curves)
+
     def points(self, run_ids, metric):
         for run in run_ids:
             for rep, curve in enumerate(self.curves[run]):
@@ -75,6 +78,17 @@ def test_looks_are_spaced_and_only_where_the_leader_has_a_band():
     assert BehindLeader("loss", leader=[1, 2]).watch("loss", 2, Points(leader)).leaders == [1]  # not itself
 
 
+def test_without_a_named_leader_the_best_finished_band_leads():
+    flat = [[2.0 + 0.01 * r] * STEPS for r in range(REPS)]
+    better = [[1.0 + 0.01 * r] * STEPS for r in range(REPS)]
+    alone = [[0.1] * STEPS]  # best, but one repetition is no band
+    watch = BehindLeader("loss").watch("loss", 9, Points({1: flat, 2: better, 3: alone, 9: better}))
+    assert watch.observe(0, 1.5).text.startswith("loss = 1.5 at step 0; the leader (run 2) has 1.02")
+    assert watch.leaders == [2]  # not itself (9), though as good
+    nobody = BehindLeader("loss").watch("loss", 9, Points({3: alone}))
+    assert [nobody.observe(step, 5.0) for step in range(10)] == [None] * 10 and nobody.looks == 0
+
+
 def test_the_band_keeps_steps_with_enough_repetitions():
     points = [((0,), 0, 1.0), ((1,), 0, 3.0), ((2,), 0, 2.0), ((0,), 1, 5.0), ((1,), 1, math.nan)]
     assert band(points, 3) == {0: (2.0, 1.0, 3)}
@@ -107,6 +121,12 @@ def test_the_rule_on_a_table_uses_the_leaders_repetitions(tmp_path):
                 (alert,) = table.alerts(run.run_id)
             assert alert.title == "val/acc behind the leader" and alert.stop and alert.step == 0
             assert f"run {leader.run_id}" in alert.text and "false-alarm rate of 0.01" in alert.text
+            with table.new_run("no leader named", auto_log_plt=False) as other:  # the best finished run
+                other.add_rule(BehindLeader("val/acc", mode="max"))
+                other.add_scalar("val/acc", 0.0, step=0)
+                other.flush()
+                (found,) = table.alerts(other.run_id)
+            assert f"the leader (run {leader.run_id})" in found.text
         finally:
             end_runs("failed")
 
@@ -114,6 +134,8 @@ def test_the_rule_on_a_table_uses_the_leaders_repetitions(tmp_path):
 def test_bad_arguments_are_refused():
     with pytest.raises(TypeError, match="leader"):
         BehindLeader("loss", leader="best")
+    with pytest.raises(TypeError, match="leader"):
+        BehindLeader("loss", leader=[])
     with pytest.raises(ValueError, match="alpha"):
         BehindLeader("loss", leader=1, alpha=0.7)
     with pytest.raises(ValueError, match="mode"):

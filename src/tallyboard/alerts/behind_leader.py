@@ -38,9 +38,12 @@ class BandPoint(NamedTuple):
 
 
 class Bands(Protocol):
-    """Reads the points of other runs: (repetition key, step, value) of `metric` in `run_ids`."""
+    """Reads other runs: the points (repetition key, step, value) of `metric` in `run_ids`, and
+    which runs have finished (the candidates for the leader when the rule names none)."""
 
     def points(self, run_ids: Sequence[int], metric: str) -> Iterable[tuple[object, int, float]]: ...
+
+    def finished(self) -> list[int]: ...
 
 
 def band(points: Iterable[tuple[object, int, float]], min_repetitions: int) -> dict[int, BandPoint]:
@@ -62,6 +65,24 @@ def band(points: Iterable[tuple[object, int, float]], min_repetitions: int) -> d
     return found
 
 
+def best_band(
+    bands: Bands, metric: str, mode: Mode, min_repetitions: int, exclude: int
+) -> tuple[int | None, dict[int, BandPoint]]:
+    """The leader when a rule names none: of the finished runs (but `exclude`) whose repetitions
+    form a band of `metric`, the one whose band is best at its last step; (None, {}) if none does."""
+    best: tuple[float, int, dict[int, BandPoint]] | None = None
+    for run_id in bands.finished():
+        if run_id == exclude:
+            continue
+        found = band(bands.points([run_id], metric), min_repetitions)
+        if not found:
+            continue
+        score = found[max(found)].mean * (1.0 if mode == "min" else -1.0)
+        if best is None or score < best[0]:
+            best = (score, run_id, found)
+    return (None, {}) if best is None else (best[1], best[2])
+
+
 def look_alpha(alpha: float, look: int) -> float:
     """The share of `alpha` the `look`-th look (1, 2, ...) spends: alpha / (j (j + 1)), summing to alpha."""
     return alpha / (look * (look + 1))
@@ -78,15 +99,17 @@ class BehindLeader(Rule):
     sequential test calls real, with a false-alarm rate of at most `alpha` over the whole run.
 
     `leader` is the run id of the best configuration (its repetitions form the band), or a list of
-    run ids (the configuration's seeds as runs of their own). `mode` 'min' when lower is better
-    (a loss), 'max' when higher is (an accuracy). `margin` (in the metric's units) is how far
-    behind counts as behind. Looks are spaced by `spacing` (a factor on the step); a step where
-    fewer than `min_repetitions` of the leader's repetitions logged the metric is not looked at."""
+    run ids (the configuration's seeds as runs of their own); None (the default) takes, at the
+    first value, the finished run of the table whose band of repetitions is best at its last step.
+    `mode` 'min' when lower is better (a loss), 'max' when higher is (an accuracy). `margin` (in
+    the metric's units) is how far behind counts as behind. Looks are spaced by `spacing` (a
+    factor on the step); a step where fewer than `min_repetitions` of the leader's repetitions
+    logged the metric is not looked at."""
 
     def __init__(
         self,
         metric: str,
-        leader: int | Sequence[int],
+        leader: int | Sequence[int] | None = None,
         mode: Mode = "min",
         alpha: float = 0.01,
         margin: float = 0.0,
@@ -95,9 +118,11 @@ class BehindLeader(Rule):
         stop: bool = False,
     ) -> None:
         super().__init__(metric, stop)
-        leaders = [leader] if isinstance(leader, int) else list(leader)
-        if not leaders or not all(isinstance(run, int) and not isinstance(run, bool) for run in leaders):
-            raise TypeError(f"leader must be a run id or a list of run ids, got {leader!r}")
+        leaders = None if leader is None else [leader] if isinstance(leader, int) else list(leader)
+        if leaders is not None and (
+            not leaders or not all(isinstance(run, int) and not isinstance(run, bool) for run in leaders)
+        ):
+            raise TypeError(f"leader must be a run id, a list of run ids or None, got {leader!r}")
         if not 0.0 < alpha < 0.5:
             raise ValueError(f"alpha must be in (0, 0.5), got {alpha!r}")
         if not spacing > 1.0:
@@ -112,7 +137,7 @@ class BehindLeader(Rule):
         self.min_repetitions = min_repetitions
 
     def _arguments(self) -> str:
-        leader = self.leaders[0] if len(self.leaders) == 1 else self.leaders
+        leader = self.leaders[0] if self.leaders is not None and len(self.leaders) == 1 else self.leaders
         return f"leader={leader}, mode={self.mode!r}, alpha={self.alpha}" + (
             f", margin={self.margin}" if self.margin else ""
         )
@@ -130,22 +155,27 @@ class BehindLeaderWatch:
         self.rule = rule
         self.tag = tag
         self.bands = bands
-        self.leaders = [run for run in rule.leaders if run != run_id]
+        self.run_id = run_id
+        self.leaders = None if rule.leaders is None else [run for run in rule.leaders if run != run_id]
         self.band: dict[int, BandPoint] | None = None
         self.looks = 0
         self.next_look = 0
         self.fired = False
 
     def _band_at(self, step: int) -> BandPoint | None:
-        if self.band is None or (step not in self.band and step > max(self.band, default=-1)):
+        if self.leaders is None:  # the rule names no leader: the best finished run, chosen once
+            rule = self.rule
+            chosen, self.band = best_band(self.bands, self.tag, rule.mode, rule.min_repetitions, self.run_id)
+            self.leaders = [] if chosen is None else [chosen]
+        elif self.band is None or (step not in self.band and step > max(self.band, default=-1)):
             self.band = band(self.bands.points(self.leaders, self.tag), self.rule.min_repetitions)
         return self.band.get(step)
 
     def observe(self, step: int, value: float) -> Finding | None:
-        if self.fired or step < self.next_look or not self.leaders:
+        if self.fired or step < self.next_look or self.leaders == []:
             return None
         point = self._band_at(step)
-        if point is None:
+        if point is None or not self.leaders:
             return None  # no band here: no look, no alpha spent
         self.looks += 1
         self.next_look = max(step + 1, math.ceil(step * self.rule.spacing))

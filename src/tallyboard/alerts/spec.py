@@ -6,7 +6,7 @@
     threshold:train/loss:above=10
     noimprovement:val/loss:patience=500:mode=min
     stalled:train/loss:window=200:min_change=0.001
-    behind:val/acc:leader=3:mode=max:alpha=0.01       (leader=3,4,5 for several runs)
+    behind:val/acc:mode=max:alpha=0.01                (the best finished run; leader=3 or 3,4,5)
 
 `stop` makes the rule ask the run to stop. Values are read as numbers where the rule's argument
 is a number; an unknown kind or argument is an error that names what is accepted.

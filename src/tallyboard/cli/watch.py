@@ -34,7 +34,10 @@ class Watcher:
         self.every_run = every_run
         self.record = record
         self.limiter = RateLimiter()
-        self._bands = ViewBands(table.load_run)
+        finished = 'status == "finished"'
+        self._bands = ViewBands(
+            table.load_run, lambda: [row["run_id"] for row in table.runs_table(finished).rows]
+        )
         self._last_step: dict[SeriesId, int] = {}
         self._watches: dict[SeriesId, list[tuple[Rule, Watch]]] = {}
         self._running: set[int] = set()

@@ -42,10 +42,12 @@ EVALUATE_EVERY = 0.05  # seconds between two passes of the evaluator thread
 
 class ViewBands:
     """Reads other runs' points for `BehindLeader` through the public read API
-    (`RunView.get_scalar_arrays`), so it reads whatever the store's layout of scalars is."""
+    (`RunView.get_scalar_arrays`), so it reads whatever the store's layout of scalars is;
+    `finished` lists the finished runs (the candidates for a leader the rule does not name)."""
 
-    def __init__(self, load: Callable[[int], RunView]) -> None:
+    def __init__(self, load: Callable[[int], RunView], finished: Callable[[], list[int]]) -> None:
         self._load = load
+        self.finished = finished
 
     def points(self, run_ids: Sequence[int], metric: str) -> Iterable[tuple[object, int, float]]:
         for run_id in run_ids:
@@ -64,7 +66,10 @@ class RunAlerts:
         self.limiter = RateLimiter()
         self.stop_alert: Alert | None = None
         self._watches: dict[tuple[str, int], list[tuple[Rule, Watch]]] = {}
-        self._bands = ViewBands(lambda run: RunView(store, run))
+        self._bands = ViewBands(
+            lambda run: RunView(store, run),
+            lambda: [row.run_id for row in store.runs() if row.status == "finished"],
+        )
         self._emit = emit
         self._lock = threading.Lock()
 
