@@ -146,3 +146,42 @@ def test_a_loaded_run_refuses_rules_and_alerts(table):
     for call in (lambda: view.add_rule(NonFinite("x")), lambda: view.alert("x")):
         with pytest.raises(RuntimeError, match="read-only"):
             call()
+
+
+def test_alerts_travel_with_an_export_and_its_import(table, tmp_path):
+    with table.new_run("exp", auto_log_plt=False) as run:
+        run.add_rule(NonFinite("loss", stop=True))
+        run.add_scalar("loss", math.nan, step=5)
+        run.alert("by hand", "text", level="warn")
+    table.export(tmp_path / "out")
+    with tb.ResultTable(str(tmp_path / "copy.db")) as copy:
+        copy.import_export(tmp_path / "out")
+        assert [(a.title, a.level, a.step, a.stop, a.rule) for a in copy.alerts()] == [
+            (a.title, a.level, a.step, a.stop, a.rule) for a in table.alerts(run.run_id)
+        ]
+
+
+def test_a_forked_child_evaluates_the_rules_of_its_own_runs(table):
+    import os
+
+    from tallyboard.run import alerting
+
+    if not hasattr(os, "fork"):
+        pytest.skip("no fork on this platform")
+    with table.new_run("parent", auto_log_plt=False) as parent:
+        parent.add_rule(NonFinite("loss"))  # the parent's evaluator thread runs
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: its own run, evaluated by a thread of its own
+            child_table = tb.ResultTable(table.db_path, nocommit_action=tb.NoCommitAction.NOP)
+            run = child_table.new_run("child", auto_log_plt=False)
+            run.add_rule(NonFinite("loss"))
+            run.add_scalar("loss", math.nan)
+            alive = alerting._evaluator._thread.is_alive() and parent._alerting not in alerting._evaluator._runs
+            run.close()
+            os.write(write, b"1" if alive else b"0")
+            os._exit(0)
+        os.close(write)
+        assert os.read(read, 1) == b"1"
+        os.waitpid(pid, 0)
+    assert [a.title for a in table.alerts()] == ["loss is not finite"]

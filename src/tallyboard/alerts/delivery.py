@@ -49,7 +49,7 @@ def deliver(alert: Alert) -> None:
     if not _handlers:
         return
     with _started:
-        if _thread is None:
+        if _thread is None or not _thread.is_alive():  # a forked child has no delivery thread
             _thread = threading.Thread(target=_deliver_forever, name="tallyboard-alerts", daemon=True)
             _thread.start()
     _pending.put(alert)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -113,9 +114,12 @@ class _Evaluator:
         self._runs: set[RunAlerts] = set()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
+        self._pid = os.getpid()
 
     def follow(self, alerts: RunAlerts) -> None:
         with self._lock:
+            if self._pid != os.getpid():  # a forked child: no thread, and the parent's runs are not its own
+                self._runs, self._thread, self._pid = set(), None, os.getpid()
             self._runs.add(alerts)
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="tallyboard-rules", daemon=True)
