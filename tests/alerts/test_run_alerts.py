@@ -57,6 +57,17 @@ def test_a_rule_added_late_watches_tags_logged_before(table):
         assert [a.step for a in table.alerts(run.run_id)] == [1]
 
 
+def test_a_rule_added_second_watches_a_series_already_watched(table):
+    with table.new_run("exp", auto_log_plt=False) as run:
+        run.add_rule(Threshold("loss", above=5.0))
+        run.add_scalar("loss", 1.0)
+        run.flush()  # the series' watches are made
+        run.add_rule(NonFinite("loss"))
+        run.add_scalar("loss", math.nan)
+        run.flush()
+        assert [a.title for a in table.alerts(run.run_id)] == ["loss is not finite"]
+
+
 def test_a_stalled_trend_is_found_and_a_moving_one_is_not(table):
     with table.new_run("exp", auto_log_plt=False) as run:
         run.add_rule(Stalled("loss", window=5, min_change=0.1))
@@ -177,7 +188,9 @@ def test_a_forked_child_evaluates_the_rules_of_its_own_runs(table):
             run = child_table.new_run("child", auto_log_plt=False)
             run.add_rule(NonFinite("loss"))
             run.add_scalar("loss", math.nan)
-            alive = alerting._evaluator._thread.is_alive() and parent._alerting not in alerting._evaluator._runs
+            alive = (
+                alerting._evaluator._thread.is_alive() and parent._alerting not in alerting._evaluator._runs
+            )
             run.close()
             os.write(write, b"1" if alive else b"0")
             os._exit(0)

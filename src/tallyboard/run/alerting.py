@@ -74,6 +74,14 @@ class RunAlerts:
         self._emit = emit
         self._lock = threading.Lock()
 
+    def add(self, rule: Rule) -> None:
+        """Watch with `rule` too, from the next value on (series already watched included)."""
+        with self._lock:
+            self.rules.append(rule)
+            for (tag, _rep), watches in self._watches.items():
+                if rule.watches(tag):
+                    watches.append((rule, rule.watch(tag, self.run_id, self._bands)))
+
     def queue_for(self, tag: str) -> list[ScalarRow] | None:
         """The list the rows of `tag` are appended to, or None when no rule watches it (asked
         once per tag, and for every tag when a rule is added)."""
@@ -82,7 +90,7 @@ class RunAlerts:
         return self.pending.setdefault(tag, [])
 
     def waiting(self) -> bool:
-        return any(self.pending.values())
+        return any(list(self.pending.values()))  # a copy: the training thread may add a tag meanwhile
 
     def evaluate(self) -> None:
         """Run the rules on every row pending so far (the evaluator thread, or a flush)."""
@@ -166,7 +174,7 @@ class AlertCalls(RecordLogging):
         if not isinstance(rule, Rule):
             raise TypeError(f"add_rule takes a rule of tallyboard.alerts, got {type(rule).__name__}")
         alerting = self._alerts()
-        alerting.rules.append(rule)
+        alerting.add(rule)
         for tag, series in self._series.items():
             series.watch = alerting.queue_for(tag)
         return None
