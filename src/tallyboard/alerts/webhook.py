@@ -10,7 +10,6 @@ with what the service expects (Slack-style services want {"text": ...}).
 
 from __future__ import annotations
 
-import urllib.request
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -37,6 +36,8 @@ def webhook(
     sent_headers = {"Content-Type": "application/json", **(headers or {})}
 
     def post(alert: Alert) -> None:
+        import urllib.request  # here: the logging path never imports an HTTP client
+
         document = body(alert) if body is not None else {**alert._asdict(), "message": message(alert)}
         data = dumps(document).encode()
         request = urllib.request.Request(url, data=data, headers=sent_headers, method="POST")
