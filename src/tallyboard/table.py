@@ -35,10 +35,18 @@ from tallyboard.run.start import (
 from tallyboard.run.view import RunView, deepboard_color
 from tallyboard.run.writer import LogWriter, let_go
 from tallyboard.store import Access, Column, Quarantined, Store, open_store
+from tallyboard.store.alert_content import KIND, LEVELS, Alert, check_level, encode
 from tallyboard.store.artifacts import location_for
 from tallyboard.store.cursor import ReadCursor
 from tallyboard.store.location import Location, LocationLike
-from tallyboard.store.records import DEBUG_RUN_ID, ConsoleLine, QueuedRepetition, ResumePoint
+from tallyboard.store.records import (
+    DEBUG_RUN_ID,
+    Batch,
+    ConsoleLine,
+    QueuedRepetition,
+    QueuedText,
+    ResumePoint,
+)
 from tallyboard.store.run_fields import DEFAULT_UNIQUE_COLUMNS, RunRow
 from tallyboard.store.series import DEFAULT_CHUNK_ROWS
 from tallyboard.values import check_text
@@ -46,6 +54,7 @@ from tallyboard.values import check_text
 if TYPE_CHECKING:
     from typing_extensions import Self  # typing.Self is new in Python 3.11; we support 3.10
 
+    from tallyboard.alerts.rules import Rule
     from tallyboard.analysis.comparison import Comparison
     from tallyboard.analysis.runs_listing import RunsView
     from tallyboard.store.records import ArtifactRow
@@ -99,7 +108,9 @@ class ResultTable:
     creates nothing, migrates nothing and writes nothing, and every method that would write raises
     `ReadOnlyTableError`. `create=False` opens an existing table to write, but never makes a new one
     (`tallyboard migrate`). Either way a missing file is a FileNotFoundError. Every `tallyboard`
-    command is one method of this class (the table commands, below)."""
+    command is one method of this class (the table commands, below).
+
+    `rules` (tallyboard.alerts) are added to every run this table starts or resumes (docs/alerts.md)."""
 
     def __init__(
         self,
@@ -113,6 +124,7 @@ class ResultTable:
         create: bool = True,
         max_diff_bytes: int | None = None,
         git_timeout: float = capture.GIT_TIMEOUT_S,
+        rules: Sequence[Rule] = (),
     ) -> None:
         if db_path is None:  # $TALLYBOARD_URL lets a cluster point every job at one table
             db_path = os.environ.get("TALLYBOARD_URL") or "results.db"
@@ -123,6 +135,7 @@ class ResultTable:
         if not git_timeout > 0:
             raise ValueError(f"git_timeout must be a number of seconds above 0, got {git_timeout!r}")
         self.git_limits = capture.GitLimits(git_timeout, capture.diff_cap(max_diff_bytes))
+        self.rules = list(rules)  # tallyboard.alerts rules every run of this table starts with
         wanted = None if unique_columns is None else unique_column_names(unique_columns)
         self._refuse_unusable_location(bool(spool), create)
         # Where `log_artifact` copies files: a folder or an fsspec URL; by default `results.db` ->
@@ -233,6 +246,8 @@ class ResultTable:
             from tallyboard.run import system_metrics as metrics
 
             writer.before_end(metrics.start(writer).stop)
+        for rule in self.rules:
+            writer.add_rule(rule)
         return writer
 
     def new_run(
@@ -373,6 +388,27 @@ class ResultTable:
         """Run `run_id`'s captured console lines (see `LogWriter.get_console`)."""
         self._require(run_id)
         return self.load_run(run_id).get_console(after=after, search=search)
+
+    def alerts(
+        self, run_id: int | None = None, level: str | None = None, since: float | None = None
+    ) -> list[Alert]:
+        """The alerts of one run (or of every run), oldest first; `level` keeps one level and
+        those above it ('warn': warnings and errors), `since` those from that time on (seconds
+        since the Unix epoch)."""
+        lowest = 0 if level is None else LEVELS.index(check_level(level))
+        return [
+            alert
+            for alert in self._store.alerts(run_id)
+            if LEVELS.index(alert.level) >= lowest and (since is None or alert.time >= since)
+        ]
+
+    def record_alert(self, alert: Alert) -> None:
+        """Write `alert` into its run at once, from outside the process logging it (`tallyboard
+        watch`): the run's own alerts come through its writer."""
+        self._refuse_if_read_only("record an alert")
+        self._require(alert.run_id)
+        text = QueuedText(alert.run_id, alert.title, alert.rep, alert.step, None, 0.0, KIND, encode(alert))
+        self._store.write_batch(Batch(texts=[text]))
 
     def compare(self, metric: str, by: str | Sequence[str] = (), **options: Any) -> Any:
         """Groups of runs (by the hparams `by`) compared on `metric`, as a pandas DataFrame: one row

@@ -53,8 +53,8 @@ def test_a_wandb_script_runs_with_only_the_import_changed(db_url: str, tmp_path:
         assert confusion.columns.tolist() == ["true", "predicted", "count"] and confusion["count"].sum() == 40
         [image] = run.get_images()
         assert (image["tag"], image["width"], image["height"]) == ("inputs", 8, 8)
-        [alert] = run.get_text()
-        assert alert["tag"] == "alerts" and alert["fragment"].startswith("**WARN: below target**")
+        [alert] = table.alerts(1)  # wandb.alert is run.alert
+        assert (alert.title, alert.level, alert.rule) == ("below target", "warn", None)
         assert [a.name for a in table.list_artifacts(1)] == ["weights.npy"]  # left in run.dir
 
 

@@ -1,4 +1,5 @@
-"""The `tallyboard` command: serve, demo, runs, compare, export, import, copy, artifacts, sync, migrate.
+"""The `tallyboard` command: serve, demo, runs, compare, export, import, copy, artifacts, sync, migrate,
+watch.
 
 Each command that works on a table is `ResultTable(path_or_url)` (`read_only=True` when it only
 reads) plus one public method of it (table.py), as sqlite-utils' CLI mirrors its library:
@@ -204,6 +205,27 @@ def cmd_migrate(args: argparse.Namespace) -> None:
         print(f"{table.location}: already at version {after}")
     else:
         print(f"{table.location}: migrated from schema version {before} to {after}")
+
+
+def cmd_watch(args: argparse.Namespace) -> None:
+    import time
+
+    from tallyboard.alerts import parse_rule, register_alert_handler, wait_for_delivery, webhook
+    from tallyboard.alerts.webhook import message
+    from tallyboard.cli.watch import Watcher
+
+    rules = [parse_rule(text) for text in args.rule]  # a bad rule is refused before the table opens
+    for url in args.webhook or []:
+        register_alert_handler(webhook(url))
+    with _table(args.target or default_target(), read_only=args.no_record) as table:
+        watcher = Watcher(table, rules, every_run=args.all_runs, record=not args.no_record)
+        while True:
+            for alert in watcher.poll():
+                print(message(alert), flush=True)
+            wait_for_delivery(30.0)
+            if args.once:
+                return
+            time.sleep(args.interval)
 
 
 def cmd_artifacts(args: argparse.Namespace) -> None:
@@ -428,6 +450,26 @@ def build_parser() -> argparse.ArgumentParser:
         progress=False,
     )
     migrate.add_argument("target", metavar="PATH_OR_URL", help="the table to migrate")
+
+    watch = _parser(
+        commands,
+        "watch",
+        "Evaluate alert rules on the runs other processes log into a table; print, record and post alerts.",
+        "  tallyboard watch results.db --rule nonfinite:train/loss\n"
+        "  tallyboard watch results.db --rule threshold:val/loss:above=5 --once --all-runs\n"
+        "  tallyboard watch postgresql://me@db-host/experiments --rule 'behind:val/acc:leader=12:mode=max'"
+        " --webhook https://chat.example/hook\n",
+        cmd_watch,
+        progress=False,
+    )
+    watch.add_argument("target", nargs="?", metavar="PATH_OR_URL", help=TARGET_HELP)
+    rule_help = "KIND:METRIC[:NAME=VALUE]...[:stop] (docs/alerts.md); repeat for more"
+    watch.add_argument("--rule", action="append", required=True, metavar="RULE", help=rule_help)
+    watch.add_argument("--interval", type=float, default=10.0, help="seconds between polls (default: 10)")
+    watch.add_argument("--once", action="store_true", help="evaluate what is logged now, then exit")
+    watch.add_argument("--all-runs", action="store_true", help="every run, not only the running ones")
+    watch.add_argument("--webhook", action="append", metavar="URL", help="post each alert to URL as JSON")
+    watch.add_argument("--no-record", action="store_true", help="only print and post alerts")
     return parser
 
 

@@ -132,6 +132,8 @@ def create_app(
         Route("/api/runs/{run_id:sint}/scalar-events", api.scalar_events),
         Route("/api/runs/{run_id:sint}/media", api.media),
         Route("/api/runs/{run_id:sint}/texts", api.texts),
+        Route("/api/runs/{run_id:sint}/alerts", api.run_alerts),
+        Route("/api/alerts", api.alerts),
         Route("/api/runs/{run_id:sint}/histograms", api.histograms),
         Route("/api/runs/{run_id:sint}/console", api.console),
         Route("/api/runs/{run_id:sint}/environment", api.environment),

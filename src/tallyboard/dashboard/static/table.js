@@ -1,5 +1,6 @@
 // The runs table: server-side sort/filter/paging, column preferences, selection, live refresh.
 import * as TB from "./common.js";
+import { markRuns } from "./alerts.js";
 import { live as stream } from "./live.js";
 
 const { el } = TB;
@@ -173,6 +174,7 @@ function row(run) {
 
 function render() {
   table.replaceChildren(header(), el("tbody", {}, page.rows.map(row)));
+  markRuns(table);
   // For benchmarks: when the first rows were drawn, in ms since the navigation began.
   if (!performance.getEntriesByName("tallyboard:first-rows").length) performance.mark("tallyboard:first-rows");
   if (!page.rows.length) table.append(el("tbody", {}, el("tr", {}, el("td", { colspan: 99, class: "empty-state" }, "no runs match"))));
@@ -259,6 +261,7 @@ function follow() {
     update: (data) => {
       const now = data.version;
       if (now && version && ["runs", "deleted", "updated_at"].some((k) => now[k] !== version[k])) load();
+      if (data.alerts && data.alerts.length) markRuns(table, true);
     },
     reset: () => load(),
   });
