@@ -82,8 +82,8 @@ def test_a_wandb_script_logs_what_real_wandb_records(real_wandb, tmp_path: Path)
         }  # fmt: skip
         assert record.results == summary
         [(title, text, level)] = real.alerts
-        [alert] = [text for text in run.get_text() if text["tag"] == "alerts"]
-        assert title in alert["fragment"] and text in alert["fragment"] and level in alert["fragment"]
+        [alert] = table.alerts(record.run_id)
+        assert (alert.title, alert.text, alert.level) == (title, text, level.lower())
 
 
 def mlflow_env(folder: Path) -> dict[str, str]:
