@@ -64,12 +64,17 @@ def _parser(
 
 def cmd_serve(args: argparse.Namespace) -> None:
     from tallyboard.exchange.target import require_existing
+    from tallyboard.store.location import Location
 
-    target = require_existing(args.target or default_target())  # before the dashboard's imports
+    given = args.target or default_target()
+    # before the dashboard's imports; a server accepting writes creates its table
+    target = Location.of(given) if args.accept_writes else require_existing(given)
     from tallyboard.dashboard import serve
 
     options: dict[str, Any] = {"host": args.host, "token": args.token, "read_only": args.read_only}
     options["artifacts"] = args.artifacts
+    options |= {"accept_writes": args.accept_writes, "write_tokens": args.write_token or ()}
+    options |= {"certfile": args.certfile, "keyfile": args.keyfile}
     if args.port is not None:
         options["port"] = args.port
     serve(target, **options)
@@ -255,7 +260,8 @@ def build_parser() -> argparse.ArgumentParser:
         "serve",
         "Serve the dashboard of a result table (on 127.0.0.1 unless told otherwise).",
         "  tallyboard serve results.db\n  tallyboard serve results.db --port 8080 --read-only\n"
-        "  tallyboard serve postgresql://me@db-host/experiments --host 0.0.0.0 --token s3cret\n",
+        "  tallyboard serve postgresql://me@db-host/experiments --host 0.0.0.0 --token s3cret\n"
+        "  tallyboard serve results.db --host 0.0.0.0 --accept-writes --write-token w-s3cret\n",
         cmd_serve,
         progress=False,
     )
@@ -265,6 +271,16 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--token", help="access token (required, and generated if missing, off loopback)")
     serve.add_argument("--read-only", action="store_true", help="refuse every change from the browser")
     serve.add_argument("--artifacts", metavar="FOLDER_OR_URL", help=ARTIFACTS_HELP)
+    serve.add_argument(
+        "--accept-writes", action="store_true",
+        help="accept runs from remote clients, ResultTable('http://HOST:PORT') (docs/server.md)",
+    )  # fmt: skip
+    serve.add_argument(
+        "--write-token", action="append", metavar="TOKEN",
+        help="a token that may write (repeatable; one is generated and printed when none is given)",
+    )  # fmt: skip
+    serve.add_argument("--certfile", help="serve HTTPS with this certificate (PEM), with --keyfile")
+    serve.add_argument("--keyfile", help="the private key (PEM) of --certfile")
 
     demo = _parser(
         commands,

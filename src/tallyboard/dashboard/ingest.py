@@ -1,0 +1,283 @@
+"""The write endpoints of `tallyboard serve DB --accept-writes`: remote clients ship their spools here.
+
+A client (`ResultTable("https://tracker:8765")`, store/http_shipping.py; or any other client of
+docs/server.md) logs into a node-local spool and posts the spool's journal entries. This module
+applies them to the served table with the PostgreSQL shipper's own `Destination`
+(store/spool_shipper.py): one transaction per request holds the rows and the spool's watermark,
+so each entry, keyed (spool id, seq), is applied exactly once, in order, whoever sends it how
+often. Run starts are decided here, atomically, with the table's uniqueness check.
+
+Why it is an ASGI gate in front of the dashboard rather than routes of it: its rules differ from
+the pages' (a bearer write token instead of the page's token and CSRF secret, bodies up to
+`MAX_COMPRESSED` instead of 1 MB), and a request for it never reaches the dashboard's middleware.
+
+What a client holding a write token can do, and no more:
+- Writes need a write token (`--write-token`, or a write token of `tallyboard tokens`); none or
+  an unknown one is a 401, the dashboard's read token a 403.
+- A request is bounded in bytes (compressed and decompressed) and in entries, and a spool in
+  requests per second (429 with Retry-After); at most `MAX_IN_FLIGHT` requests are handled at
+  once (503). Every field is checked as strictly as the client's calls check it
+  (store/entry_checks.py) before a transaction starts: a 400 names the field.
+- A run id in an entry is the spool's own; the destination maps it through the runs this spool
+  started on the server, so a client reaches no run it did not start. A spool id is a random
+  capability (a uuid4 the client drew): the server never shows one.
+- One writer: requests are applied one at a time, on the ingest's own connection (the dashboard's
+  readers and edits keep theirs).
+"""
+
+from __future__ import annotations
+
+import hmac
+import re
+import threading
+import time
+import zlib
+from collections.abc import Sequence
+from typing import Any
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from tallyboard.errors import DatabaseUnreachable
+from tallyboard.store import Access, Location, Store, open_store
+from tallyboard.store.entry_checks import BadEntry, check_entry
+from tallyboard.store.spool import decode
+from tallyboard.store.spool_shipper import Destination
+
+PREFIX = "/api/ingest/v1"
+MAX_COMPRESSED = 64 * 2**20  # bytes of a request body as sent (gzip)
+MAX_DECOMPRESSED = 256 * 2**20  # bytes once decompressed: a client's shipment is at most 32 MB plus one entry
+MAX_ENTRIES = 10_000  # a client ships 64 a request
+MAX_IN_FLIGHT = 32  # requests read or applied at once; beyond: 503, try again
+RATE, BURST = 50.0, 200.0  # requests a second of one spool, sustained and in a burst
+MAX_DESTINATIONS = 4096  # spools whose run maps are kept in memory (then the cache starts over)
+DB_RETRY_FOR = 1.0  # seconds a lost PostgreSQL is waited for before a request is a 503
+SPOOL_ID = re.compile(r"[A-Za-z0-9_-]{8,64}")
+ROUTE = re.compile(rf"{re.escape(PREFIX)}(?:/spools/(?P<spool>[^/]+)(?P<entries>/entries)?)?/?")
+
+
+class Refused(Exception):
+    """A request answered with an error: its status, message and extra headers."""
+
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status, self.headers = status, headers or {}
+
+
+class RateLimit:
+    """A token bucket per spool: `rate` requests a second, `burst` at once."""
+
+    def __init__(self, rate: float = RATE, burst: float = BURST) -> None:
+        self.rate, self.burst = rate, burst
+        self._buckets: dict[str, tuple[float, float]] = {}
+        self._lock = threading.Lock()
+
+    def take(self, key: str, now: float) -> float:
+        """0 when a request of `key` may go now, else the seconds until one may."""
+        with self._lock:
+            if len(self._buckets) > MAX_DESTINATIONS:
+                self._buckets.clear()
+            tokens, since = self._buckets.get(key, (self.burst, now))
+            tokens = min(self.burst, tokens + (now - since) * self.rate)
+            if tokens < 1:
+                self._buckets[key] = (tokens, now)
+                return (1 - tokens) / self.rate
+            self._buckets[key] = (tokens - 1, now)
+            return 0.0
+
+
+class Ingest:
+    """The served table's writer for remote spools: its own store, one request at a time."""
+
+    def __init__(self, table: Location, write_tokens: Sequence[str], read_token: str | None) -> None:
+        if not write_tokens:
+            raise ValueError("accepting writes needs at least one write token")
+        self.write_tokens = [token.encode() for token in write_tokens]
+        self.read_token = read_token.encode() if read_token else None
+        self.store: Store = open_store(table, access=Access.WRITE)  # creates the table if missing
+        if hasattr(self.store, "retry_for"):  # PostgreSQL: a lost server is a 503 soon, not in 60 s
+            self.store.retry_for = DB_RETRY_FOR
+        self.limit = RateLimit()
+        self._destinations: dict[str, Destination] = {}
+        self._writing = threading.Lock()
+        self._in_flight = threading.BoundedSemaphore(MAX_IN_FLIGHT)
+
+    def close(self) -> None:
+        self.store.close()
+
+    # ---- authentication --------------------------------------------------------------------
+    def authorise(self, headers: dict[str, str]) -> None:
+        auth = headers.get("authorization", "")
+        given = auth[7:].encode() if auth.startswith("Bearer ") else None
+        if given is None:
+            raise Refused(401, "writes need a write token: Authorization: Bearer TOKEN")
+        if any(hmac.compare_digest(given, token) for token in self.write_tokens):
+            return
+        if self.read_token is not None and hmac.compare_digest(given, self.read_token):
+            raise Refused(403, "this token may read, not write: use a write token")
+        raise Refused(401, "unknown token: writes need a write token")
+
+    # ---- what a request does ------------------------------------------------------------------
+    def state(self, spool_id: str) -> dict[str, Any]:
+        """What the table holds of a spool: its watermark and its runs (all of them)."""
+        with self._writing:
+            destination = self._destination(spool_id)
+            return {
+                "spool": spool_id,
+                "shipped": destination.watermark(),
+                "runs": [list(run) for run in destination.known_runs()],
+            }
+
+    def apply(self, spool_id: str, entries: list[tuple[int, float, str, Any]]) -> dict[str, Any]:
+        """Apply checked entries of a spool in one transaction; the watermark and the runs created."""
+        with self._writing:
+            destination = self._destination(spool_id)
+            try:
+                watermark, created = destination.ship(entries)
+            except RuntimeError as error:  # an entry of a run this spool never started
+                raise Refused(409, str(error)) from None
+            except DatabaseUnreachable:
+                raise
+            except Exception as error:  # refused by the database: the client keeps it and says so
+                raise Refused(422, f"the table refused the entries: {error}") from None
+            return {"spool": spool_id, "shipped": watermark, "runs": [list(run) for run in created]}
+
+    def _destination(self, spool_id: str) -> Destination:
+        destination = self._destinations.get(spool_id)
+        if destination is None:
+            if len(self._destinations) >= MAX_DESTINATIONS:
+                self._destinations.clear()
+            destination = self._destinations[spool_id] = Destination(self.store, spool_id)
+        return destination
+
+
+def parse_entries(document: Any) -> list[tuple[int, float, str, Any]]:
+    """{"entries": [[seq, logged_at, op, args], ...]}: seqs positive and increasing, each entry's
+    arguments checked (store/entry_checks.py)."""
+    if not isinstance(document, dict) or not isinstance(document.get("entries"), list):
+        raise BadEntry('the body must be {"entries": [[seq, logged_at, op, args], ...]}')
+    items = document["entries"]
+    if not 0 < len(items) <= MAX_ENTRIES:
+        raise BadEntry(f"a request holds 1 to {MAX_ENTRIES} entries, not {len(items)}")
+    entries, last = [], 0
+    for index, item in enumerate(items):
+        if not isinstance(item, list) or len(item) != 4:
+            raise BadEntry(f"entries[{index}] must be [seq, logged_at, op, args]")
+        seq, logged_at, op, args = item
+        if type(seq) is not int or not last < seq < 2**63:
+            raise BadEntry(f"entries[{index}]: seq must be an integer above the previous one ({last})")
+        if type(logged_at) not in (int, float) or not 0 <= logged_at < 1e12:
+            raise BadEntry(f"entries[{index}]: logged_at must be seconds since the epoch")
+        if not isinstance(op, str):
+            raise BadEntry(f"entries[{index}]: op must be a string")
+        try:
+            entries.append((seq, float(logged_at), op, check_entry(op, args)))
+        except BadEntry as error:
+            raise BadEntry(f"entries[{index}] (seq {seq}): {error}") from None
+        last = seq
+    return entries
+
+
+async def read_body(request: Request) -> bytes:
+    """The body, decompressed when gzip, refused past the limits (413) without reading it all."""
+    declared = request.headers.get("content-length")
+    if declared is not None and (not declared.isdigit() or int(declared) > MAX_COMPRESSED):
+        raise Refused(413, f"a request body is limited to {MAX_COMPRESSED:,} bytes")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_COMPRESSED:
+            raise Refused(413, f"a request body is limited to {MAX_COMPRESSED:,} bytes")
+        chunks.append(chunk)
+    body = b"".join(chunks)
+    encoding = request.headers.get("content-encoding", "identity").lower()
+    if encoding == "identity":
+        if len(body) > MAX_DECOMPRESSED:
+            raise Refused(413, f"a request is limited to {MAX_DECOMPRESSED:,} bytes")
+        return body
+    if encoding != "gzip":
+        raise Refused(415, "Content-Encoding must be gzip or none")
+    inflate = zlib.decompressobj(wbits=31)
+    try:
+        plain = inflate.decompress(body, MAX_DECOMPRESSED)
+        if inflate.unconsumed_tail:
+            raise Refused(413, f"a request is limited to {MAX_DECOMPRESSED:,} bytes decompressed")
+        if not inflate.eof:
+            raise Refused(400, "the gzip body is cut short")
+    except zlib.error as error:
+        raise Refused(400, f"the body is not gzip: {error}") from None
+    return plain
+
+
+def _decoded(body: bytes) -> Any:
+    try:
+        return decode(body.decode("utf-8"))
+    except (ValueError, TypeError, RecursionError) as error:  # not JSON, bad base64, nested too deep
+        raise Refused(400, f"the body is not a JSON document of entries: {str(error)[:200]}") from None
+
+
+class IngestGate:
+    """Pure ASGI: requests under `PREFIX` are the ingest's; all others go on to the dashboard."""
+
+    def __init__(self, app: ASGIApp, *, ingest: Ingest) -> None:
+        self.app = app
+        self.ingest = ingest
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not (scope["path"] + "/").startswith(PREFIX + "/"):
+            await self.app(scope, receive, send)
+            return
+        request = Request(scope, receive)
+        try:
+            answer = await self._answer(request)
+            response = JSONResponse(answer, headers={"Cache-Control": "no-store"})
+        except Refused as refused:
+            response = JSONResponse({"error": str(refused)}, refused.status, headers=refused.headers)
+        except DatabaseUnreachable as error:
+            response = JSONResponse({"error": str(error)}, 503, headers={"Retry-After": "2"})
+        await response(scope, receive, send)
+
+    async def _answer(self, request: Request) -> dict[str, Any]:
+        ingest = self.ingest
+        ingest.authorise({k.lower(): v for k, v in request.headers.items()})
+        route = ROUTE.fullmatch(request.url.path)
+        if route is None:
+            raise Refused(404, f"no such endpoint; see GET {PREFIX}")
+        spool_id = route["spool"]
+        if spool_id is None:
+            if request.method != "GET":
+                raise Refused(405, "GET only")
+            return {"version": 1, "limits": LIMITS}
+        if SPOOL_ID.fullmatch(spool_id) is None:
+            raise Refused(400, "a spool id is 8 to 64 letters, digits, '-' or '_'")
+        wait = ingest.limit.take(spool_id, time.monotonic())
+        if wait:
+            raise Refused(429, "too many requests for this spool", {"Retry-After": str(max(1, round(wait)))})
+        if not ingest._in_flight.acquire(blocking=False):
+            raise Refused(503, "the server is busy: try again", {"Retry-After": "1"})
+        try:
+            if route["entries"] is None:
+                if request.method != "GET":
+                    raise Refused(405, "GET only")
+                return await run_in_threadpool(ingest.state, spool_id)
+            if request.method != "POST":
+                raise Refused(405, "POST only")
+            document = _decoded(await read_body(request))
+            try:
+                entries = parse_entries(document)
+            except BadEntry as error:
+                raise Refused(400, str(error)) from None
+            return await run_in_threadpool(ingest.apply, spool_id, entries)
+        finally:
+            ingest._in_flight.release()
+
+
+LIMITS = {
+    "max_request_bytes": MAX_COMPRESSED,
+    "max_decompressed_bytes": MAX_DECOMPRESSED,
+    "max_entries": MAX_ENTRIES,
+    "requests_per_second_per_spool": RATE,
+    "burst_per_spool": BURST,
+}
