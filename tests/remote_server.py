@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from typing import IO
 
 from own_postgres import free_port
 
@@ -39,19 +40,29 @@ class ServerProcess:
             "--accept-writes", "--write-token", WRITE_TOKEN, *self.options,
         ]  # fmt: skip
         self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        assert self.process.stdout is not None
+        output = self.process.stdout
+        assert output is not None
         seen = []
-        for line in self.process.stdout:  # the start lines, printed once it listens
+        for line in output:  # the start lines, printed once it listens
             seen.append(line)
             if line.startswith("accepting writes"):
-                threading.Thread(target=self.process.stdout.read, daemon=True).start()  # drain the rest
+                self._drain = threading.Thread(target=self._read_rest, args=(output,), daemon=True)
+                self._drain.start()
                 return
+        output.close()
+        self.process.wait(timeout=30)
         raise RuntimeError(f"the server did not start: {''.join(seen)}")
+
+    @staticmethod
+    def _read_rest(output: IO[str]) -> None:
+        output.read()
+        output.close()
 
     def stop(self, sig: int = signal.SIGTERM) -> None:
         assert self.process is not None
         os.kill(self.process.pid, sig)
         self.process.wait(timeout=30)
+        self._drain.join(timeout=30)
         self.process = None
 
     def kill(self) -> None:

@@ -29,6 +29,8 @@ from tallyboard.values import INT64_MAX, INT64_MIN, MAX_WALLTIME, check_key, che
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 # Fields whose text is a key of an index (values.check_key); other text is values.check_text's.
 KEY_FIELDS = frozenset({"tag", "name"})
+# ... but an image's or a text's tag may be '' (logged without one: run/logging_calls.py)
+MAY_BE_EMPTY = frozenset({("media", "tag"), ("texts", "tag")})
 # What the declarations leave open: the values the writer ever puts there.
 CHOICES = {
     ("media", "kind"): ("image", "figure"),
@@ -123,6 +125,10 @@ def _json_text(what: str, value: str) -> str:
     return value
 
 
+def _is_key(name: str, field: str, value: Any) -> bool:
+    return field in KEY_FIELDS and not (value == "" and (name, field) in MAY_BE_EMPTY)
+
+
 def _record(name: str, row: Any, index: int) -> Any:
     """One record of the `Batch` list `name`, every field as its record declares it."""
     record: Any = BATCH_RECORDS[name]  # a NamedTuple class
@@ -134,7 +140,7 @@ def _record(name: str, row: Any, index: int) -> Any:
     if not required <= len(row) <= len(record._fields):
         raise BadEntry(f"{where} must have the fields {list(record._fields)}, got {len(row)} values")
     values = [
-        _checked(f"{where}.{field}", hints[field], value, key=field in KEY_FIELDS)
+        _checked(f"{where}.{field}", hints[field], value, key=_is_key(name, field, value))
         for field, value in zip(record._fields, row, strict=False)  # a default may be left out
     ]
     for field, value in zip(record._fields, values, strict=False):
