@@ -9,6 +9,7 @@ so two processes racing to start the same run create one.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -766,11 +767,18 @@ class ResultTable:
 
     # ---- the spool (store/spool.py) ------------------------------------------------------------
     def ship(self, timeout: float = 30.0) -> bool:
-        """With a spool: wait until what was flushed or closed so far is in the database; False if
-        that took longer than `timeout` (it ships later, on its own). Without one: True at once."""
+        """With a spool: wait until everything logged so far (the open runs' queues are flushed
+        into the spool first) is in the database or on the server; False if that took longer than
+        `timeout` (it ships later, on its own). Without one: True at once."""
         if self.spool is None:
             return True
+        from tallyboard.run.sink import all_sinks
         from tallyboard.store.spool_shipper import shipper_for
+
+        for sink in all_sinks():
+            if sink.key == self.location:  # the spool's writer: what it holds goes in first
+                with contextlib.suppress(RuntimeError):  # one stopped when idle holds nothing
+                    sink.flush()
 
         return shipper_for(self.spool).wait(timeout)
 

@@ -35,7 +35,9 @@ for step in range(steps):
         time.sleep(0.002)
 run.close()
 print("logged", flush=True)
-print("shipped", table.ship(timeout=float(sys.argv[5])), flush=True)
+if sys.argv[5] == "when told":  # the test says when: a ship() asks the shipper to try at once
+    sys.stdin.readline()
+print("shipped", table.ship(timeout=60), flush=True)
 """
 
 
@@ -44,10 +46,12 @@ def client():
     """Start client processes (url, spool, run name, steps); each is ended with the test."""
     started: list[subprocess.Popen[str]] = []
 
-    def start(url: str, spool: str, name: str, steps: int) -> subprocess.Popen[str]:
-        command = [sys.executable, "-c", CLIENT, url, spool, name, str(steps), "60"]
+    def start(url: str, spool: str, name: str, steps: int, ship: str = "at once") -> subprocess.Popen[str]:
+        command = [sys.executable, "-c", CLIENT, url, spool, name, str(steps), ship]
         env = {**os.environ, "TALLYBOARD_TOKEN": WRITE_TOKEN}
-        started.append(subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env))
+        started.append(
+            subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+        )
         return started[-1]
 
     yield start
@@ -55,8 +59,9 @@ def client():
         if process.poll() is None:
             process.kill()
         process.wait(timeout=30)
-        assert process.stdout is not None
-        process.stdout.close()
+        for pipe in (process.stdin, process.stdout):
+            assert pipe is not None
+            pipe.close()
 
 
 def wait_for(process: subprocess.Popen[str], line: str) -> None:
@@ -95,11 +100,15 @@ def every_row_once(served: str, spool: str, name: str) -> int:
 def test_the_server_stopped_mid_run_gets_every_row_once_when_it_returns(tmp_path, client, seconds):
     served, spool = str(tmp_path / "served.db"), str(tmp_path / "spool.db")
     with own_server(served) as server:
-        writer = client(server.url, spool, "stopped", 30_000)
+        writer = client(server.url, spool, "stopped", 30_000, ship="when told")
         wait_for(writer, "step 1000")
         server.stop()
+        wait_for(writer, "logged")  # training went on while the server was away
         time.sleep(seconds)
         server.start()
+        assert writer.stdin is not None
+        writer.stdin.write("ship\n")
+        writer.stdin.flush()
         finish(writer)
         assert every_row_once(served, spool, "stopped") == 30_000
         with open_store(served) as db:

@@ -1,4 +1,5 @@
-"""The `tallyboard` command: serve, demo, runs, compare, export, import, copy, artifacts, sync, migrate.
+"""The `tallyboard` command: serve, tokens, demo, runs, compare, export, import, copy, artifacts, sync,
+migrate.
 
 Each command that works on a table is `ResultTable(path_or_url)` (`read_only=True` when it only
 reads) plus one public method of it (table.py), as sqlite-utils' CLI mirrors its library:
@@ -74,10 +75,32 @@ def cmd_serve(args: argparse.Namespace) -> None:
     options: dict[str, Any] = {"host": args.host, "token": args.token, "read_only": args.read_only}
     options["artifacts"] = args.artifacts
     options |= {"accept_writes": args.accept_writes, "write_tokens": args.write_token or ()}
-    options |= {"certfile": args.certfile, "keyfile": args.keyfile}
+    options |= {"certfile": args.certfile, "keyfile": args.keyfile, "tokens_file": args.tokens}
     if args.port is not None:
         options["port"] = args.port
     serve(target, **options)
+
+
+def cmd_tokens(args: argparse.Namespace) -> None:
+    import time
+
+    from tallyboard.dashboard import tokens
+
+    path = args.file or tokens.default_file()
+    if args.action == "list":
+        for entry in tokens.read(path):
+            made = time.strftime("%Y-%m-%d %H:%M", time.localtime(entry.created))
+            print(f"{entry.name}\t{entry.kind}\tmade {made}")
+        return
+    if not args.name:
+        raise ValueError(f"`tallyboard tokens {args.action}` needs the token's name")
+    if args.action == "remove":
+        tokens.remove(path, args.name)
+        print(f"removed {args.name} from {path} (a running server accepts it until it restarts)")
+        return
+    token = tokens.add(path, args.name, "write" if args.write else "read")
+    print(f"{'write' if args.write else 'read'} token {args.name} (shown once; {path} keeps its hash):")
+    print(token)
 
 
 def cmd_demo(args: argparse.Namespace) -> None:
@@ -281,6 +304,21 @@ def build_parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     serve.add_argument("--certfile", help="serve HTTPS with this certificate (PEM), with --keyfile")
     serve.add_argument("--keyfile", help="the private key (PEM) of --certfile")
+    serve.add_argument("--tokens", metavar="FILE", help="read and write tokens of `tallyboard tokens`")
+
+    tokens = _parser(
+        commands,
+        "tokens",
+        "Make, list and remove the read and write tokens a server accepts (serve --tokens FILE).",
+        "  tallyboard tokens add cluster-a --write\n  tallyboard tokens add alice\n"
+        "  tallyboard tokens list\n  tallyboard tokens remove cluster-a\n",
+        cmd_tokens,
+        progress=False,
+    )
+    tokens.add_argument("action", choices=("add", "list", "remove"))
+    tokens.add_argument("name", nargs="?", help="the token's name (add, remove)")
+    tokens.add_argument("--write", action="store_true", help="a write token (add; default: a read token)")
+    tokens.add_argument("--file", help="the tokens file (default: ~/.config/tallyboard/tokens.json)")
 
     demo = _parser(
         commands,

@@ -13,7 +13,7 @@ the pages' (a bearer write token instead of the page's token and CSRF secret, bo
 
 What a client holding a write token can do, and no more:
 - Writes need a write token (`--write-token`, or a write token of `tallyboard tokens`); none or
-  an unknown one is a 401, the dashboard's read token a 403.
+  an unknown one is a 401, a read token (`--token`, or a read token of the file) a 403.
 - A request is bounded in bytes (compressed and decompressed) and in entries, and a spool in
   requests per second (429 with Retry-After); at most `MAX_IN_FLIGHT` requests are handled at
   once (503). Every field is checked as strictly as the client's calls check it
@@ -27,12 +27,10 @@ What a client holding a write token can do, and no more:
 
 from __future__ import annotations
 
-import hmac
 import re
 import threading
 import time
 import zlib
-from collections.abc import Sequence
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
@@ -40,6 +38,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from tallyboard.dashboard.tokens import TokenSet
 from tallyboard.errors import DatabaseUnreachable
 from tallyboard.store import Access, Location, Store, open_store
 from tallyboard.store.entry_checks import BadEntry, check_entry
@@ -91,11 +90,10 @@ class RateLimit:
 class Ingest:
     """The served table's writer for remote spools: its own store, one request at a time."""
 
-    def __init__(self, table: Location, write_tokens: Sequence[str], read_token: str | None) -> None:
-        if not write_tokens:
+    def __init__(self, table: Location, writers: TokenSet, readers: TokenSet) -> None:
+        if not writers:
             raise ValueError("accepting writes needs at least one write token")
-        self.write_tokens = [token.encode() for token in write_tokens]
-        self.read_token = read_token.encode() if read_token else None
+        self.writers, self.readers = writers, readers
         self.store: Store = open_store(table, access=Access.WRITE)  # creates the table if missing
         if hasattr(self.store, "retry_for"):  # PostgreSQL: a lost server is a 503 soon, not in 60 s
             self.store.retry_for = DB_RETRY_FOR
@@ -110,12 +108,12 @@ class Ingest:
     # ---- authentication --------------------------------------------------------------------
     def authorise(self, headers: dict[str, str]) -> None:
         auth = headers.get("authorization", "")
-        given = auth[7:].encode() if auth.startswith("Bearer ") else None
+        given = auth[7:] if auth.startswith("Bearer ") else None
         if given is None:
             raise Refused(401, "writes need a write token: Authorization: Bearer TOKEN")
-        if any(hmac.compare_digest(given, token) for token in self.write_tokens):
+        if given in self.writers:
             return
-        if self.read_token is not None and hmac.compare_digest(given, self.read_token):
+        if given in self.readers:
             raise Refused(403, "this token may read, not write: use a write token")
         raise Refused(401, "unknown token: writes need a write token")
 
