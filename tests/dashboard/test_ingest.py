@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import gzip
 import json
+import threading
 import time
 
 import pytest
@@ -181,3 +182,27 @@ def test_the_token_bucket_allows_a_burst_then_the_rate():
 def test_the_dashboard_beside_the_ingest_still_needs_its_token(server):
     assert server.get("/api/runs").status_code == 401
     assert server.get("/api/runs", headers={"Authorization": f"Bearer {READ}"}).status_code == 200
+
+
+def test_shipments_that_wait_are_applied_together_and_a_refused_one_refuses_no_other(server, tmp_path):
+    ingest = server.app.state.ingest
+    shipments = [spool_entries(tmp_path, f"spool-{index}.db") for index in range(3)]
+    shipments.append((shipments[2][0], shipments[2][1][1:]))  # spool 2's batch without its start...
+    shipments[2] = spool_entries(tmp_path, "spool-other.db")  # ...and that spool never started a run
+    answers: dict[int, int] = {}
+
+    def send(index: int) -> None:
+        spool_id, entries = shipments[index]
+        answers[index] = post(server, spool_id, entries).status_code
+
+    threads = [threading.Thread(target=send, args=(index,)) for index in range(len(shipments))]
+    with ingest._writing:  # the writer is busy: all four wait, and are then applied as one group
+        for thread in threads:
+            thread.start()
+        while len(ingest._queue) < len(shipments):
+            time.sleep(0.01)
+    for thread in threads:
+        thread.join()
+    assert answers == {0: 200, 1: 200, 2: 200, 3: 409}
+    with open_store(str(tmp_path / "served.db")) as store:
+        assert [len(store.scalars(run.run_id, "train/loss")) for run in store.runs()] == [100, 100, 100]

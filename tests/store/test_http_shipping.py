@@ -140,3 +140,24 @@ def test_a_server_is_logged_to_not_read():
         tb.ResultTable("http://127.0.0.1:9", read_only=True)
     with pytest.raises(ValueError, match="through a spool"):
         tb.ResultTable("http://127.0.0.1:9", spool=False)
+
+
+def test_https_with_a_certificate_of_the_servers_own(tmp_path, monkeypatch):
+    cert, key = str(tmp_path / "cert.pem"), str(tmp_path / "key.pem")
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
+         "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", key, "-out", cert],
+        check=True, capture_output=True, timeout=60,
+    )  # fmt: skip
+    served = str(tmp_path / "served.db")
+    with own_server(served, "--certfile", cert, "--keyfile", key) as server:
+        url = server.url.replace("http://", "https://")
+        table = tb.ResultTable(url, token=WRITE_TOKEN, spool=tmp_path / "spool.db", nocommit_action=NOP)
+        run = table.new_run("over tls", auto_log_plt=False)
+        run.add_scalar("loss", 0.5)
+        run.close()
+        assert not table.ship(timeout=3)  # the system's certificates do not know this one
+        monkeypatch.setenv("SSL_CERT_FILE", cert)  # as docs/server.md says for a self-signed server
+        assert table.ship(timeout=60)
+        with tb.ResultTable(served, read_only=True) as read:
+            assert len(read.load_run(table.database_run_id(run.run_id)).get_scalar("loss")) == 1

@@ -183,6 +183,7 @@ def create_app(
     location = location_for(table, artifacts)  # where the files of `log_artifact` are
     app.state.dashboard = api.Dashboard(queries, RunsTable(queries), Downsampler(queries), store, location)
     app.state.hub = hub
+    app.state.ingest = ingest
     # a file's tokens, and write tokens, open the dashboard too, when it asks for a token at all
     more = TokenSet.of(list(tokens), KINDS, tuple(write_tokens) if token or tokens else ())
     app.add_middleware(

@@ -33,7 +33,7 @@ import time
 import zlib
 from typing import Any
 
-from starlette.concurrency import run_in_threadpool
+from anyio import CapacityLimiter, to_thread
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -42,7 +42,7 @@ from tallyboard.dashboard.tokens import TokenSet
 from tallyboard.errors import DatabaseUnreachable
 from tallyboard.store import Access, Location, Store, open_store
 from tallyboard.store.entry_checks import BadEntry, check_entry
-from tallyboard.store.spool import decode
+from tallyboard.store.spool import ShippedRun, decode
 from tallyboard.store.spool_shipper import Destination
 
 PREFIX = "/api/ingest/v1"
@@ -87,20 +87,36 @@ class RateLimit:
             return 0.0
 
 
+class Shipment:
+    """One request's entries of a spool, and its answer once applied (or the error refusing it)."""
+
+    def __init__(self, spool_id: str, entries: list[tuple[int, float, str, Any]]) -> None:
+        self.spool_id, self.entries = spool_id, entries
+        self.answer: dict[str, Any] | BaseException | None = None
+
+
+def _shipped(spool_id: str, watermark: int, created: list[ShippedRun]) -> dict[str, Any]:
+    return {"spool": spool_id, "shipped": watermark, "runs": [list(run) for run in created]}
+
+
 class Ingest:
-    """The served table's writer for remote spools: its own store, one request at a time."""
+    """The served table's writer for remote spools: its own store, one transaction at a time."""
 
     def __init__(self, table: Location, writers: TokenSet, readers: TokenSet) -> None:
         if not writers:
             raise ValueError("accepting writes needs at least one write token")
         self.writers, self.readers = writers, readers
         self.store: Store = open_store(table, access=Access.WRITE)  # creates the table if missing
-        if hasattr(self.store, "retry_for"):  # PostgreSQL: a lost server is a 503 soon, not in 60 s
-            self.store.retry_for = DB_RETRY_FOR
+        self.store.retry_for = DB_RETRY_FOR  # PostgreSQL: a lost server is a 503 soon, not in 60 s
         self.limit = RateLimit()
         self._destinations: dict[str, Destination] = {}
-        self._writing = threading.Lock()
-        self._in_flight = threading.BoundedSemaphore(MAX_IN_FLIGHT)
+        self._writing = threading.Lock()  # held by the one thread applying shipments
+        self._queued = threading.Lock()  # guards `_queue`, the shipments waiting for the writer
+        self._queue: list[Shipment] = []
+        self.in_flight = threading.BoundedSemaphore(MAX_IN_FLIGHT)
+        # Threads of the ingest's own: a shipment waiting for the writer never holds one the
+        # dashboard's pages need (they share Starlette's default pool).
+        self.threads = CapacityLimiter(MAX_IN_FLIGHT)
 
     def close(self) -> None:
         self.store.close()
@@ -129,18 +145,55 @@ class Ingest:
             }
 
     def apply(self, spool_id: str, entries: list[tuple[int, float, str, Any]]) -> dict[str, Any]:
-        """Apply checked entries of a spool in one transaction; the watermark and the runs created."""
+        """Apply checked entries of a spool exactly once; the watermark and the runs created.
+
+        Group commit: requests that arrive while another is being applied wait, and the next of
+        them to get the writer applies all that wait in one transaction (one commit, one fsync, for
+        many clients; each spool's watermark in it with its rows). Should the group fail, each
+        request is applied on its own, so one client's refused entries never refuse another's."""
+        request = Shipment(spool_id, entries)
+        with self._queued:
+            self._queue.append(request)
         with self._writing:
-            destination = self._destination(spool_id)
+            if request.answer is None:
+                with self._queued:
+                    group, self._queue = self._queue, []
+                self._apply_group(group)
+        if isinstance(request.answer, BaseException):
+            raise request.answer
+        assert request.answer is not None
+        return request.answer
+
+    def _apply_group(self, group: list[Shipment]) -> None:
+        if len(group) > 1:
+            destinations = {request.spool_id: self._destination(request.spool_id) for request in group}
+            maps = {spool_id: dict(destination.runs) for spool_id, destination in destinations.items()}
+
+            def ship_all() -> list[tuple[int, list[ShippedRun]]]:
+                for spool_id, destination in destinations.items():  # as before an attempt retried
+                    destination.runs = dict(maps[spool_id])
+                return [destinations[request.spool_id].ship(request.entries) for request in group]
+
             try:
-                watermark, created = destination.ship(entries)
+                shipped = self.store.atomic(ship_all)
+            except Exception:
+                for spool_id in destinations:  # their maps may hold ids of what was rolled back
+                    self._destinations.pop(spool_id, None)
+            else:
+                for request, (watermark, created) in zip(group, shipped, strict=True):
+                    request.answer = _shipped(request.spool_id, watermark, created)
+                return
+        for request in group:
+            try:
+                watermark, created = self._destination(request.spool_id).ship(request.entries)
+                request.answer = _shipped(request.spool_id, watermark, created)
             except RuntimeError as error:  # an entry of a run this spool never started
-                raise Refused(409, str(error)) from None
-            except DatabaseUnreachable:
-                raise
+                request.answer = Refused(409, str(error))
+            except DatabaseUnreachable as error:
+                request.answer = error
             except Exception as error:  # refused by the database: the client keeps it and says so
-                raise Refused(422, f"the table refused the entries: {error}") from None
-            return {"spool": spool_id, "shipped": watermark, "runs": [list(run) for run in created]}
+                self._destinations.pop(request.spool_id, None)
+                request.answer = Refused(422, f"the table refused the entries: {error}")
 
     def _destination(self, spool_id: str) -> Destination:
         destination = self._destinations.get(spool_id)
@@ -179,7 +232,7 @@ def parse_entries(document: Any) -> list[tuple[int, float, str, Any]]:
 
 
 async def read_body(request: Request) -> bytes:
-    """The body, decompressed when gzip, refused past the limits (413) without reading it all."""
+    """The body as sent, refused past `MAX_COMPRESSED` (413) without reading it all."""
     declared = request.headers.get("content-length")
     if declared is not None and (not declared.isdigit() or int(declared) > MAX_COMPRESSED):
         raise Refused(413, f"a request body is limited to {MAX_COMPRESSED:,} bytes")
@@ -189,11 +242,19 @@ async def read_body(request: Request) -> bytes:
         if size > MAX_COMPRESSED:
             raise Refused(413, f"a request body is limited to {MAX_COMPRESSED:,} bytes")
         chunks.append(chunk)
-    body = b"".join(chunks)
-    encoding = request.headers.get("content-encoding", "identity").lower()
-    if encoding == "identity":
-        if len(body) > MAX_DECOMPRESSED:
-            raise Refused(413, f"a request is limited to {MAX_DECOMPRESSED:,} bytes")
+    return b"".join(chunks)
+
+
+def entries_of(body: bytes, encoding: str) -> list[tuple[int, float, str, Any]]:
+    """The checked entries of a body (gzip or plain), or the refusal that says what is wrong."""
+    try:
+        return parse_entries(_decoded(_decompressed(body, encoding)))
+    except BadEntry as error:
+        raise Refused(400, str(error)) from None
+
+
+def _decompressed(body: bytes, encoding: str) -> bytes:
+    if encoding == "identity":  # at most MAX_COMPRESSED already
         return body
     if encoding != "gzip":
         raise Refused(415, "Content-Encoding must be gzip or none")
@@ -253,23 +314,22 @@ class IngestGate:
         wait = ingest.limit.take(spool_id, time.monotonic())
         if wait:
             raise Refused(429, "too many requests for this spool", {"Retry-After": str(max(1, round(wait)))})
-        if not ingest._in_flight.acquire(blocking=False):
+        if not ingest.in_flight.acquire(blocking=False):
             raise Refused(503, "the server is busy: try again", {"Retry-After": "1"})
         try:
             if route["entries"] is None:
                 if request.method != "GET":
                     raise Refused(405, "GET only")
-                return await run_in_threadpool(ingest.state, spool_id)
+                return await to_thread.run_sync(ingest.state, spool_id, limiter=ingest.threads)
             if request.method != "POST":
                 raise Refused(405, "POST only")
-            document = _decoded(await read_body(request))
-            try:
-                entries = parse_entries(document)
-            except BadEntry as error:
-                raise Refused(400, str(error)) from None
-            return await run_in_threadpool(ingest.apply, spool_id, entries)
+            body = await read_body(request)
+            encoding = request.headers.get("content-encoding", "identity").lower()
+            # Off the event loop: decoding and checking a shipment is work, and pages wait on the loop.
+            entries = await to_thread.run_sync(entries_of, body, encoding, limiter=ingest.threads)
+            return await to_thread.run_sync(ingest.apply, spool_id, entries, limiter=ingest.threads)
         finally:
-            ingest._in_flight.release()
+            ingest.in_flight.release()
 
 
 LIMITS = {

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from typing import Any, get_type_hints
 
 from tallyboard.store.records import TEXT_KINDS, ArtifactRow, Batch, QueuedMedia, QueuedValue, RunUpdate
@@ -160,18 +161,45 @@ def _record(name: str, row: Any, index: int) -> Any:
     return checked
 
 
-def _column(what: str, values: Any, check: Any) -> list[Any]:
+def _column(what: str, values: Any, kinds: set[type], optional: bool) -> list[Any]:
+    """The values of a column other than None (when `optional`), each one of `kinds`: checked a
+    column at a time (a shipment holds many thousands of values; one call each would be the
+    server's main cost), the first bad one named."""
     if not isinstance(values, list):
         raise BadEntry(f"{what} must be a column (a list or a packed column)")
-    return [check(what, value) for value in values]
+    present = [value for value in values if value is not None] if optional and None in values else values
+    strange = set(map(type, present)) - kinds
+    if strange:
+        bad = next(value for value in present if type(value) in strange)
+        names = " or ".join(sorted(kind.__name__ for kind in kinds))
+        raise BadEntry(f"{what} must hold {names}, got {_shown(bad)}")
+    return present
 
 
-def _optional(check: Any) -> Any:
-    return lambda what, value: None if value is None else check(what, value)
+def _int_column(what: str, values: Any, optional: bool = False) -> list[Any]:
+    present = _column(what, values, {int}, optional)
+    if present and not (min(present) >= INT64_MIN and max(present) <= INT64_MAX):
+        raise BadEntry(f"{what} must hold 64-bit integers, got {min(present)}..{max(present)}")
+    return values  # type: ignore[no-any-return]  # a list: `_column` checked it
+
+
+def _float_column(what: str, values: Any, optional: bool = False, bound: float | None = None) -> list[Any]:
+    present = _column(what, values, {int, float}, optional)
+    if any(map(math.isnan, present)):
+        raise BadEntry(f"{what}: NaN is not a value here (a NaN scalar is null)")
+    if bound is not None and present and not (min(present) >= -bound and max(present) <= bound):
+        raise BadEntry(f"{what} must hold finite seconds up to {bound:g}")
+    return values  # type: ignore[no-any-return]
 
 
 # A series of scalars: (run, tag, rep, step, epoch, walltime, value), the last five as columns.
-SCALAR_COLUMNS = (_int, _int, _optional(_int), lambda w, v: _walltime(w, _float(w, v)), _optional(_float))
+SCALAR_COLUMNS: tuple[Callable[[str, Any], list[Any]], ...] = (
+    _int_column,
+    _int_column,
+    lambda what, values: _int_column(what, values, optional=True),
+    lambda what, values: _float_column(what, values, bound=MAX_WALLTIME),
+    lambda what, values: _float_column(what, values, optional=True),
+)
 
 
 def _scalars(series: Any) -> list[list[Any]]:
@@ -184,13 +212,11 @@ def _scalars(series: Any) -> list[list[Any]]:
             raise BadEntry(f"{where} must be [run, tag, reps, steps, epochs, walltimes, values]")
         run, tag, *columns = item
         cols = [
-            _column(f"{where}[{2 + i}]", col, check)
+            check(f"{where}[{2 + i}]", col)
             for i, (col, check) in enumerate(zip(columns, SCALAR_COLUMNS, strict=True))
         ]
         if len({len(col) for col in cols}) != 1:
             raise BadEntry(f"{where}: its columns differ in length")
-        if any(value is not None and math.isnan(value) for value in cols[-1]):
-            raise BadEntry(f"{where}: a NaN value is null")
         checked.append([_int(f"{where}[0]", run), _text(f"{where}[1]", tag, key=True), *cols])
     return checked
 

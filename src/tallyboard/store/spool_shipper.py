@@ -26,6 +26,7 @@ is. Training never waits for any of it: the shipper is a thread of its own with 
 from __future__ import annotations
 
 import atexit
+import copy
 import logging
 import os
 import threading
@@ -152,7 +153,9 @@ class Destination:
             for seq, _, op, args in entries:
                 if seq <= shipped:
                     continue
-                fields = decode(args) if isinstance(args, str) else args  # a server's are decoded
+                # a server's are decoded; copied, as `batch_from_json` takes from it and a retried
+                # attempt (a busy database, a group that failed) decodes again
+                fields = decode(args) if isinstance(args, str) else copy.copy(args)
                 if op == "batch":
                     batches.append(batch_from_json(fields))
                     continue
