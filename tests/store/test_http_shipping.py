@@ -13,9 +13,11 @@ import numpy
 import pytest
 
 import tallyboard as tb
-from remote_server import READ_TOKEN, WRITE_TOKEN, own_server
+from remote_server import READ_TOKEN, WRITE_TOKEN, ServerProcess, own_server
+from tallyboard.cli import main
 from tallyboard.store.http_shipping import default_spool
 from tallyboard.store.location import Location
+from tallyboard.store.spool_shipper import stop_shippers
 
 NOP = tb.NoCommitAction.NOP
 pytestmark = pytest.mark.usefixtures("shippers_end_with_the_test")  # tests/conftest.py
@@ -161,3 +163,22 @@ def test_https_with_a_certificate_of_the_servers_own(tmp_path, monkeypatch):
         assert table.ship(timeout=60)
         with tb.ResultTable(served, read_only=True) as read:
             assert len(read.load_run(table.database_run_id(run.run_id)).get_scalar("loss")) == 1
+
+
+def test_a_spool_logged_while_the_server_was_down_ships_with_tallyboard_sync(tmp_path):
+    served, spool = str(tmp_path / "served.db"), str(tmp_path / "spool.db")
+    server = ServerProcess(served)  # its address is known; it is not started yet
+    table = tb.ResultTable(server.url, token=WRITE_TOKEN, spool=spool, nocommit_action=NOP)
+    run = table.new_run("offline", auto_log_plt=False)
+    for step in range(500):
+        run.add_scalar("loss", step / 10)
+    run.close()
+    assert not table.ship(timeout=1)
+    stop_shippers(timeout=0)  # the process that logged is gone, as far as shipping goes
+    server.start()
+    try:
+        assert main(["sync", spool]) == 0
+        with tb.ResultTable(served, read_only=True) as read:
+            assert len(read.load_run(1).get_scalar("loss")) == 500
+    finally:
+        server.kill()

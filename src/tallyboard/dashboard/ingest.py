@@ -3,9 +3,11 @@
 A client (`ResultTable("https://tracker:8765")`, store/http_shipping.py; or any other client of
 docs/server.md) logs into a node-local spool and posts the spool's journal entries. This module
 applies them to the served table with the PostgreSQL shipper's own `Destination`
-(store/spool_shipper.py): one transaction per request holds the rows and the spool's watermark,
-so each entry, keyed (spool id, seq), is applied exactly once, in order, whoever sends it how
-often. Run starts are decided here, atomically, with the table's uniqueness check.
+(store/spool_shipper.py): the transaction that holds a request's rows holds the spool's new
+watermark, so each entry, keyed (spool id, seq), is applied exactly once, in order, whoever sends
+it how often. Requests that wait while another is applied are applied together, in one
+transaction (group commit: one commit for many clients). Run starts are decided here, atomically,
+with the table's uniqueness check.
 
 Why it is an ASGI gate in front of the dashboard rather than routes of it: its rules differ from
 the pages' (a bearer write token instead of the page's token and CSRF secret, bodies up to
@@ -21,8 +23,9 @@ What a client holding a write token can do, and no more:
 - A run id in an entry is the spool's own; the destination maps it through the runs this spool
   started on the server, so a client reaches no run it did not start. A spool id is a random
   capability (a uuid4 the client drew): the server never shows one.
-- One writer: requests are applied one at a time, on the ingest's own connection (the dashboard's
-  readers and edits keep theirs).
+- One writer: one transaction at a time, on the ingest's own connection (the dashboard's readers
+  and edits keep theirs); decoding and checking run on threads of the ingest's own, off the event
+  loop, so pages keep their threads while shipments wait.
 """
 
 from __future__ import annotations
