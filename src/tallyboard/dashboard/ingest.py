@@ -54,6 +54,9 @@ MAX_DECOMPRESSED = 256 * 2**20  # bytes once decompressed: a client's shipment i
 MAX_ENTRIES = 10_000  # a client ships 64 a request
 MAX_IN_FLIGHT = 32  # requests read or applied at once; beyond: 503, try again
 RATE, BURST = 50.0, 200.0  # requests a second of one spool, sustained and in a burst
+# ... and of one client address, whatever spool ids it makes up (a reverse proxy is one address
+# for all its clients: room for hundreds of them)
+ADDRESS_RATE, ADDRESS_BURST = 1000.0, 2000.0
 MAX_DESTINATIONS = 4096  # spools whose run maps are kept in memory (then the cache starts over)
 DB_RETRY_FOR = 1.0  # seconds a lost PostgreSQL is waited for before a request is a 503
 SPOOL_ID = re.compile(r"[A-Za-z0-9_-]{8,64}")
@@ -112,6 +115,7 @@ class Ingest:
         self.store: Store = open_store(table, access=Access.WRITE)  # creates the table if missing
         self.store.retry_for = DB_RETRY_FOR  # PostgreSQL: a lost server is a 503 soon, not in 60 s
         self.limit = RateLimit()
+        self.address_limit = RateLimit(ADDRESS_RATE, ADDRESS_BURST)
         self._destinations: dict[str, Destination] = {}
         self._writing = threading.Lock()  # held by the one thread applying shipments
         self._queued = threading.Lock()  # guards `_queue`, the shipments waiting for the writer
@@ -314,7 +318,9 @@ class IngestGate:
             return {"version": 1, "limits": LIMITS}
         if SPOOL_ID.fullmatch(spool_id) is None:
             raise Refused(400, "a spool id is 8 to 64 letters, digits, '-' or '_'")
-        wait = ingest.limit.take(spool_id, time.monotonic())
+        address = request.client.host if request.client else ""
+        now = time.monotonic()
+        wait = ingest.address_limit.take(address, now) or ingest.limit.take(spool_id, now)
         if wait:
             raise Refused(429, "too many requests for this spool", {"Retry-After": str(max(1, round(wait)))})
         if not ingest.in_flight.acquire(blocking=False):
@@ -341,4 +347,6 @@ LIMITS = {
     "max_entries": MAX_ENTRIES,
     "requests_per_second_per_spool": RATE,
     "burst_per_spool": BURST,
+    "requests_per_second_per_address": ADDRESS_RATE,
+    "burst_per_address": ADDRESS_BURST,
 }
