@@ -9,7 +9,9 @@ SQLite file and on a PostgreSQL server of the benchmark's own (tests/own_postgre
   (`ResultTable(path_or_url)`, `close()` included). Rows per second, both printed, every row
   checked to be there once. Target >= 0.5x.
 - dashboard while ingesting: the p50/p99 of `GET /api/runs` (the runs page's first call), asked
-  over and over while the clients ship, against the same call on the idle server afterwards.
+  over and over while the clients ship, against the same call on the idle server afterwards; and
+  again while threads of the benchmark post ready-made shipments, so that the server is as busy
+  but the CPUs are not taken by the client processes too.
 - client add_scalar: the training thread's cost per `add_scalar` through a server against the
   SQLite engine's, at a training loop's pace (bench/cluster.py's measure). Target <= 1.2x.
 
@@ -22,6 +24,7 @@ each process is a Python interpreter of its own, and what it measures then is th
 from __future__ import annotations
 
 import argparse
+import gzip
 import os
 import subprocess
 import sys
@@ -29,6 +32,7 @@ import tempfile
 import threading
 import time
 import urllib.request
+import uuid
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # the servers' helpers
@@ -40,6 +44,10 @@ from own_postgres import own_server
 from remote_server import READ_TOKEN, WRITE_TOKEN
 from remote_server import own_server as own_tallyboard_server
 from tallyboard.store import open_store
+from tallyboard.store.http_shipping import entries_document
+from tallyboard.store.records import Batch
+from tallyboard.store.spool import SpoolStore
+from tallyboard.store.spool_shipper import stop_shippers
 
 CLIENT = """
 import os, sys, tallyboard as tb
@@ -137,6 +145,7 @@ def bench_engine(name: str, direct: str, served: str, folder: str, args: argpars
     with own_tallyboard_server(served, "--token", READ_TOKEN) as server:
         with PageTimer(server.url) as busy:
             remote_s = run_clients(server.url, args.processes, args.steps, spools)
+            load = os.getloadavg()[0]
         with PageTimer(server.url) as idle:
             time.sleep(5)
     every_row_once(served, args.processes, args.steps)
@@ -145,6 +154,54 @@ def bench_engine(name: str, direct: str, served: str, folder: str, args: argpars
     print(f"  through the server: {rows / remote_s:,.0f} rows/s ({remote_s:.1f} s, ship() included)")
     print(f"  ratio server / direct: {direct_s / remote_s:.2f}x (target >= 0.5x); every row once in both")
     print(f"  GET /api/runs while ingesting: {percentiles(busy.times)}; idle: {percentiles(idle.times)}")
+    print(f"  (load average {load:.1f} on {os.cpu_count()} CPUs at the end of the ingest: the clients,"
+          " the server and the dashboard share them)")  # fmt: skip
+
+
+def shipment(folder: str, steps: int) -> bytes:
+    """One client's first request as it sends it: a run's start and `steps` steps, gzip'd JSON."""
+    location = tb.ResultTable("http://127.0.0.1:9", spool=os.path.join(folder, "made.db")).location
+    spool = SpoolStore(location.spool_path or "")
+    run_id = spool.create_run({"experiment": "job-made", "start_time": time.time(), "status": "running"})
+    batch = Batch()
+    for tag, scale in (("train/loss", 0.5), ("train/acc", 0.25)):
+        rows = [(0, step, None, step * 1e-3, step * scale) for step in range(steps)]
+        batch.scalars.append((run_id, tag, rows))
+    spool.write_batch(batch)
+    body = gzip.compress(entries_document(spool.pending(0, 64, 2**30)), 1)
+    spool.close()
+    stop_shippers(timeout=0)
+    return body
+
+
+def bench_page_while_the_server_ingests(folder: str, steps: int) -> None:
+    """The dashboard's p99 with the server busy ingesting but the CPUs not taken by 50 clients:
+    threads of this process post ready-made shipments (each a new spool) as fast as it takes them."""
+    body, stop, posted = shipment(folder, steps), threading.Event(), [0]
+    with own_tallyboard_server(os.path.join(folder, "pages.db"), "--token", READ_TOKEN) as server:
+
+        def post() -> None:
+            while not stop.is_set():
+                request = urllib.request.Request(
+                    f"{server.url}/api/ingest/v1/spools/{uuid.uuid4().hex}/entries", data=body, method="POST",
+                    headers={"Authorization": f"Bearer {WRITE_TOKEN}", "Content-Encoding": "gzip"},
+                )  # fmt: skip
+                urllib.request.urlopen(request, timeout=60).read()
+                posted[0] += 1
+
+        posters = [threading.Thread(target=post) for _ in range(4)]
+        for thread in posters:
+            thread.start()
+        with PageTimer(server.url) as busy:
+            time.sleep(10)
+        stop.set()
+        for thread in posters:
+            thread.join()
+        with PageTimer(server.url) as idle:
+            time.sleep(5)
+    rows = posted[0] * 2 * steps
+    print(f"GET /api/runs while 4 threads post shipments of {2 * steps:,} rows ({rows / 10:,.0f} rows/s"
+          f" ingested): {percentiles(busy.times)}; idle afterwards: {percentiles(idle.times)}")  # fmt: skip
 
 
 def bench_client_cost(folder: str, count: int, repeats: int) -> None:
@@ -188,6 +245,7 @@ def main() -> None:
             with own_server(max_connections=args.processes + 20) as pg:
                 direct, served = fresh_database(pg, "direct"), fresh_database(pg, "served")
                 bench_engine("PostgreSQL", direct, served, folder, args)
+        bench_page_while_the_server_ingests(folder, args.steps)
         bench_client_cost(folder, args.scalars, args.repeats)
 
 
