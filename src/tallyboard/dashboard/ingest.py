@@ -52,7 +52,7 @@ PREFIX = "/api/ingest/v1"
 MAX_COMPRESSED = 64 * 2**20  # bytes of a request body as sent (gzip)
 MAX_DECOMPRESSED = 256 * 2**20  # bytes once decompressed: a client's shipment is at most 32 MB plus one entry
 MAX_ENTRIES = 10_000  # a client ships 64 a request
-MAX_IN_FLIGHT = 32  # requests read or applied at once; beyond: 503, try again
+MAX_IN_FLIGHT = 64  # requests read or applied at once (a client has one at a time); beyond: 503
 RATE, BURST = 50.0, 200.0  # requests a second of one spool, sustained and in a burst
 # ... and of one client address, whatever spool ids it makes up (a reverse proxy is one address
 # for all its clients: room for hundreds of them)
