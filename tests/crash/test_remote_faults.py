@@ -1,8 +1,8 @@
 """Logging to a tallyboard server (store/http_shipping.py, dashboard/ingest.py) through faults, all
 on real processes: the server stopped for 5 s and for 60 s mid-run, SIGKILLed while batches
-arrive and restarted, the client SIGKILLed and restarted on its spool, the network cut by a proxy
-the test controls, and answers lost after the server committed. Each time every row the client
-committed to its spool is in the server's table exactly once.
+arrive and restarted, its PostgreSQL stopped, the client SIGKILLed and restarted on its spool,
+the network cut by a proxy the test controls, and answers lost after the server committed. Each
+time every row the client committed to its spool is in the server's table exactly once.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import time
 
 import pytest
 
+from own_postgres import own_server as own_postgres
 from remote_server import WRITE_TOKEN, Proxy, own_server
 from tallyboard.store import open_store
 from tallyboard.store.spool import SpoolStore
@@ -167,3 +168,19 @@ def test_a_network_cut_mid_run_ships_every_row_once(tmp_path, client, mode):
         if mode == "swallow":
             assert proxy.swallowed > 0  # the server did answer, and was not heard
         assert every_row_once(served, spool, mode) == 30_000
+
+
+def test_the_servers_postgresql_stopped_mid_run_gets_every_row_once(tmp_path, client):
+    spool = str(tmp_path / "spool.db")
+    with own_postgres() as database, own_server(database.url) as server:
+        writer = client(server.url, spool, "database stopped", 30_000, ship="when told")
+        wait_for(writer, "step 1000")
+        database.stop()  # the server answers 503 meanwhile; the client keeps its spool
+        wait_for(writer, "logged")
+        time.sleep(5)
+        database.start()
+        assert writer.stdin is not None
+        writer.stdin.write("ship\n")
+        writer.stdin.flush()
+        finish(writer)
+        assert every_row_once(database.url, spool, "database stopped") == 30_000

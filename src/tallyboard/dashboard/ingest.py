@@ -165,7 +165,12 @@ class Ingest:
             if request.answer is None:
                 with self._queued:
                     group, self._queue = self._queue, []
-                self._apply_group(group)
+                try:
+                    self._apply_group(group)
+                finally:  # whatever went wrong, every request of the group gets its answer
+                    for waiting in group:
+                        if waiting.answer is None:
+                            waiting.answer = Refused(503, "not applied: try again", {"Retry-After": "1"})
         if isinstance(request.answer, BaseException):
             raise request.answer
         assert request.answer is not None
@@ -173,18 +178,23 @@ class Ingest:
 
     def _apply_group(self, group: list[Shipment]) -> None:
         if len(group) > 1:
-            destinations = {request.spool_id: self._destination(request.spool_id) for request in group}
-            maps = {spool_id: dict(destination.runs) for spool_id, destination in destinations.items()}
+            spool_ids = {request.spool_id for request in group}
+            maps: dict[str, dict[int, int]] = {}
 
             def ship_all() -> list[tuple[int, list[ShippedRun]]]:
-                for spool_id, destination in destinations.items():  # as before an attempt retried
-                    destination.runs = dict(maps[spool_id])
+                destinations = {spool_id: self._destination(spool_id) for spool_id in spool_ids}
+                for spool_id, destination in destinations.items():  # as before, when an attempt is retried
+                    destination.runs = dict(maps.setdefault(spool_id, destination.runs))
                 return [destinations[request.spool_id].ship(request.entries) for request in group]
 
             try:
                 shipped = self.store.atomic(ship_all)
+            except DatabaseUnreachable as error:  # each alone would wait for it in turn
+                for request in group:
+                    request.answer = error
+                return
             except Exception:
-                for spool_id in destinations:  # their maps may hold ids of what was rolled back
+                for spool_id in spool_ids:  # their maps may hold ids of what was rolled back
                     self._destinations.pop(spool_id, None)
             else:
                 for request, (watermark, created) in zip(group, shipped, strict=True):
