@@ -1,5 +1,5 @@
-"""The `tallyboard` command: serve, demo, runs, compare, export, import, copy, artifacts, sync, migrate,
-watch.
+"""The `tallyboard` command: serve, tokens, demo, runs, compare, export, import, copy, artifacts, sync,
+migrate, watch.
 
 Each command that works on a table is `ResultTable(path_or_url)` (`read_only=True` when it only
 reads) plus one public method of it (table.py), as sqlite-utils' CLI mirrors its library:
@@ -65,15 +65,42 @@ def _parser(
 
 def cmd_serve(args: argparse.Namespace) -> None:
     from tallyboard.exchange.target import require_existing
+    from tallyboard.store.location import Location
 
-    target = require_existing(args.target or default_target())  # before the dashboard's imports
+    given = args.target or default_target()
+    # before the dashboard's imports; a server accepting writes creates its table
+    target = Location.of(given) if args.accept_writes else require_existing(given)
     from tallyboard.dashboard import serve
 
     options: dict[str, Any] = {"host": args.host, "token": args.token, "read_only": args.read_only}
     options["artifacts"] = args.artifacts
+    options |= {"accept_writes": args.accept_writes, "write_tokens": args.write_token or ()}
+    options |= {"certfile": args.certfile, "keyfile": args.keyfile, "tokens_file": args.tokens}
     if args.port is not None:
         options["port"] = args.port
     serve(target, **options)
+
+
+def cmd_tokens(args: argparse.Namespace) -> None:
+    import time
+
+    from tallyboard.dashboard import tokens
+
+    path = args.file or tokens.default_file()
+    if args.action == "list":
+        for entry in tokens.read(path):
+            made = time.strftime("%Y-%m-%d %H:%M", time.localtime(entry.created))
+            print(f"{entry.name}\t{entry.kind}\tmade {made}")
+        return
+    if not args.name:
+        raise ValueError(f"`tallyboard tokens {args.action}` needs the token's name")
+    if args.action == "remove":
+        tokens.remove(path, args.name)
+        print(f"removed {args.name} from {path} (a running server accepts it until it restarts)")
+        return
+    token = tokens.add(path, args.name, "write" if args.write else "read")
+    print(f"{'write' if args.write else 'read'} token {args.name} (shown once; {path} keeps its hash):")
+    print(token)
 
 
 def cmd_demo(args: argparse.Namespace) -> None:
@@ -277,7 +304,8 @@ def build_parser() -> argparse.ArgumentParser:
         "serve",
         "Serve the dashboard of a result table (on 127.0.0.1 unless told otherwise).",
         "  tallyboard serve results.db\n  tallyboard serve results.db --port 8080 --read-only\n"
-        "  tallyboard serve postgresql://me@db-host/experiments --host 0.0.0.0 --token s3cret\n",
+        "  tallyboard serve postgresql://me@db-host/experiments --host 0.0.0.0 --token s3cret\n"
+        "  tallyboard serve results.db --host 0.0.0.0 --accept-writes --write-token w-s3cret\n",
         cmd_serve,
         progress=False,
     )
@@ -287,6 +315,31 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--token", help="access token (required, and generated if missing, off loopback)")
     serve.add_argument("--read-only", action="store_true", help="refuse every change from the browser")
     serve.add_argument("--artifacts", metavar="FOLDER_OR_URL", help=ARTIFACTS_HELP)
+    serve.add_argument(
+        "--accept-writes", action="store_true",
+        help="accept runs from remote clients, ResultTable('http://HOST:PORT') (docs/server.md)",
+    )  # fmt: skip
+    serve.add_argument(
+        "--write-token", action="append", metavar="TOKEN",
+        help="a token that may write (repeatable; one is generated and printed when none is given)",
+    )  # fmt: skip
+    serve.add_argument("--certfile", help="serve HTTPS with this certificate (PEM), with --keyfile")
+    serve.add_argument("--keyfile", help="the private key (PEM) of --certfile")
+    serve.add_argument("--tokens", metavar="FILE", help="read and write tokens of `tallyboard tokens`")
+
+    tokens = _parser(
+        commands,
+        "tokens",
+        "Make, list and remove the read and write tokens a server accepts (serve --tokens FILE).",
+        "  tallyboard tokens add cluster-a --write\n  tallyboard tokens add alice\n"
+        "  tallyboard tokens list\n  tallyboard tokens remove cluster-a\n",
+        cmd_tokens,
+        progress=False,
+    )
+    tokens.add_argument("action", choices=("add", "list", "remove"))
+    tokens.add_argument("name", nargs="?", help="the token's name (add, remove)")
+    tokens.add_argument("--write", action="store_true", help="a write token (add; default: a read token)")
+    tokens.add_argument("--file", help="the tokens file (default: ~/.config/tallyboard/tokens.json)")
 
     demo = _parser(
         commands,
