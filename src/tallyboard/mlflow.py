@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from tallyboard.skins import images
 from tallyboard.skins.launch import Launched, default_location, launch
-from tallyboard.skins.names import clear_of_run_fields, scalar
+from tallyboard.skins.names import scalar
 from tallyboard.skins.not_stored import NotStored
 
 if TYPE_CHECKING:
@@ -98,7 +98,7 @@ class ActiveRun:
 
     def _at_end(self) -> None:
         """However the run ends: the latest metrics as results, what was not stored."""
-        self.writer.update_results(**clear_of_run_fields(self.data.metrics, "results"))
+        self.writer.update_results(**self.data.metrics)
         self._not_stored.report_to(self.writer)
 
     def end(self, status: str) -> None:
@@ -235,7 +235,7 @@ def log_param(key: str, value: Any, synchronous: bool | None = None) -> Any:
 def log_params(params: Mapping[str, Any], synchronous: bool | None = None, run_id: str | None = None) -> None:
     active = _run("log_params", run_id)
     values = {str(key): scalar(value) for key, value in params.items()}
-    active.writer.add_hparams(clear_of_run_fields(values, "hparams"))
+    active.writer.add_hparams(values)
     active.data.params.update(values)
 
 

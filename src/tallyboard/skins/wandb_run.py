@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tallyboard.errors import ArtifactError
-from tallyboard.skins.names import clear_of_run_fields, flat, scalar
+from tallyboard.skins.names import flat, scalar
 from tallyboard.skins.not_stored import NotStored, not_stored_method
 from tallyboard.skins.wandb_data import Artifact, Histogram, Html, Image, NotStoredMedia, Table
 from tallyboard.values import to_int
@@ -411,10 +411,10 @@ class Run:
     # ---- the end ------------------------------------------------------------------------------------
     def _write_config(self, changes: dict[str, Any]) -> None:
         values = {name: scalar(value) for name, value in flat(changes).items()}
-        self._writer.add_hparams(clear_of_run_fields(values, "hparams"))
+        self._writer.add_hparams(values)
 
     def _write_summary(self, changes: dict[str, Any]) -> None:
-        self._writer.update_results(**clear_of_run_fields(_summary_results(changes), "results"))
+        self._writer.update_results(**_summary_results(changes))
 
     def _at_end(self) -> None:
         """However the run ends: the files asked for, the summary as results, what was not stored."""
@@ -425,7 +425,7 @@ class Run:
                 self._writer.log_artifacts(self._dir)
         except ArtifactError as error:
             self._not_stored.skip("saved files", str(error), stacklevel=2)
-        self._writer.update_results(**clear_of_run_fields(self.summary.results(), "results"))
+        self._writer.update_results(**self.summary.results())
         self._not_stored.report_to(self._writer)
 
     def finish(self, exit_code: int | None = None, quiet: bool | None = None) -> None:
