@@ -12,6 +12,9 @@ from __future__ import annotations
 from typing import Any, NamedTuple, get_type_hints
 
 from tallyboard.filter import qualified
+from tallyboard.store.schema import RUN_END_AND_RERUNS_STEP
+
+V13 = RUN_END_AND_RERUNS_STEP + 1  # the version that added `error` and `rerun_of` (renumber in schema.py)
 
 
 class RunField(NamedTuple):
@@ -61,9 +64,9 @@ RUN_ROW: tuple[RunField, ...] = (
     RunField("unique_key", str, True, None),
     RunField("updated_at", float, False, None),
     # How the run failed (v13): JSON {"type", "message", "traceback"}, set when it ends (run/exit_paths.py).
-    RunField("error", str, True, None, editable=True, long=True, since=13),
+    RunField("error", str, True, None, editable=True, long=True, since=V13),
     # The run this one runs again (v13): `new_run(on_duplicate="new")` met run N's configuration.
-    RunField("rerun_of", int, True, "Rerun Of", cell=True, since=13),
+    RunField("rerun_of", int, True, "Rerun Of", cell=True, since=V13),
 )
 FIELDS = {field.name: field for field in RUN_ROW}
 
