@@ -379,7 +379,7 @@ class ResultTable:
         shown = [c for c in self._store.columns() if c.position is not None]
         data = []
         for row in rows:
-            cells = {**row._asdict(), "color": deepboard_color(row.color), "tags": tags.get(row.run_id, [])}
+            cells = {**row._asdict(), "color": deepboard_color(row.color), "tags": tags.get(row.run_id)}
             cells.update(hparams=hparams.get(row.run_id, {}), results=results.get(row.run_id, {}))
             data.append([run_cell(cells, c.name) for c in shown])
         return TableTuple(
