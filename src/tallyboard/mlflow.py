@@ -85,7 +85,9 @@ class RunData:
 
 class ActiveRun:
     """A run started by `start_run`; a context manager that ends it (FAILED when an exception
-    leaves the block)."""
+    leaves the block, which the run keeps as how it failed)."""
+
+    _failure: BaseException | None = None  # the exception leaving the `with` block
 
     def __init__(self, launched: Launched, experiment: str, run_name: str | None) -> None:
         self._launched = launched
@@ -102,7 +104,9 @@ class ActiveRun:
         self._not_stored.report_to(self.writer)
 
     def end(self, status: str) -> None:
-        self.writer.close("finished" if status == "FINISHED" else "failed")
+        if self._failure is not None:
+            self.writer.__exit__(type(self._failure), self._failure, self._failure.__traceback__)
+        self.writer.close("finished" if status == "FINISHED" else "failed")  # (no-op once ended)
         self._launched.close_table()
         self.info.status, self.info.end_time = status, int(time.time() * 1000)
 
@@ -111,6 +115,7 @@ class ActiveRun:
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         if self in _active:
+            self._failure = exc
             end_run("FINISHED" if exc_type is None else "FAILED")
 
 

@@ -430,7 +430,15 @@ class Run:
 
     def finish(self, exit_code: int | None = None, quiet: bool | None = None) -> None:
         """End the run: failed for a non-zero `exit_code`, else finished; a second call does nothing."""
-        self._writer.close("failed" if exit_code not in (None, 0) else None)
+        self._end(None if exit_code in (None, 0) else "failed", None)
+
+    def _end(self, status: str | None, error: BaseException | None) -> None:
+        """End the run with `status`; an exception leaving its `with` block fails it and is kept
+        as how it failed (the traceback on its page, as for a core run)."""
+        if error is None:
+            self._writer.close(status)  # type: ignore[arg-type]
+        else:
+            self._writer.__exit__(type(error), error, error.__traceback__)
         self._launched.close_table()
         for artifact in self._artifacts:  # copied into the artefact store by now
             artifact.discard_new_files()
@@ -440,7 +448,7 @@ class Run:
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        self.finish(exit_code=1 if exc_type is not None else 0)
+        self._end("failed" if exc is not None else None, exc)
 
 
 def _summary_results(changes: dict[str, Any]) -> dict[str, Any]:
