@@ -18,17 +18,21 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Literal, NamedTuple, cast
 
 from tallyboard import query as query_api
-from tallyboard.errors import NotFoundError, ReadOnlyTableError, StoreError
+from tallyboard.errors import DuplicateRunError, NotFoundError, ReadOnlyTableError, StoreError
 from tallyboard.exchange.target import require_existing
+from tallyboard.filter import run_cell
 from tallyboard.media import open_png
 from tallyboard.run import capture, left_out
 from tallyboard.run import context as run_context
 from tallyboard.run.exit_paths import arm_signals
 from tallyboard.run.sink import DEFAULT_COMMIT_INTERVAL, NullSink, Sink, sink_for
 from tallyboard.run.start import (
+    DEFAULT_ON_DUPLICATE,
     NoCommitAction,
+    OnDuplicate,
     RunRequest,
     deepboard_keys,
+    on_duplicate_choice,
     run_fields,
     unique_column_names,
     unique_key,
@@ -108,6 +112,12 @@ class ResultTable:
     stored diff `max_diff_bytes` (None: $TALLYBOARD_MAX_DIFF_BYTES, else 10 MB; the files past it
     are listed in `get_left_out`).
 
+    `on_duplicate` is what `new_run` does when a visible, non-failed run has the same unique
+    columns and code (commit and diff): "new" (the default) starts a new run marked as a rerun of
+    that one (`rerun_of`), which the statistics group with it; "repeat" makes the launch that run's
+    next repetition; "raise" refuses with `DuplicateRunError`, DeepBoard's rule. A new run's
+    `on_duplicate` overrides it for that run.
+
     `read_only=True` opens an existing table only to read it (what the reading commands do): it
     creates nothing, migrates nothing and writes nothing, and every method that would write raises
     `ReadOnlyTableError`. `create=False` opens an existing table to write, but never makes a new one
@@ -130,7 +140,9 @@ class ResultTable:
         git_timeout: float = capture.GIT_TIMEOUT_S,
         rules: Sequence[Rule] = (),
         token: str | None = None,
+        on_duplicate: OnDuplicate = DEFAULT_ON_DUPLICATE,
     ) -> None:
+        self.on_duplicate = on_duplicate_choice(on_duplicate)
         if db_path is None:  # $TALLYBOARD_URL lets a cluster point every job at one table
             db_path = os.environ.get("TALLYBOARD_URL") or "results.db"
         self.location = Location.of(db_path)  # str() hides a password; only connecting sees it
@@ -240,14 +252,44 @@ class ResultTable:
         request.check_counts()
         run_context.check(request.capture_console)
         fields = run_fields(request, self.nocommit_action, None if debug else self.git_limits)
+        on_duplicate = self.on_duplicate if request.on_duplicate is None else request.on_duplicate
         if not debug:
             fields["unique_key"] = unique_key(fields, self.unique_columns, request.unique)
-        run_id = self._store.create_run(fields, debug=debug, durable=False)
+        try:
+            run_id = self._store.create_run(fields, debug=debug, durable=False, rerun=on_duplicate == "new")
+        except DuplicateRunError as duplicate:
+            if on_duplicate != "repeat":
+                raise
+            return self._repeat(duplicate.run_id, request)
         sink = sink_for(self.location, self.commit_interval)
         sink.put("repetitions", QueuedRepetition(run_id, 0, fields["start_time"]))  # see create_run
         writer = self._writer(sink, run_id, request.keep_each, request.auto_log_plt, request.system_metrics)
         run_context.attach(writer, request.capture_console, request.environment)
         return writer
+
+    def _repeat(self, run_id: int, request: RunRequest) -> LogWriter:
+        """`on_duplicate="repeat"`: the launch logs the next repetition of run `run_id`, which is
+        running again meanwhile (a writer of it still open in this process is let go first). Its
+        environment stays the one its first launch recorded."""
+        writer = self._reopened(
+            run_id, request.keep_each, request.auto_log_plt, request.system_metrics, False
+        )
+        writer.new_repetition()
+        run_context.attach(writer, request.capture_console, environment=False)
+        return writer
+
+    def _reopened(
+        self, run_id: int, keep_each: int, auto_log_plt: bool, system_metrics: bool, check: bool
+    ) -> LogWriter:
+        """The writer of run `run_id` set running again (`Store.reopen_run`, `check` its uniqueness)."""
+        sink = sink_for(self.location, self.commit_interval)
+        try:
+            let_go(sink, run_id)
+            point = self._store.reopen_run(run_id, check)
+        except BaseException:
+            sink.release(run_id)
+            raise
+        return self._writer(sink, run_id, keep_each, auto_log_plt, system_metrics, point)
 
     def _writer(
         self,
@@ -285,9 +327,12 @@ class ResultTable:
         unique: bool | Mapping[str, Any] = True,
         capture_console: bool = False,
         environment: bool = True,
+        on_duplicate: OnDuplicate | None = None,
     ) -> LogWriter:
-        """Start a run and return its writer. Raises `DuplicateRunError` if a visible, non-failed run
-        has the same unique columns. `flush_each` is accepted for DeepBoard compatibility: commits
+        """Start a run and return its writer. When a visible, non-failed run has the same unique
+        columns and code, `on_duplicate` (None: the table's, "new" by default) says what happens:
+        a "new" run marked as its rerun, its next repetition ("repeat"), or `DuplicateRunError`
+        ("raise"). `flush_each` is accepted for DeepBoard compatibility: commits
         happen every `commit_interval` seconds instead, which bounds what a crash can lose by time.
 
         `unique=False` skips the check for this run, and later runs are not compared with it: each
@@ -300,6 +345,7 @@ class ResultTable:
             experiment_name, configfile, cli, comment, tag, flush_each=flush_each, keep_each=keep_each,
             auto_log_plt=auto_log_plt, disable=disable, system_metrics=system_metrics, unique=unique,
             capture_console=capture_console, environment=environment,
+            on_duplicate=None if on_duplicate is None else on_duplicate_choice(on_duplicate),
         )  # fmt: skip
         return self._start(request, debug=False)
 
@@ -345,14 +391,7 @@ class ResultTable:
         if keep_each < 1:
             raise ValueError(f"keep_each must be 1 or more, got {keep_each}")
         self._require(run_id)
-        sink = sink_for(self.location, self.commit_interval)
-        try:
-            let_go(sink, run_id)
-            point = self._store.reopen_run(run_id)
-        except BaseException:
-            sink.release(run_id)
-            raise
-        return self._writer(sink, run_id, keep_each, auto_log_plt, system_metrics, point)
+        return self._reopened(run_id, keep_each, auto_log_plt, system_metrics, True)
 
     def load_run(self, run_id: int) -> RunView:
         """An existing run, to read what it logged (and edit its note, tag, colour, tags, status)."""
@@ -370,17 +409,14 @@ class ResultTable:
         """The shown columns (in display order) and one row per run, hparams and results included;
         colours (`row_color`, a shown `color` column) as DeepBoard gives them, without '#'."""
         rows = self._store.runs(run_id=run_id, show_hidden=show_hidden or run_id is not None)
-        values = self._store.values("hparams", run_id)
-        for rid, results in self._store.values("results", run_id).items():
-            values.setdefault(rid, {}).update(results)
-        for rid, tags in self._store.run_tags(run_id).items():  # a shown `tags` column (an hparam of
-            values.setdefault(rid, {}).setdefault("tags", tags)  # that name, from before v6, wins)
+        hparams, results = self._store.values("hparams", run_id), self._store.values("results", run_id)
+        tags = self._store.run_tags(run_id)
         shown = [c for c in self._store.columns() if c.position is not None]
         data = []
         for row in rows:
-            fields, extra = row._asdict(), values.get(row.run_id, {})
-            fields["color"] = deepboard_color(row.color)
-            data.append([extra.get(c.name, fields.get(c.name)) for c in shown])
+            cells = {**row._asdict(), "color": deepboard_color(row.color), "tags": tags.get(row.run_id)}
+            cells.update(hparams=hparams.get(row.run_id, {}), results=results.get(row.run_id, {}))
+            data.append([run_cell(cells, c.name) for c in shown])
         return TableTuple(
             col_names=[c.alias for c in shown],
             col_ids=[c.name for c in shown],
@@ -463,13 +499,17 @@ class ResultTable:
         from tallyboard.analysis import comparison
 
         names = [by] if isinstance(by, str) else list(by)
-        known = {row.run_id for row in self._store.runs(show_hidden=True)}
+        known = {row.run_id: row.rerun_of for row in self._store.runs(show_hidden=True)}
         chosen = run_ids if run_ids is not None else [row.run_id for row in self._store.runs()]
         missing = [run_id for run_id in chosen if run_id not in known]
         if missing:
             raise NotFoundError(f"no run with id {missing[0]}")
         hparams = self._store.values("hparams")
-        runs = {run_id: hparams.get(run_id, {}) for run_id in chosen}
+        runs = comparison.with_originals(
+            {run_id: hparams.get(run_id, {}) for run_id in chosen},
+            known,
+            lambda run_id: hparams.get(run_id, {}),
+        )
 
         def points() -> list[tuple[int, int, float | None]]:
             return [

@@ -35,11 +35,11 @@ def test_two_epochs_log_hparams_metrics_checkpoints_and_results(table, results_o
     logger.write_result(extra=1.0)
     assert run.status == "finished"
     assert table.get_experiment_raw(logger.version)["experiment"] == "tiny-regression"
-    # "hidden" is a column of every run (the hidden flag), so the hparam is renamed, not refused.
+    # "hidden" is a column of every run (the hidden flag): the hparam keeps its name all the same
     hparams = run.get_hparams()
-    assert {key: hparams[key] for key in ("lr", "hparams/hidden", "fail_at_step")} == {
+    assert {key: hparams[key] for key in ("lr", "hidden", "fail_at_step")} == {
         "lr": 0.05,
-        "hparams/hidden": 4,
+        "hidden": 4,
         "fail_at_step": None,
     }
 

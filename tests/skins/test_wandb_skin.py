@@ -170,7 +170,7 @@ def test_the_summary_is_written_as_results_while_the_run_goes_on(at: str) -> Non
     with tb.ResultTable(at, read_only=True) as table:
         assert table.query(backend="records")[0].results == {
             "best_epoch": 1, "test/acc": 0.6, "loss/min": 1.0, "loss/max": 3.0, "loss/mean": 2.0,
-            "acc/best": 0.7, "results/status": 1,  # a name of a run column, kept apart
+            "acc/best": 0.7, "status": 1,  # a name of a run column: a result all the same
         }  # fmt: skip
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import math
+from typing import Any
 
 import pytest
 
@@ -27,8 +28,10 @@ def png() -> bytes:
     return buffer.getvalue()
 
 
-def spooled_table(url: str, spool: str) -> tb.ResultTable:
-    return tb.ResultTable(url, spool=spool, nocommit_action=tb.NoCommitAction.NOP, commit_interval=0.05)
+def spooled_table(url: str, spool: str, **options: Any) -> tb.ResultTable:
+    return tb.ResultTable(
+        url, spool=spool, nocommit_action=tb.NoCommitAction.NOP, commit_interval=0.05, **options
+    )
 
 
 def log_run(table: tb.ResultTable, name: str, steps: int) -> tb.LogWriter:
@@ -127,7 +130,7 @@ def test_a_shipment_sent_again_is_skipped_by_the_databases_watermark(pg_url, tmp
 def test_a_run_that_duplicates_one_in_the_database_is_shipped_hidden_and_marked(pg_url, tmp_path):
     with tb.ResultTable(pg_url, nocommit_action=tb.NoCommitAction.NOP) as table:
         table.new_run("same", auto_log_plt=False).close()
-    table = spooled_table(pg_url, str(tmp_path / "spool.db"))
+    table = spooled_table(pg_url, str(tmp_path / "spool.db"), on_duplicate="raise")
     run = table.new_run("same", auto_log_plt=False)  # unique in the spool, not in the database
     run.add_scalar("x", 1.0)
     run.close()
@@ -137,6 +140,20 @@ def test_a_run_that_duplicates_one_in_the_database_is_shipped_hidden_and_marked(
     assert duplicate.hidden == 1 and "duplicate of run 1" in duplicate.note
     assert db.scalars(duplicate.run_id, "x")[0][-1] == 1.0  # not lost
     db.close()
+
+
+def test_a_run_again_through_a_spool_ships_as_a_rerun_by_default(pg_url, tmp_path):
+    with tb.ResultTable(pg_url, nocommit_action=tb.NoCommitAction.NOP) as table:
+        table.new_run("same", auto_log_plt=False).close()
+    table = spooled_table(pg_url, str(tmp_path / "spool.db"))
+    run = table.new_run("same", auto_log_plt=False)
+    run.close()
+    assert table.ship(timeout=60)
+    db = open_store(pg_url)
+    shipped = db.run(table.database_run_id(run.run_id))
+    assert (shipped.hidden, shipped.rerun_of) == (0, 1)
+    db.close()
+    table.close()
 
 
 def test_a_spool_ships_to_one_database_only(pg_url, pg_database, tmp_path):

@@ -109,6 +109,7 @@ def _view(request: Request) -> dict[str, Any]:
         "search": params.text(request, "q", "", 200),
         "show_hidden": params.boolean(request, "hidden"),
         "run_ids": params.id_list(request, "ids", 10_000),
+        "experiment": params.text(request, "experiment", "", 1000) or None,
     }
 
 
@@ -119,6 +120,11 @@ def version(request: Request) -> Response:
 def version_json(version: RunsVersion) -> dict[str, Any]:
     """The runs' version as the pages compare it (any field changed: reload)."""
     return {"runs": version.last_run_id, "deleted": version.deleted, "updated_at": version.updated_at}
+
+
+def experiments(request: Request) -> Response:
+    """The experiments of the visible runs, the latest first: the views' project selector."""
+    return Json({"experiments": _dash(request).queries.experiments()})
 
 
 def run_tags(request: Request) -> Response:

@@ -133,6 +133,7 @@ def create_app(
         Route("/api/runs/count", api.runs_count),
         Route("/api/version", api.version),
         Route("/api/tags", api.run_tags),
+        Route("/api/experiments", api.experiments),
         Route("/api/columns", api.columns, methods=["GET"]),
         Route("/api/columns", api.save_columns, methods=["POST"]),
         Route("/api/runs/{run_id:sint}", api.run_detail, methods=["GET"]),

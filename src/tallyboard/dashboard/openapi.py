@@ -106,6 +106,7 @@ VIEW_PARAMETERS = [
     _q("q", "string", "free text searched in visible cells"),
     _q("hidden", "boolean", "include hidden runs"),
     _q("ids", "string", "only these run ids (comma-separated)", pattern=r"^-?\d+(,-?\d+)*$"),
+    _q("experiment", "string", "only this experiment's runs, and only the columns they have values in"),
 ]
 
 
@@ -144,6 +145,11 @@ def openapi_schema() -> dict[str, Any]:
                 _json("the version"),
             ),
             "/api/tags": _get("Run tags in use, for autocompletion", [], _json("tags")),
+            "/api/experiments": _get(
+                "The experiments of the visible runs (name, runs, latest start), the latest first",
+                [],
+                _json("experiments"),
+            ),
             "/api/columns": {
                 **_get("Column preferences", [], _json("columns")),
                 **_post(

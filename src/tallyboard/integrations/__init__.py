@@ -171,7 +171,8 @@ class FrameworkRun:
             unique: bool | dict[str, Any] = bool(self.unique)
             if self.unique and hparams:
                 unique = flat_hparams(hparams)
-            self._writer = table.new_run(self.experiment_name, unique=unique, **self.run_kwargs)
+            refuse = {"on_duplicate": "raise"} if self.unique else {}  # what opting in to uniqueness asks
+            self._writer = table.new_run(self.experiment_name, unique=unique, **{**refuse, **self.run_kwargs})
             record_launch(self._writer)
         self._run_id = self._writer.run_id
         self._add_rules(self._writer)
@@ -202,7 +203,7 @@ class FrameworkRun:
         return self._writer
 
     def log_hparams(self, params: Mapping[str, Any]) -> None:
-        self.writer.add_hparams(_clear_of_run_fields(flat_hparams(params), "hparams"))
+        self.writer.add_hparams(flat_hparams(params))
 
     def log_metrics(self, metrics: Mapping[str, float], step: int | None, epoch: int | None) -> None:
         for tag, value in metrics.items():
@@ -225,7 +226,7 @@ class FrameworkRun:
         elif writer.status == "failed":
             writer.close("failed")
         else:
-            writer.write_result(**_clear_of_run_fields({**last_values(writer), **results}, "results"))
+            writer.write_result(**{**last_values(writer), **results})
         self._close_own_table()
 
     def release(self) -> None:
@@ -265,11 +266,3 @@ def last_values(writer: LogWriter) -> dict[str, float]:
         if len(series):
             values[tag] = float(series[-1])
     return values
-
-
-def _clear_of_run_fields(values: dict[str, Any], kind: str) -> dict[str, Any]:
-    """Frameworks name things freely; a name that is a column of every run (``hidden``, ``tag``,
-    ``status``...) is renamed ``<kind>/<name>`` rather than refused."""
-    from tallyboard.store.run_fields import RUN_FIELDS
-
-    return {f"{kind}/{name}" if name in RUN_FIELDS else name: value for name, value in values.items()}

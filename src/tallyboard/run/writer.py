@@ -30,7 +30,6 @@ from tallyboard.store.records import (
     RunUpdate,
     ScalarRow,
 )
-from tallyboard.store.run_fields import RUN_FIELDS
 from tallyboard.values import (
     INT64_MAX,
     INT64_MIN,
@@ -191,9 +190,7 @@ class LogWriter(AlertCalls):
         for name, value in values.items():  # validate all before queueing any
             if not isinstance(name, str) or not name:
                 raise TypeError(f"{kind} names must be non-empty strings, got {name!r}")
-            check_key(f"{kind} name", name)
-            if name in RUN_FIELDS:
-                raise ValueError(f"{name!r} is a column of every run; choose another {kind} name")
+            check_key(f"{kind} name", name)  # any name: one like a run column is `hparams.NAME`
             rows.append(QueuedValue(self._run_id, name, json_value(name, value)))
         if rows:
             self._change_row(lambda store: store.put_values(kind, rows), [(kind, row) for row in rows])
@@ -301,17 +298,18 @@ class LogWriter(AlertCalls):
             self._wait_for_artifacts()
             self._sink.flush()
 
-    def _end(self, status: str | None) -> None:
-        """Final status + end time, drain, become read-only; a second end is a no-op. In a forked
-        child the run is the parent's to end: the child's copy only becomes read-only. Status None
-        drains and lets go without ending the run (a newer writer of the run takes over; `detach`)."""
+    def _end(self, status: str | None, error: str | None = None) -> None:
+        """Final status + end time (+ how it failed: `error`, failure.py), drain, become read-only;
+        a second end is a no-op. In a forked child the run is the parent's to end: the child's copy
+        only becomes read-only. Status None drains and lets go without ending the run (a newer
+        writer of the run takes over; `detach`)."""
         if self._read_only:
             return
         if self.pid != os.getpid():
             self._read_only = True
             return
         if status == AT_EXIT:
-            status = self._chosen_end or "failed"
+            status = self._chosen_end or "finished"
         for stop in self._stoppers:  # see before_end
             stop()
         self._evaluate_alerts(last=True)
@@ -319,7 +317,7 @@ class LogWriter(AlertCalls):
         if self._uploader is not None:
             self._uploader.close()  # waits for the copies first
         try:
-            end_run(self._live_sink, self._run_id, status)
+            end_run(self._live_sink, self._run_id, status, error if status == "failed" else None)
         finally:
             closed(self)
             if _writing.get((self._sink.key, self._run_id)) is self:

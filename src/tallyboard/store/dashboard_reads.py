@@ -332,6 +332,29 @@ class DashboardQueries:
         """The column preferences (alias, position; position None = hidden)."""
         return [Column(*row) for row in self._all("SELECT name, kind, alias, position FROM columns")]
 
+    def experiments(self) -> list[dict[str, Any]]:
+        """The experiments of the visible runs: name, runs and latest start, the latest first (the
+        dashboard's views open on it, scoped to one experiment)."""
+        rows = self._all(
+            "SELECT experiment, COUNT(*), MAX(start_time) FROM runs WHERE hidden = 0 AND run_id <> -1"
+            " GROUP BY experiment ORDER BY MAX(start_time) DESC, experiment"
+        )
+        return [{"experiment": name, "runs": runs, "latest": latest} for name, runs, latest in rows]
+
+    def value_names_of(self, experiment: str) -> dict[str, set[str]]:
+        """{'hparams': names, 'results': names} that the runs of one experiment hold."""
+        return {
+            table: {
+                row[0]
+                for row in self._all(
+                    f"SELECT DISTINCT v.name FROM {table} v JOIN runs r ON r.run_id = v.run_id"
+                    " WHERE r.experiment = ?",
+                    [experiment],
+                )
+            }
+            for table in ("hparams", "results")
+        }
+
     def run_tags(self) -> list[str]:
         """Distinct run tags, for autocompletion."""
         return [row[0] for row in self._all("SELECT DISTINCT tag FROM runs WHERE tag <> '' ORDER BY tag")]

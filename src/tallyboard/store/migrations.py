@@ -19,6 +19,7 @@ from tallyboard.store.schema import (
     ENVIRONMENT_LINKS,
     ENVIRONMENT_LINKS_SWAP,
     MIGRATIONS,
+    RUN_END_AND_RERUNS_STEP,
     SCHEMA_V1,
     SHARED_ENVIRONMENTS_STEP,
     TYPED_VALUE_INDEXES,
@@ -181,6 +182,27 @@ def shared_environments(store: Engine) -> None:
         store.execute(sql)
 
 
+# ---- v12 -> v13: runs.error and runs.rerun_of -------------------------------------------------
+# Why in Python: as for texts.markdown, the step must be safe on a table that has the columns (two
+# processes migrating one PostgreSQL table), which SQLite's ADD COLUMN cannot say.
+RUN_END_AND_RERUNS_COLUMNS = {"error": "TEXT", "rerun_of": "BIGINT"}
+
+
+def run_end_and_reruns(store: Engine) -> None:
+    if store.url.is_postgres:
+        for name, kind in RUN_END_AND_RERUNS_COLUMNS.items():
+            store.execute(f"ALTER TABLE runs ADD COLUMN IF NOT EXISTS {name} {kind}")
+    else:
+        present = {row[1] for row in store.execute("PRAGMA table_info(runs)")}
+        for name, kind in RUN_END_AND_RERUNS_COLUMNS.items():
+            if name not in present:
+                store.execute(f"ALTER TABLE runs ADD COLUMN {name} {kind}")
+    if not store.execute("SELECT 1 FROM columns WHERE name = 'rerun_of'"):  # hidden by default
+        store.execute(
+            "INSERT INTO columns (name, kind, alias, position) VALUES ('rerun_of', 'run', 'Rerun Of', NULL)"
+        )
+
+
 # Steps (or parts of steps) that are not one SQL script for both engines, by the version they
 # upgrade from; they run after that step's SQL in `MIGRATIONS`, if any.
 PYTHON_MIGRATIONS: dict[int, Callable[[Engine], None]] = {
@@ -188,4 +210,5 @@ PYTHON_MIGRATIONS: dict[int, Callable[[Engine], None]] = {
     7: markdown_flag_on_texts,
     TYPED_VALUES_STEP: typed_values,
     SHARED_ENVIRONMENTS_STEP: shared_environments,
+    RUN_END_AND_RERUNS_STEP: run_end_and_reruns,
 }

@@ -97,9 +97,13 @@ Conventions every reader relies on:
   transaction that deletes one. With the largest run id and the latest `updated_at` (two index
   seeks) it tells a reader that the runs changed without counting them (`COUNT(*)` reads every
   run: 25 ms at 100,000 on every page of the dashboard).
+- `runs.error` (v13) is how a failed run failed, as the JSON object {"type", "message",
+  "traceback"} (`run/exit_paths.py`: an uncaught exception, a non-zero exit, a signal), NULL for a
+  run that did not fail so; `runs.rerun_of` (v13) is the run this one runs again
+  (`on_duplicate="new"`), NULL for a first run. Both are added in Python (migrations.run_end_and_reruns).
 """
 
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 13
 UNIQUE_KEY_PREFIX = 256
 BLOCK_BITS = 8
 BLOCK_STEPS = 1 << BLOCK_BITS  # steps per row of scalar_blocks (why 256: docs/dashboard.md)
@@ -360,6 +364,10 @@ CREATE TABLE environments_v12 (
 ENVIRONMENT_LINKS_SWAP = """
 DROP TABLE environments;
 ALTER TABLE environments_v12 RENAME TO environments"""
+
+# v13: how a run failed, and which run it runs again (columns of `runs`, added in Python:
+# migrations.run_end_and_reruns).
+RUN_END_AND_RERUNS_STEP = 12  # the version it upgrades from (renumber here only)
 
 # MIGRATIONS[n] upgrades a store at version n to n + 1. Version 1 is the first released schema.
 MIGRATIONS: dict[int, str] = {

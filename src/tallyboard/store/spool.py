@@ -238,14 +238,17 @@ class SpoolStore(SqliteStore):
             self.atomic(both)
 
     # ---- the writes that are shipped ------------------------------------------------------------
-    def create_run(self, fields: dict[str, Any], debug: bool = False, durable: bool = True) -> int:
-        """The database creates the run, with its first repetition, when the journal's entry ships;
-        the repetition queued by a writer (`durable=False`) ships after it."""
+    def create_run(
+        self, fields: dict[str, Any], debug: bool = False, durable: bool = True, rerun: bool = False
+    ) -> int:
+        """The database creates the run, with its first repetition, when the journal's entry ships
+        (a `rerun` as the rerun of the database's run of its key); the repetition queued by a
+        writer (`durable=False`) ships after it."""
         self.ready_for_writing()
 
         def create() -> int:
-            run_id = SqliteStore.create_run(self, fields, debug, durable)
-            self._journal("create_run", {"run": run_id, "fields": fields, "debug": debug})
+            run_id = SqliteStore.create_run(self, fields, debug, durable, rerun)
+            self._journal("create_run", {"run": run_id, "fields": fields, "debug": debug, "rerun": rerun})
             return run_id
 
         with self._lock:
@@ -270,7 +273,7 @@ class SpoolStore(SqliteStore):
     def write_batch(self, batch: Batch) -> None:
         self._journaled("batch", batch_to_json(batch), lambda: SqliteStore.write_batch(self, batch))
 
-    def reopen_run(self, run_id: int) -> ResumePoint:
+    def reopen_run(self, run_id: int, check: bool = True) -> ResumePoint:
         raise StoreError(
             "resuming a run is not supported through a spool: its run id is the spool's, not the"
             " database's; resume it from the database URL once the spool has been shipped"

@@ -187,7 +187,7 @@ class Destination:
         the list of its `ArtifactRow` fields."""
         db = self.db
         if op == "create_run":
-            run_id, duplicate_of = self._create_run(args["fields"], args["debug"])
+            run_id, duplicate_of = self._create_run(args["fields"], args["debug"], args.get("rerun", False))
             runs[args["run"]] = run_id
             created.append(ShippedRun(args["run"], run_id, duplicate_of))
             db.execute(
@@ -230,10 +230,10 @@ class Destination:
         batches.clear()
         self.db.write_batch(merged)
 
-    def _create_run(self, fields: dict[str, Any], debug: bool) -> tuple[int, int | None]:
+    def _create_run(self, fields: dict[str, Any], debug: bool, rerun: bool) -> tuple[int, int | None]:
         """The run in the database: (its id, the run it duplicates or None)."""
         try:
-            return self.db.create_run(fields, debug), None
+            return self.db.create_run(fields, debug, rerun=rerun), None
         except DuplicateRunError as duplicate:
             note = f"duplicate of run {duplicate.run_id}, started while the database was out of reach"
             if fields.get("note"):

@@ -7,7 +7,9 @@ import { chartGroup, nameTooLong, GROUP_MIN } from "./chart-names.js";
 import { CHART_DEFAULTS, chartControls, chartSettings, stateSelect } from "./chart-settings.js";
 import { show as showHistograms } from "./histograms.js";
 import { live } from "./live.js";
+import { failureCard } from "./run-failure.js";
 import { runTabs } from "./run-logs.js";
+import { tableTabs } from "./run-tables.js";
 import { aggregate } from "./series-math.js";
 import { MetricSeries } from "./series.js";
 
@@ -31,7 +33,7 @@ async function start() {
   }
   document.title = `Run ${runId} · tallyboard`;
   alerts = runAlerts(runId);
-  main.replaceChildren(el("div", { class: "layout" }, sidebar(), el("section", {}, title(), alerts.element, tabs())));
+  main.replaceChildren(el("div", { class: "layout" }, sidebar(), el("section", {}, title(), failureCard(run.error), alerts.element, tabs())));
   if (run.status === "running") follow();
   showTab(state.tab);
 }
@@ -76,7 +78,7 @@ function sidebar() {
     run.repetitions.length > 1 ? el("label", {}, "Repetitions", reps) : null);
 }
 
-const EXTRA_TABS = runTabs;
+const EXTRA_TABS = [...tableTabs, ...runTabs];
 const TABS = [["scalars", "Scalars"], ["image", "Images"], ["figure", "Figures"], ["text", "Text"],
   ["fragment", "Fragments"], ["histogram", "Histograms"], ["hparams", "HParams"], ["config", "Config"],
   ["reproduce", "Reproduce"], ["artifacts", "Artifacts"]].concat(EXTRA_TABS.map(([k, label]) => [k, label]));
