@@ -16,12 +16,14 @@ from pathlib import Path
 from starlette.applications import Starlette
 from starlette.convertors import Convertor, register_url_convertor
 from starlette.exceptions import HTTPException
+from starlette.middleware.gzip import GZipMiddleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Mount, Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from tallyboard.dashboard import analysis, api, params, stream
-from tallyboard.dashboard.assets import Assets, module_graph
+from tallyboard.dashboard.assets import Assets
 from tallyboard.dashboard.downsample import Downsampler
 from tallyboard.dashboard.openapi import openapi_schema
 from tallyboard.dashboard.params import MAX_ID, BadRequest, Json
@@ -36,7 +38,8 @@ HERE = Path(__file__).parent
 OUT_OF_RANGE = MAX_ID + 1
 DECLARATIVE_SHADOW = re.compile("shadowrootmode", re.IGNORECASE)
 UPLOT = ("vendor/uplot/uPlot.iife.min.js",)  # a classic script: the vendored build defines `uPlot`
-# page -> (title, its ES module (which imports the rest), classic scripts it needs first)
+# page -> (title, its ES module (which imports the rest), classic scripts it needs first); each
+# page loads them as one script (assets.py, bundle.py)
 PAGES = {
     "table": ("Runs", "table.js", ()),
     "run": ("Run", "run.js", UPLOT),
@@ -83,7 +86,10 @@ def create_app(
     csrf_secret = secrets.token_urlsafe(32)
     # Names the browser's saved layout; of the shown location, so the page holds no hash of a password.
     table_id = hashlib.sha256(str(table).encode()).hexdigest()[:16]
-    pages = {name: _page(name, csrf_secret, read_only, table_id) for name in PAGES}
+    assets = Assets(
+        HERE / "static", {name: (module, classic) for name, (_, module, classic) in PAGES.items()}
+    )
+    pages = {name: _page(name, csrf_secret, read_only, table_id, assets) for name in PAGES}
     fragment_frame = (HERE / "templates" / "fragment.html").read_text(encoding="utf-8")
     guard = (HERE / "static" / "fragment-guard.js").read_text(encoding="utf-8")
 
@@ -145,7 +151,7 @@ def create_app(
         Route("/api/importance", analysis.importance),
         Route("/api/diff", analysis.diff),
         Route("/api/stream", stream.stream),
-        Mount("/static", Assets(directory=HERE / "static"), name="static"),
+        Mount("/static", assets, name="static"),
     ]
     hub = stream.Hub(queries, interval=live_interval)
 
@@ -171,6 +177,7 @@ def create_app(
     location = location_for(table, artifacts)  # where the files of `log_artifact` are
     app.state.dashboard = api.Dashboard(queries, RunsTable(queries), Downsampler(queries), store, location)
     app.state.hub = hub
+    app.add_middleware(Compressed)
     app.add_middleware(SecurityMiddleware, csrf_secret=csrf_secret, token=token, read_only=read_only)
     return app
 
@@ -186,18 +193,32 @@ def guarded(content: str, guard: str) -> str:
     return f"{head}<script>{guard}</script>{content}"
 
 
-def _page(name: str, csrf_secret: str, read_only: bool, table_id: str) -> str:
+class Compressed:
+    """Responses gzipped (JSON, pages, CSV, fragments: a chart's series is a quarter of its size),
+    but for the event stream, whose events must leave as they happen (a Starlette before 0.38
+    would hold them back to compress), and files that are sent as they are stored (images,
+    artefacts). The built assets come compressed already (assets.py); Starlette leaves those alone.
+    No page echoes what a request sent next to the CSRF secret, so compressing pages leaks nothing
+    (BREACH)."""
+
+    UNCOMPRESSED = re.compile(r"^/api/(?:stream$|media/|runs/-?[0-9]+/artifacts/)")
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self.gzip = GZipMiddleware(app, minimum_size=500, compresslevel=6)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        plain = scope["type"] != "http" or self.UNCOMPRESSED.match(scope["path"])
+        await (self.app if plain else self.gzip)(scope, receive, send)
+
+
+def _page(name: str, csrf_secret: str, read_only: bool, table_id: str, assets: Assets) -> str:
     """The one page template filled in for a page (no user data: that arrives through the API)."""
-    title, module, classic = PAGES[name]
+    title = PAGES[name][0]
     html = (HERE / "templates" / "page.html").read_text(encoding="utf-8")
-    # The module's imports are fetched at once, not one level per round trip (assets.py); deferred
-    # classic scripts and module scripts run in document order, after parsing.
-    graph = module_graph(HERE / "static", module)
-    tags = [f'<link rel="modulepreload" href="/static/{imported}">' for imported in graph]
-    tags += [f'<script src="/static/{script}" defer></script>' for script in classic]
-    tags.append(f'<script src="/static/{module}" type="module"></script>')
     values = {"csrf": csrf_secret, "read_only": "true" if read_only else "false", "title": title,
-              "page": name, "scripts": "\n".join(tags), "table": table_id}  # fmt: skip
+              "page": name, "table": table_id, "script": assets.urls[f"{name}.js"],
+              "styles": assets.urls["styles.css"], "favicon": assets.urls["favicon.svg"]}  # fmt: skip
     for key, value in values.items():
         html = html.replace("{{" + key + "}}", value)
     return html
