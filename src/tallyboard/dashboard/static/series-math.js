@@ -1,8 +1,24 @@
-// The numbers behind a chart: smoothing, the mean and band of repetitions over merged buckets,
+// The numbers behind a chart: the API's compact series decoded, smoothing, the mean and band of repetitions over merged buckets,
 // live points appended to a loaded series, x values and zoom ranges. Pure functions on the API's
 // series objects ({step, epoch, wall, value, min, max, last_step, start_time}); no DOM, so
 // tests/js checks them under node.
 import { number } from "./values.js";
+
+// A series as the API sends it (compact: steps as {first, stride, count} where they are regular, wall
+// times as differences of milliseconds, no epoch, min or max arrays where they would say nothing) as
+// the arrays the charts read: step, epoch, wall (seconds since its start), value, min and max. A live
+// update without points (`new` or `more`) comes back as it is. A point's own min and max are its
+// value, but a NaN point has none (null), as the API says of a bucket of NaN only.
+const extreme = (v) => (v === "NaN" ? null : v);
+export function decodeSeries(s) {
+  if (!s.value) return s;
+  const n = s.value.length, { wall_ms: deltas, ...rest } = s;
+  const step = Array.isArray(s.step) ? s.step : Array.from({ length: s.step.count }, (_, i) => s.step.first + i * s.step.stride);
+  const wall = new Array(n);
+  for (let i = 0, ms = 0; i < n; i++) { ms += deltas[i]; wall[i] = ms / 1000; }
+  return { ...rest, step, wall, epoch: s.epoch || new Array(n).fill(null),
+    min: s.min || s.value.map(extreme), max: s.max || s.value.map(extreme) };
+}
 
 // Debiased exponential moving average (as TensorBoard's "smoothing"): no pull towards 0 at the start.
 // Gaps (null, NaN, +-inf) stay gaps and do not move the average.
