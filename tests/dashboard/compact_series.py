@@ -16,6 +16,8 @@ def decoded(series: dict[str, Any]) -> dict[str, Any]:
     steps, n = series["step"], len(series["value"])
     if isinstance(steps, dict):
         steps = [steps["first"] + i * steps["stride"] for i in range(steps["count"])]
+    else:
+        steps = list(accumulate(steps))
     own = [None if v == "NaN" else v for v in series["value"]]  # a NaN point has no extreme
     out.update(
         step=steps,

@@ -131,8 +131,10 @@ test("decodeSeries expands the API's compact series into the arrays the charts r
   assert.ok(raw.min !== raw.value && raw.max !== raw.min, "own arrays: live points are appended to each");
   assert.equal(raw.wall_ms, undefined);
   assert.equal(raw.run_id, 1);
-  const bucketed = decodeSeries({ step: [0, 7], wall_ms: [0, 9], value: [2, 4], min: [1, 3], max: [2, 5], epoch: [0, 1] });
-  assert.deepEqual([bucketed.step, bucketed.epoch, bucketed.min, bucketed.max], [[0, 7], [0, 1], [1, 3], [2, 5]]);
+  const bucketed = decodeSeries({ step: [7, 7, 2], wall_ms: [0, 9, 1], value: [2, 4, 5], min: [1, 3, 5],
+    max: [2, 5, 5], epoch: [0, 1, 1] }); // irregular steps come as differences
+  assert.deepEqual([bucketed.step, bucketed.wall], [[7, 14, 16], [0, 0.009, 0.01]]);
+  assert.deepEqual([bucketed.epoch, bucketed.min, bucketed.max], [[0, 1, 1], [1, 3, 5], [2, 5, 5]]);
   const announced = { run_id: 1, new: true };
   assert.equal(decodeSeries(announced), announced);
 });

@@ -54,35 +54,43 @@ class Series:
         self.high.append(high)
 
     def to_json(self) -> dict[str, Any]:
-        """The compact encoding (described in openapi.py): steps as a range where they are regular,
-        wall times as differences of milliseconds, epochs only when some point has one, min and max
-        only when some bucket's differ from its value (never for raw points).
+        """The compact encoding (described in openapi.py): steps as a range where they are regular
+        and as differences where not, wall times as differences of milliseconds, values to 9
+        significant digits, epochs only when some point has one, min and max only when some
+        bucket's differ from its value (never for raw points).
 
         Every value is a logged point, so an empty one is a NaN (the store keeps NaN as NULL):
         "NaN", as json_numbers says. An empty min or max is a bucket of NaN only: it has none."""
-        value = [NAN if v is None else number(v) for v in self.value]
-        out: dict[str, Any] = {"step": _steps(self.step), "wall_ms": _deltas(self.wall), "value": value}
+        out: dict[str, Any] = {"step": _steps(self.step), "wall_ms": _deltas(self.wall)}
+        out["value"] = [NAN if v is None else _shown(v) for v in self.value]
         if any(e is not None for e in self.epoch):
             out["epoch"] = self.epoch
         if self.low != self.value or self.high != self.value:
-            out["min"] = [None if v is None else number(v) for v in self.low]
-            out["max"] = [None if v is None else number(v) for v in self.high]
+            out["min"] = [None if v is None else _shown(v) for v in self.low]
+            out["max"] = [None if v is None else _shown(v) for v in self.high]
         out["bucket"] = self.bucket
         return out
 
 
+def _shown(value: float) -> float | str:
+    """A value to 9 significant digits: a float32's precision (what most training values are),
+    more than a chart or its 5-digit readout can show, and half the characters of a float64's 17;
+    the CSV export and the query API keep every digit."""
+    return number(float(f"{value:.9g}"))
+
+
 def _steps(steps: list[int]) -> list[int] | dict[str, int]:
-    """Steps a constant stride apart (most series: one point per step, or every k steps) as
-    {first, stride, count}; others as they are."""
+    """Steps a constant stride apart (most series of points: one per step, or every k steps) as
+    {first, stride, count}; others (buckets: their last steps) as differences, like `_deltas`."""
     if len(steps) > 2 and all(b - a == steps[1] - steps[0] for a, b in pairwise(steps)):
         return {"first": steps[0], "stride": steps[1] - steps[0], "count": len(steps)}
-    return steps
+    return _deltas(steps)
 
 
-def _deltas(wall: list[int]) -> list[int]:
-    """Milliseconds since the repetition started, each after the first as the difference from the
-    one before (a few digits each, where the times themselves have many)."""
-    return [b - a for a, b in pairwise([0, *wall])]
+def _deltas(numbers: list[int]) -> list[int]:
+    """The first number, then each one's difference from the one before (a few digits each, where
+    steps and milliseconds since the start have many)."""
+    return [b - a for a, b in pairwise([0, *numbers])]
 
 
 def bucket_width(lo: int, hi: int, width: int) -> int:

@@ -42,7 +42,8 @@ SERIES = {
         "start_time": {"type": "number", "description": "when the repetition started (seconds since 1970)"},
         "last_step": {"type": "integer"},
         "step": {
-            "description": "each point's step (a bucket's: its last point's), as a StepRange when regular",
+            "description": "each point's step (a bucket's: its last point's): a StepRange when they"
+            " are regular, else the first step and then each step minus the one before",
             "oneOf": [
                 {"type": "array", "items": {"type": "integer"}},
                 {"$ref": "#/components/schemas/StepRange"},
@@ -57,7 +58,7 @@ SERIES = {
         "value": {
             "type": "array",
             "items": _VALUE,
-            "description": "the point's (a bucket's last point's) value",
+            "description": "the point's (a bucket's last point's) value, to 9 significant digits",
         },
         "epoch": {
             "type": "array",

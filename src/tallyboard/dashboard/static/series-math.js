@@ -4,18 +4,19 @@
 // tests/js checks them under node.
 import { number } from "./values.js";
 
-// A series as the API sends it (compact: steps as {first, stride, count} where they are regular, wall
-// times as differences of milliseconds, no epoch, min or max arrays where they would say nothing) as
+// A series as the API sends it (compact: steps as {first, stride, count} where they are regular and as
+// differences where not, wall times as differences of milliseconds, no epoch, min or max arrays where
+// they would say nothing) as
 // the arrays the charts read: step, epoch, wall (seconds since its start), value, min and max. A live
 // update without points (`new` or `more`) comes back as it is. A point's own min and max are its
 // value, but a NaN point has none (null), as the API says of a bucket of NaN only.
 const extreme = (v) => (v === "NaN" ? null : v);
+const summed = (deltas) => { let at = 0; return deltas.map((d) => (at += d)); };
 export function decodeSeries(s) {
   if (!s.value) return s;
   const n = s.value.length, { wall_ms: deltas, ...rest } = s;
-  const step = Array.isArray(s.step) ? s.step : Array.from({ length: s.step.count }, (_, i) => s.step.first + i * s.step.stride);
-  const wall = new Array(n);
-  for (let i = 0, ms = 0; i < n; i++) { ms += deltas[i]; wall[i] = ms / 1000; }
+  const step = Array.isArray(s.step) ? summed(s.step) : Array.from({ length: s.step.count }, (_, i) => s.step.first + i * s.step.stride);
+  const wall = summed(deltas).map((ms) => ms / 1000);
   return { ...rest, step, wall, epoch: s.epoch || new Array(n).fill(null),
     min: s.min || s.value.map(extreme), max: s.max || s.value.map(extreme) };
 }
