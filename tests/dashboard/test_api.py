@@ -190,6 +190,13 @@ def test_series_come_compact_with_no_repeated_or_empty_columns(client):
     assert len(bucketed["min"]) == len(bucketed["max"]) == len(bucketed["value"]) == 50
 
 
+def test_series_names_lists_each_tag_once_with_its_runs(client):
+    tags = client.get("/api/series/names?runs=1,2,77").json()["tags"]
+    assert [t["tag"] for t in tags] == ["train/accuracy", "train/loss", "val/loss"]
+    assert tags[1] == {"tag": "train/loss", "split": "train", "metric": "loss", "runs": [1, 2]}
+    assert client.get("/api/series/names").status_code == 400
+
+
 def test_series_errors(client):
     assert client.get("/api/series").status_code == 400
     assert client.get("/api/series?runs=a").status_code == 400

@@ -257,6 +257,22 @@ def series_json(key: SeriesKey, name: str, start: float, last: int, data: dict) 
     }  # fmt: skip
 
 
+def series_names(request: Request) -> Response:
+    """The scalar tags some runs logged, each once with the runs that have it: what the compare and
+    hparams pages lay their charts and menus out from, in one statement rather than every run's
+    details (whose git diff alone may be tens of kB)."""
+    dash = _dash(request)
+    run_ids, _ = _runs_and_metric(request)
+    found: dict[str, list[int]] = {}
+    for run_id, _, name, _, _ in dash.queries.tags_of_runs(run_ids):
+        having = found.setdefault(name, [])
+        if run_id not in having:
+            having.append(run_id)
+    tags = [{"tag": name, "split": split_tag(name)[0], "metric": split_tag(name)[1], "runs": having}
+            for name, having in sorted(found.items())]  # fmt: skip
+    return Json({"tags": tags})
+
+
 def cursors(request: Request) -> dict[tuple[int, int, int], int]:
     """`after` values 'RUN:TAG_ID:REP:STEP' -> {(run, tag_id, rep): step}."""
     found = {}

@@ -146,6 +146,7 @@ def create_app(
         Route("/api/runs/{run_id:sint}/artifacts/{name:path}", api.artifact_file),
         Route("/api/media/{media_id:sint}", api.media_png),
         Route("/api/series", api.series),
+        Route("/api/series/names", api.series_names),
         Route("/api/live", api.live),
         Route("/api/compare", analysis.compare),
         Route("/api/summaries", analysis.summaries),

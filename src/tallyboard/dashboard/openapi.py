@@ -240,6 +240,11 @@ def openapi_schema() -> dict[str, Any]:
                 ],
                 _json("series", {"$ref": "#/components/schemas/SeriesSet"}),
             ),
+            "/api/series/names": _get(
+                "The scalar tags some runs logged, each once with the runs that have it",
+                [{**RUNS, "required": True}],
+                _json("tags: [{tag, split, metric, runs}]"),
+            ),
             "/api/live": _get(
                 "Points logged after each cursor (incremental live updates)",
                 [

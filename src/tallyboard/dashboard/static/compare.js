@@ -37,8 +37,7 @@ async function start() {
   hparamNames = page.columns.filter((c) => c.kind === "hparam").map((c) => c.name);
   runs.forEach((r, i) => { r.colour = r.color || TB.color(i); });
   nameRuns(runs, hparamNames);
-  const details = await Promise.all(runs.map((r) => TB.getJSON(`/api/runs/${r.run_id}`)));
-  const series = details.flatMap((d) => d.series);
+  const { tags: series } = await TB.getJSON(`/api/series/names?runs=${runs.map((r) => r.run_id).join(",")}`);
   if (runs.some((r) => r.status === "running")) follow(new Map(runs.map((r) => [r.run_id, r.status])));
   const charts = new Map(series.map((s) => [`${s.split}\u0000${s.metric}`, s]));
   const ordered = [...charts.values()].sort((a, b) => bySplit(a.split, b.split) || (a.metric > b.metric) - (a.metric < b.metric));

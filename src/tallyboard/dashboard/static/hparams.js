@@ -32,8 +32,8 @@ async function start() {
   }
   const hparams = page.columns.filter((c) => c.kind === "hparam").map((c) => c.name).filter((n) => runs.some((r) => Object.hasOwn(r.cells, n)));
   const results = page.columns.filter((c) => c.kind === "result").map((c) => c.name).filter((n) => runs.some((r) => Object.hasOwn(r.cells, n)));
-  const details = await Promise.all(runs.slice(0, 20).map((r) => TB.getJSON(`/api/runs/${r.run_id}`)));
-  const tags = [...new Set(details.flatMap((d) => d.series.map((s) => s.tag)))].sort();
+  const named = await TB.getJSON(`/api/series/names?runs=${runs.slice(0, 50).map((r) => r.run_id).join(",")}`);
+  const tags = named.tags.map((t) => t.tag);
   metricNames = [...results, ...tags.filter((t) => !results.includes(t))];
   if (!metricNames.includes(state.metric)) state.metric = metricNames[0] || "";
   // An axis where every run has the same value tells nothing: it is left out.
