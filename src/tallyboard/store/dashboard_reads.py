@@ -651,10 +651,11 @@ def _by_series(
     """Rows that start with (run_id, tag_id, rep) grouped by series, without those three, for the
     series asked (the IN lists of `_among` may match others: a run without that tag's repetition)."""
     out: dict[SeriesKey, list[tuple[Any, ...]]] = {key: [] for key in keys}
+    by_ids = {(key.run_id, key.tag_id, key.rep): found for key, found in out.items()}  # no key per row
     for row in rows:
-        found = out.get(SeriesKey(*row[:3]))
+        found = by_ids.get(row[:3])
         if found is not None:
-            found.append(tuple(row[3:]))
+            found.append(row[3:])
     return out
 
 
