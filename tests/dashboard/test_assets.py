@@ -113,7 +113,9 @@ def test_pages_load_one_hashed_script_with_a_javascript_type_under_the_csp(clien
 def test_the_run_page_asks_for_its_run_with_the_page_not_after_its_script(client):
     preload = '<link rel="preload" href="/api/runs/{}" as="fetch" crossorigin="anonymous">'
     assert preload.format(-1) in client.get("/runs/-1").text
-    assert preload.format(2) in client.get("/runs/2").text and 'rel="preload"' not in client.get("/").text
+    assert preload.format(2) in client.get("/runs/2").text and 'rel="preload"' not in client.get("/diff").text
+    assert 'href="/api/runs?offset=0&amp;limit=100' in client.get("/").text
+    assert 'rel="preload"' not in client.get("/?sort=lr").text  # another view: the page asks for it
 
 
 def test_every_static_file_is_still_served_under_its_own_name_and_revalidated(client):

@@ -214,13 +214,22 @@ class Compressed:
         await (self.app if plain else self.gzip)(scope, receive, send)
 
 
+# The runs page's first request in its default view, exactly as static/table.js `query()` asks it
+# (tests/e2e/test_runs_virtual_browser.py checks that the page uses it rather than asking again).
+FIRST_RUNS = "/api/runs?offset=0&limit=100&sort=run_id&desc=false&filter=&q=&hidden=false"
+
+
 def _preload(name: str, request: Request) -> str:
-    """The run page's first request, `/api/runs/ID`, started with the page rather than once its
-    script ran (a round trip less before the first chart). The id is the route's integer."""
-    if name != "run":
+    """A page's first request started with the page rather than once its script ran (a round trip
+    less before the first chart or rows): the run page's `/api/runs/ID` (the id is the route's
+    integer), the runs page's first page when its address asks for the default view."""
+    if name == "run":
+        url = f"/api/runs/{request.path_params['run_id']}"
+    elif name == "table" and not request.url.query:
+        url = FIRST_RUNS
+    else:
         return ""
-    run_id = request.path_params["run_id"]
-    return f'<link rel="preload" href="/api/runs/{run_id}" as="fetch" crossorigin="anonymous">'
+    return f'<link rel="preload" href="{url.replace("&", "&amp;")}" as="fetch" crossorigin="anonymous">'
 
 
 def _page(name: str, csrf_secret: str, read_only: bool, table_id: str, assets: Assets) -> str:
