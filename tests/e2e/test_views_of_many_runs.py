@@ -26,11 +26,13 @@ def with_failed(sample_db):
 
 HIDE = """id => fetch(`/api/runs/${id}`, {method: 'POST', body: JSON.stringify({hidden: true}),
     headers: {'Content-Type': 'application/json',
-              'X-CSRF-Token': document.querySelector('meta[name=csrf-token]').content}}).then(r => r.status)"""
+              'X-CSRF-Token': document.querySelector('meta[name=csrf-token]').content}})
+    .then(r => r.status)"""
 
 
 WIDER = """() => [...document.querySelectorAll('.hp-card')]
-    .filter((card) => card.scrollWidth > card.clientWidth + 1).map((card) => [card.querySelector('strong')?.textContent, card.scrollWidth, card.clientWidth])"""
+    .filter((card) => card.scrollWidth > card.clientWidth + 1)
+    .map((card) => [card.querySelector('strong')?.textContent, card.scrollWidth, card.clientWidth])"""
 FITS = f"() => document.documentElement.scrollWidth <= innerWidth && ({WIDER})().length === 0"
 
 
