@@ -2,7 +2,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { aggregate, appendPoints, clampToBand, decodeSeries, ema, nonFinite, smoothingWeight, stepRange, xOf,
+import { aggregate, appendPoints, clampToBand, decodeSeries, xTitle, ema, nonFinite, smoothingWeight, stepRange, xOf,
   AUTO_SMOOTHING, SMOOTH_MIN } from "../../src/tallyboard/dashboard/static/series-math.js";
 
 const close = (actual, expected, digits = 12) => {
@@ -137,4 +137,15 @@ test("decodeSeries expands the API's compact series into the arrays the charts r
   assert.deepEqual([bucketed.epoch, bucketed.min, bucketed.max], [[0, 1, 1], [1, 3, 5], [2, 5, 5]]);
   const announced = { run_id: 1, new: true };
   assert.equal(decodeSeries(announced), announced);
+});
+
+test("xTitle says what the x axis is: epoch when the steps are the epochs, else step or the time", () => {
+  const byEpoch = line([0, 1, 2], [1, 2, 3], { epoch: [0, 1, 2] });
+  const byStep = line([0, 10, 20], [1, 2, 3], { epoch: [0, 1, 2] });
+  assert.equal(xTitle([byEpoch], "step"), "epoch");
+  assert.equal(xTitle([byEpoch, byStep], "step"), "step");
+  assert.equal(xTitle([line([0, 1], [1, 2])], "step"), "step"); // no epochs logged
+  assert.equal(xTitle([], "step"), "step");
+  assert.equal(xTitle([byStep], "relative"), "time since start");
+  assert.equal(xTitle([byStep], "wall"), "wall time");
 });

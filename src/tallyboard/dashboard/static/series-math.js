@@ -64,6 +64,16 @@ export function xOf(line, mode) {
   return line.step.slice();
 }
 
+// What a chart's x axis is, said on it: by step, "epoch" when every point of every line was logged
+// at its epoch as its step (`add_scalar(..., step=epoch, epoch=epoch)`: the step axis counts
+// epochs), else "step"; the time modes say which time.
+const X_TITLES = { step: "step", epoch: "epoch", wall: "wall time", relative: "time since start" };
+export function xTitle(lines, mode) {
+  if (mode !== "step") return X_TITLES[mode] || mode;
+  const byEpoch = lines.some((l) => l.step.length) && lines.every((l) => l.step.every((s, i) => l.epoch[i] === s));
+  return byEpoch ? "epoch" : "step";
+}
+
 // Mean and band (min-max, or mean +- population std with "std") of lines grouped by `keyOf`. Lines
 // of one request share bucket boundaries (`lo` + k * `bucket`), so their points merge per bucket;
 // with `bucket` 1 they merge per step. Non-finite values are left out and counted in `dropped`.
