@@ -9,6 +9,7 @@ so two processes racing to start the same run create one.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -35,10 +36,18 @@ from tallyboard.run.start import (
 from tallyboard.run.view import RunView, deepboard_color
 from tallyboard.run.writer import LogWriter, let_go
 from tallyboard.store import Access, Column, Quarantined, Store, open_store
+from tallyboard.store.alert_content import KIND, LEVELS, Alert, check_level, encode
 from tallyboard.store.artifacts import location_for
 from tallyboard.store.cursor import ReadCursor
 from tallyboard.store.location import Location, LocationLike
-from tallyboard.store.records import DEBUG_RUN_ID, ConsoleLine, QueuedRepetition, ResumePoint
+from tallyboard.store.records import (
+    DEBUG_RUN_ID,
+    Batch,
+    ConsoleLine,
+    QueuedRepetition,
+    QueuedText,
+    ResumePoint,
+)
 from tallyboard.store.run_fields import DEFAULT_UNIQUE_COLUMNS, RunRow
 from tallyboard.store.series import DEFAULT_CHUNK_ROWS
 from tallyboard.values import check_text
@@ -46,6 +55,7 @@ from tallyboard.values import check_text
 if TYPE_CHECKING:
     from typing_extensions import Self  # typing.Self is new in Python 3.11; we support 3.10
 
+    from tallyboard.alerts.rules import Rule
     from tallyboard.analysis.comparison import Comparison
     from tallyboard.analysis.runs_listing import RunsView
     from tallyboard.store.records import ArtifactRow
@@ -86,7 +96,10 @@ def require_writable_file(path: str) -> None:
 class ResultTable:
     """The result table in a SQLite file (created if missing) or a `postgresql://` database; with
     `spool`, logged into that node-local SQLite file first and shipped to the database from there
-    (store/spool.py; `spool=None` takes $TALLYBOARD_SPOOL, `spool=False` never spools).
+    (store/spool.py; `spool=None` takes $TALLYBOARD_SPOOL, `spool=False` never spools). An
+    `http(s)://` URL is a tallyboard server (`tallyboard serve DB --accept-writes`): logged to
+    through a spool always (by default one per server in the user's cache folder), with the write
+    `token` (None: $TALLYBOARD_TOKEN); docs/server.md.
     `location` is where it is (`store.Location`): its `str()` (and `db_path`) never shows a
     password, so no message, log line or progress bar about the table can print one.
 
@@ -99,7 +112,9 @@ class ResultTable:
     creates nothing, migrates nothing and writes nothing, and every method that would write raises
     `ReadOnlyTableError`. `create=False` opens an existing table to write, but never makes a new one
     (`tallyboard migrate`). Either way a missing file is a FileNotFoundError. Every `tallyboard`
-    command is one method of this class (the table commands, below)."""
+    command is one method of this class (the table commands, below).
+
+    `rules` (tallyboard.alerts) are added to every run this table starts or resumes (docs/alerts.md)."""
 
     def __init__(
         self,
@@ -113,6 +128,8 @@ class ResultTable:
         create: bool = True,
         max_diff_bytes: int | None = None,
         git_timeout: float = capture.GIT_TIMEOUT_S,
+        rules: Sequence[Rule] = (),
+        token: str | None = None,
     ) -> None:
         if db_path is None:  # $TALLYBOARD_URL lets a cluster point every job at one table
             db_path = os.environ.get("TALLYBOARD_URL") or "results.db"
@@ -123,12 +140,13 @@ class ResultTable:
         if not git_timeout > 0:
             raise ValueError(f"git_timeout must be a number of seconds above 0, got {git_timeout!r}")
         self.git_limits = capture.GitLimits(git_timeout, capture.diff_cap(max_diff_bytes))
+        self.rules = list(rules)  # tallyboard.alerts rules every run of this table starts with
         wanted = None if unique_columns is None else unique_column_names(unique_columns)
         self._refuse_unusable_location(bool(spool), create)
         # Where `log_artifact` copies files: a folder or an fsspec URL; by default `results.db` ->
         # `results.artifacts/`; None for PostgreSQL unless configured (store/artifacts.py).
         self.artifacts = location_for(self.location, artifacts)
-        self.spool = self._spool_in_front(spool, wanted)
+        self.spool = self._spool_in_front(spool, wanted, token)
         self._store = self._open_store(wanted, create)
         self.unique_columns = self._stored_unique_columns(wanted)
         if not read_only:
@@ -146,19 +164,34 @@ class ResultTable:
         a SQLite file to log into must be writable, and a table opened to read has no spool."""
         if spooled and self.read_only:
             raise ValueError("a spool is where runs are logged: a read_only table has none")
+        if self.location.is_http and self.read_only:
+            raise ValueError(
+                f"{self.location} is a tallyboard server, which is logged to, not read from: open its"
+                " dashboard, or read the table it serves (its file or database) directly"
+            )
         if self.read_only or not create:
             require_existing(self.location)
         elif self.location.sqlite_path is not None:
             require_writable_file(self.location.sqlite_path)
 
     def _spool_in_front(
-        self, spool: str | os.PathLike[str] | Literal[False] | None, wanted: tuple[str, ...] | None
+        self,
+        spool: str | os.PathLike[str] | Literal[False] | None,
+        wanted: tuple[str, ...] | None,
+        token: str | None,
     ) -> str | None:
         """The node-local spool runs are logged into, if any ($TALLYBOARD_SPOOL unless `spool` is
-        given; docs/cluster.md). With one, `location` becomes the spool's, and its shipper
-        to the database is started."""
+        given; docs/cluster.md; always one for a tallyboard server: docs/server.md). With one,
+        `location` becomes the spool's, and its shipper to the database or server is started."""
         if spool is None and not self.read_only:
             spool = os.environ.get("TALLYBOARD_SPOOL") or None
+        if self.location.is_http:
+            from tallyboard.store.http_shipping import default_spool
+
+            if spool is False:
+                raise ValueError(f"{self.location} is a tallyboard server: it is logged to through a spool")
+            spool = spool or default_spool(self.location)
+            token = token if token is not None else os.environ.get("TALLYBOARD_TOKEN") or None
         if not spool:
             return None
         from tallyboard.store import spool as spool_module
@@ -167,7 +200,7 @@ class ResultTable:
         path = os.path.abspath(os.fspath(spool))
         require_writable_file(path)
         unique = DEFAULT_UNIQUE_COLUMNS if wanted is None else wanted
-        self.location = spool_module.location(path, self.location, unique)
+        self.location = spool_module.location(path, self.location, unique, token)
         shipper_for(path)
         return path
 
@@ -233,6 +266,8 @@ class ResultTable:
             from tallyboard.run import system_metrics as metrics
 
             writer.before_end(metrics.start(writer).stop)
+        for rule in self.rules:
+            writer.add_rule(rule)
         return writer
 
     def new_run(
@@ -373,6 +408,27 @@ class ResultTable:
         """Run `run_id`'s captured console lines (see `LogWriter.get_console`)."""
         self._require(run_id)
         return self.load_run(run_id).get_console(after=after, search=search)
+
+    def alerts(
+        self, run_id: int | None = None, level: str | None = None, since: float | None = None
+    ) -> list[Alert]:
+        """The alerts of one run (or of every run), oldest first; `level` keeps one level and
+        those above it ('warn': warnings and errors), `since` those from that time on (seconds
+        since the Unix epoch)."""
+        lowest = 0 if level is None else LEVELS.index(check_level(level))
+        return [
+            alert
+            for alert in self._store.alerts(run_id)
+            if LEVELS.index(alert.level) >= lowest and (since is None or alert.time >= since)
+        ]
+
+    def record_alert(self, alert: Alert) -> None:
+        """Write `alert` into its run at once, from outside the process logging it (`tallyboard
+        watch`): the run's own alerts come through its writer."""
+        self._refuse_if_read_only("record an alert")
+        self._require(alert.run_id)
+        text = QueuedText(alert.run_id, alert.title, alert.rep, alert.step, None, 0.0, KIND, encode(alert))
+        self._store.write_batch(Batch(texts=[text]))
 
     def compare(self, metric: str, by: str | Sequence[str] = (), **options: Any) -> Any:
         """Groups of runs (by the hparams `by`) compared on `metric`, as a pandas DataFrame: one row
@@ -747,11 +803,18 @@ class ResultTable:
 
     # ---- the spool (store/spool.py) ------------------------------------------------------------
     def ship(self, timeout: float = 30.0) -> bool:
-        """With a spool: wait until what was flushed or closed so far is in the database; False if
-        that took longer than `timeout` (it ships later, on its own). Without one: True at once."""
+        """With a spool: wait until everything logged so far (the open runs' queues are flushed
+        into the spool first) is in the database or on the server; False if that took longer than
+        `timeout` (it ships later, on its own). Without one: True at once."""
         if self.spool is None:
             return True
+        from tallyboard.run.sink import all_sinks
         from tallyboard.store.spool_shipper import shipper_for
+
+        for sink in all_sinks():
+            if sink.key == self.location:  # the spool's writer: what it holds goes in first
+                with contextlib.suppress(RuntimeError):  # one stopped when idle holds nothing
+                    sink.flush()
 
         return shipper_for(self.spool).wait(timeout)
 

@@ -14,7 +14,7 @@ import pytest
 import tallyboard as tb
 from tallyboard.store import StoreError, open_store
 from tallyboard.store.spool import SpoolStore, batch_from_json, batch_to_json, decode, encode
-from tallyboard.store.spool_shipper import Destination, ship_once, shipper_for
+from tallyboard.store.spool_shipper import postgres_destination, ship_once, shipper_for
 
 pytestmark = pytest.mark.usefixtures("shippers_end_with_the_test")  # tests/conftest.py
 
@@ -109,13 +109,13 @@ def test_a_shipment_sent_again_is_skipped_by_the_databases_watermark(pg_url, tmp
     run.close()
     entries = local.pending(0, 1000, 2**30)
     assert len(entries) >= 2 and local.pending(0, 1000, 1) == entries[:1]  # a byte budget, not less than one
-    destinations = [Destination(pg_url, local.state("spool_id"))]  # a process that dies after this:
+    destinations = [postgres_destination(pg_url, local.state("spool_id"))]  # a process that dies after this:
     first, _ = destinations[0].ship(entries)
-    destinations.append(Destination(pg_url, local.state("spool_id")))  # the next process
+    destinations.append(postgres_destination(pg_url, local.state("spool_id")))  # the next process
     again, created = destinations[1].ship(entries)
     assert again == first and created == [(run.run_id, 1, None)]  # known, for the spool to note
     assert table.database_run_id(run.run_id) is None  # the killed process never noted it
-    destinations.append(Destination(pg_url, local.state("spool_id")))
+    destinations.append(postgres_destination(pg_url, local.state("spool_id")))
     ship_once(local, destinations[2])
     assert table.database_run_id(run.run_id) == 1
     db = open_store(pg_url)

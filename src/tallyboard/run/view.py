@@ -32,7 +32,8 @@ END_STATUSES = ("finished", "failed")
 LOGGING_METHODS = frozenset({
     "add_scalar", "add_image", "add_figure", "detect_and_log_figures", "add_text", "add_fragment",
     "add_table", "add_histogram", "add_console_line", "record_environment", "add_hparams",
-    "update_results", "write_result", "new_repetition", "log_artifact", "log_artifacts",
+    "update_results", "write_result", "new_repetition", "log_artifact", "log_artifacts", "add_rule",
+    "alert",
 })  # fmt: skip
 
 

@@ -18,8 +18,8 @@ import time
 from collections.abc import Callable, Container
 from typing import TYPE_CHECKING, Any
 
+from tallyboard.run.alerting import AlertCalls
 from tallyboard.run.exit_paths import AT_EXIT, closed, end_run, opened
-from tallyboard.run.logging_calls import RecordLogging
 from tallyboard.run.sink import NullSink, SeriesQueue, Sink
 from tallyboard.store import Location, Store
 from tallyboard.store.records import (
@@ -28,6 +28,7 @@ from tallyboard.store.records import (
     QueuedValue,
     ResumePoint,
     RunUpdate,
+    ScalarRow,
 )
 from tallyboard.store.run_fields import RUN_FIELDS
 from tallyboard.values import (
@@ -64,14 +65,15 @@ def let_go(sink: Sink, run_id: int) -> None:
 class _Series(SeriesQueue):
     """The state of one tag in the current repetition; `rows` is drained by the sink."""
 
-    __slots__ = ("calls",)
+    __slots__ = ("calls", "watch")
 
     def __init__(self, run_id: int, tag: str) -> None:
         super().__init__(run_id, tag)
         self.calls = 0
+        self.watch: list[ScalarRow] | None = None  # run/alerting.py: the rows rules have yet to see
 
 
-class LogWriter(RecordLogging):
+class LogWriter(AlertCalls):
     """Everything logged for one run. Obtained from `ResultTable.new_run` or `new_debug_run`
     (`load_run` gives a `RunView`, to read). A context manager: leaving the block closes the run,
     as failed if an exception is passing through.
@@ -158,9 +160,10 @@ class LogWriter(RecordLogging):
         if self._keep_each != 1 and calls % self._keep_each:
             return None
         rows = series.rows
-        rows.append(
-            (self._rep, step, epoch, walltime, None if scalar_value != scalar_value else scalar_value)
-        )
+        row = (self._rep, step, epoch, walltime, None if scalar_value != scalar_value else scalar_value)
+        rows.append(row)
+        if (watch := series.watch) is not None:  # rules watch the tag (run/alerting.py takes it there)
+            watch.append(row)
         if len(rows) >= series.limit:  # room from the sink, or its back-pressure (see sink.SeriesQueue)
             self._sink.wait_for_room(series)
         if flush:  # after: a series the sink does not look at yet joins the take by asking for room
@@ -185,6 +188,7 @@ class LogWriter(RecordLogging):
             raise TypeError(f"tag must be a non-empty string, got {tag!r}")
         check_key("add_scalar tag", tag)
         series = self._series[tag] = _Series(self._run_id, tag)
+        series.watch = self._watch_of(tag)
         self._sink.track(series)
         return series
 
@@ -301,6 +305,7 @@ class LogWriter(RecordLogging):
     def flush(self) -> None:
         """Return once everything logged so far is committed to the database (artefacts copied)."""
         if not self._disabled:
+            self._evaluate_alerts()
             self._wait_for_artifacts()
             self._sink.flush()
 
@@ -317,6 +322,7 @@ class LogWriter(RecordLogging):
             status = self._chosen_end or "failed"
         for stop in self._stoppers:  # see before_end
             stop()
+        self._evaluate_alerts(last=True)
         self._read_only = True
         if self._uploader is not None:
             self._uploader.close()  # waits for the copies first

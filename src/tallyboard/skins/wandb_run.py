@@ -362,9 +362,10 @@ class Run:
         return metric
 
     def alert(self, title: str, text: str, level: Any = None, wait_duration: Any = None) -> None:
-        """Recorded in the run as a text tagged 'alerts' (nobody is notified)."""
-        heading = f"**{getattr(level, 'value', level) or 'INFO'}: {title}**"
-        self._writer.add_text(f"{heading}\n\n{text}", self._step, tag="alerts", markdown=True)
+        """`run.alert` (tallyboard/alerts): recorded in the run, shown by the dashboard and handed to
+        the alert handlers; another of the same title within `wait_duration` (seconds or a
+        timedelta; a minute by default, as W&B's) is held back."""
+        self._writer.alert(title, text, level or "info", self._step, wait_duration)
 
     # ---- files --------------------------------------------------------------------------------------
     def save(self, glob_str: str, base_path: str | None = None, policy: str = "live") -> list[str]:

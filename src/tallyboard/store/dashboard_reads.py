@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from tallyboard.errors import DatabaseUnreachable
 from tallyboard.filter import Node
+from tallyboard.store import alert_content
 from tallyboard.store import environments as environment_rows
 from tallyboard.store import histograms as histogram_rows
 from tallyboard.store.logged import artifacts_query, console_query
@@ -594,6 +595,15 @@ class DashboardQueries:
         for text in texts:
             text["markdown"] = bool(text["markdown"])
         return texts
+
+    def alerts(
+        self, run_id: int | None = None, after: int = 0, upto: int | None = None
+    ) -> list[dict[str, Any]]:
+        """Alerts (store/alert_content.py) as dicts with their text `id`: of one run or of all,
+        those with an id in (after, upto], oldest first."""
+        rows = self._all(*alert_content.query(run_id, after, upto))
+        return [{"id": text_id, **alert_content.decode(rid, rep, content)._asdict()}
+                for text_id, rid, rep, content in rows]  # fmt: skip
 
     def console(self, run_id: int, after: int, limit: int, search: str | None) -> list[dict[str, Any]]:
         """A run's console lines after id `after` (see `Store.console`), as dicts."""

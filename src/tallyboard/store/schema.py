@@ -33,7 +33,7 @@ Conventions every reader relies on:
 - `runs.updated_at` changes with every edit of a run's row, hparams or results, so live views
   can ask for "what changed since T";
 - `media.kind` is 'image' or 'figure'; `texts.kind` is 'text', 'fragment' (HTML) or 'table' (a
-  logged table as JSON, store/table_content.py);
+  logged table as JSON, store/table_content.py) or 'alert' (an alert as JSON, store/alert_content.py);
 - `columns` lists every column the result table can show: `kind` is 'run' (a column of `runs`),
   'hparam' or 'result'; `position` NULL means hidden from the default view;
 - `meta` holds 'schema_version' (integer as text) and 'unique_columns' (JSON array of names);

@@ -1,5 +1,6 @@
 // The run page: info with autosave, charts per metric (live, zoomable), media, texts, config, git.
 import * as TB from "./common.js";
+import { runAlerts } from "./alerts.js";
 import { ChartBoard, chartCard } from "./board.js";
 import { Chart, tooLong } from "./charts.js";
 import { chartGroup, nameTooLong, GROUP_MIN } from "./chart-names.js";
@@ -15,7 +16,7 @@ const runId = Number(location.pathname.split("/").pop()); // the server routes o
 const DEFAULTS = { tab: "scalars", ...CHART_DEFAULTS, reps: "minmax" };
 const state = TB.readState(DEFAULTS);
 const main = document.getElementById("main");
-let run = null;
+let run = null, alerts = null;
 
 const settings = () => ({ ...chartSettings(state), bands: state.reps !== "mean" });
 const save = (changes) => { Object.assign(state, changes); TB.writeState(state, DEFAULTS); };
@@ -29,7 +30,8 @@ async function start() {
     main.replaceChildren(el("div", { class: "empty-state" }, e.message)); return;
   }
   document.title = `Run ${runId} · tallyboard`;
-  main.replaceChildren(el("div", { class: "layout" }, sidebar(), el("section", {}, title(), tabs())));
+  alerts = runAlerts(runId);
+  main.replaceChildren(el("div", { class: "layout" }, sidebar(), el("section", {}, title(), alerts.element, tabs())));
   if (run.status === "running") follow();
   showTab(state.tab);
 }
@@ -163,6 +165,7 @@ function follow() {
     update: (data) => {
       if (state.tab === "scalars") liveScalars(data.series);
       const kinds = [...data.media, ...data.texts].map((item) => item.kind);
+      if (kinds.includes("alert")) alerts.refresh();
       if (kinds.includes(state.tab)) showTab(state.tab);
     },
     reset: () => { if (state.tab === "scalars" && loaded) loaded.reload(); },

@@ -1,5 +1,6 @@
 // The runs table: server-side sort/filter/paging, column preferences, selection, live refresh.
 import * as TB from "./common.js";
+import { markRuns } from "./alerts.js";
 import { live as stream } from "./live.js";
 
 const { el } = TB;
@@ -198,6 +199,7 @@ function drawRows() {
   sizer.style.height = virtual() ? `${headHeight() + page.rows.length * rowHeight}px` : "";
   table.style.transform = virtual() ? `translateY(${drawn[0] * rowHeight}px)` : "";
   renderSelection();
+  markRuns(table); // the alerts' markers of the rows just drawn
 }
 
 let scrollQueued = false;
@@ -300,6 +302,7 @@ function follow() {
     update: (data) => {
       const now = data.version;
       if (now && version && ["runs", "deleted", "updated_at"].some((k) => now[k] !== version[k])) load();
+      if (data.alerts && data.alerts.length) markRuns(table, true);
     },
     reset: () => load(),
   });
