@@ -130,7 +130,7 @@ def bench_chart(path: Path | str, points: int, repeats: int, engine: str = "SQLi
 
     ours_ms = median_ms(chart, repeats)
     series = chart.last["series"][0]
-    buckets = len(series["step"])
+    buckets = len(series["value"])
     print(f"1. chart of one {points:,}-point series at {WIDTH} px on {engine} ({buckets} buckets returned)")
     line("server time, COLD: first request, fresh server", cold_ms, reference_ms, "ms", "target < 100 ms")
     print(
@@ -147,7 +147,7 @@ def bench_chart(path: Path | str, points: int, repeats: int, engine: str = "SQLi
     ).json()
     zoom_ms = median_ms(lambda i: client.get(f"/api/series?runs={run_id}&metric=loss&width={WIDTH - i}"
                                              f"&step_min={lo}&step_max={hi}"), repeats)  # fmt: skip
-    shown = len(zoom["series"][0]["step"])
+    shown = len(zoom["series"][0]["value"])
     print(f"  zoom to 1,000 steps: {shown} raw points in {zoom_ms:.1f} ms (full resolution)")
     client.close()
 
@@ -248,7 +248,7 @@ def bench_live(path: Path, repeats: int) -> None:
         poll.times.append((time.perf_counter() - start) * 1000)
         for series in reply["series"]:
             cursors[(series["run_id"], series["tag_id"], series["rep"])] = series["last_step"]
-        poll.sizes.append(sum(len(s["step"]) for s in reply["series"]))
+        poll.sizes.append(sum(len(s["value"]) for s in reply["series"]))
 
     poll.times, poll.sizes = [], []
     for i in range(repeats):

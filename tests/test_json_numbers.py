@@ -15,6 +15,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from cli_runner import run_cli
+from dashboard.compact_series import decoded
 from tallyboard import NoCommitAction, ResultTable
 from tallyboard.dashboard import create_app
 from tallyboard.json_numbers import dumps, jsonable
@@ -62,7 +63,7 @@ def test_the_api_writes_results_and_series_by_the_rule(odd_table: Path):
         (row,) = runs["rows"]
         assert {name: row["cells"][name] for name in ODD_RESULTS} == ODD_RESULTS_AS_JSON
         series = standard_json(client.get(f"/api/series?runs={row['run_id']}&metric=odd").text)
-        (line,) = series["series"]
+        (line,) = [decoded(s) for s in series["series"]]
         assert line["value"] == ODD_AS_JSON
         assert line["min"] == [1.0, None, "Infinity", "-Infinity", 2.0]  # a NaN point has no extreme
 

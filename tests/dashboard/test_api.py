@@ -6,7 +6,10 @@ import csv
 import io
 import json
 
+import pytest
+
 import tallyboard as tb
+from dashboard.compact_series import decoded
 
 
 def post(client, url: str, body) -> object:
@@ -150,21 +153,48 @@ def test_run_detail(client):
 
 def test_series_downsamples_with_min_max_last(client):
     data = client.get("/api/series?runs=1&metric=loss&width=50").json()
-    train = next(s for s in data["series"] if s["tag"] == "train/loss" and s["rep"] == 0)
+    compact = next(s for s in data["series"] if s["tag"] == "train/loss" and s["rep"] == 0)
+    assert compact["step"] == {"first": 5, "stride": 6, "count": 50}  # regular steps as a range
+    train = decoded(compact)
     assert data["bucket"] == 6 and len(train["step"]) == 50
     # bucket 0 holds steps 0..5 of 1/(step+1): max is the first value, min and last the sixth
-    assert train["max"][0] == 1.0 and train["min"][0] == train["value"][0] == 1 / 6 and train["step"][0] == 5
-    val = next(s for s in data["series"] if s["tag"] == "val/loss")
+    # (values to 9 significant digits: a float32's precision, more than a chart shows)
+    assert train["max"][0] == 1.0 and train["min"][0] == train["value"][0] == float(f"{1 / 6:.9g}")
+    assert train["step"][0] == 5
+    val = decoded(next(s for s in data["series"] if s["tag"] == "val/loss"))
     assert len(val["step"]) == 10  # sparse series keep every point
     assert {s["split"] for s in data["series"]} == {"train", "val"}
 
 
 def test_series_full_resolution_when_it_fits_and_zoom(client):
     data = client.get("/api/series?runs=1,2&metric=accuracy&width=1000").json()
-    assert data["bucket"] == 1 and all(len(s["step"]) == 300 for s in data["series"])
+    assert data["bucket"] == 1 and all(len(decoded(s)["step"]) == 300 for s in data["series"])
     zoom = client.get("/api/series?runs=2&metric=loss&width=40&step_min=100&step_max=139").json()
-    train = next(s for s in zoom["series"] if s["tag"] == "train/loss")
-    assert train["step"] == list(range(100, 140)) and train["value"][0] == 0.5 / 101
+    train = decoded(next(s for s in zoom["series"] if s["tag"] == "train/loss"))
+    assert train["step"] == list(range(100, 140)) and train["value"][0] == pytest.approx(0.5 / 101, rel=1e-9)
+
+
+def test_series_come_compact_with_no_repeated_or_empty_columns(client):
+    """Raw points carry no min and max (they are the value), no epoch when none was logged, steps as
+    a range when regular and wall times as differences of milliseconds."""
+    data = client.get("/api/series?runs=1&metric=accuracy&width=1000").json()
+    assert data["bucket"] == 1
+    for line in data["series"]:
+        assert "min" not in line and "max" not in line and len(line["epoch"]) == 300
+        assert line["step"] == {"first": 0, "stride": 1, "count": 300}
+        assert all(isinstance(ms, int) and ms >= 0 for ms in line["wall_ms"])
+        assert len(line["wall_ms"]) == len(line["value"]) == 300
+    (debug,) = client.get("/api/series?runs=-1&metric=loss").json()["series"]  # logged without an epoch
+    assert "epoch" not in debug and debug["step"] == [0] and debug["value"] == [1.0]
+    bucketed = client.get("/api/series?runs=1&metric=accuracy&width=50").json()["series"][0]
+    assert len(bucketed["min"]) == len(bucketed["max"]) == len(bucketed["value"]) == 50
+
+
+def test_series_names_lists_each_tag_once_with_its_runs(client):
+    tags = client.get("/api/series/names?runs=1,2,77").json()["tags"]
+    assert [t["tag"] for t in tags] == ["train/accuracy", "train/loss", "val/loss"]
+    assert tags[1] == {"tag": "train/loss", "split": "train", "metric": "loss", "runs": [1, 2]}
+    assert client.get("/api/series/names").status_code == 400
 
 
 def test_series_errors(client):
@@ -177,8 +207,8 @@ def test_series_errors(client):
 
 def test_live_sends_only_points_after_the_cursor(client, sample_db):
     first = client.get("/api/series?runs=3&metric=loss&width=2000").json()
-    train = next(s for s in first["series"] if s["tag"] == "train/loss")
-    val = next(s for s in first["series"] if s["tag"] == "val/loss")
+    train = decoded(next(s for s in first["series"] if s["tag"] == "train/loss"))
+    val = decoded(next(s for s in first["series"] if s["tag"] == "val/loss"))
     cursors = [f"3:{s['tag_id']}:{s['rep']}:{s['last_step']}" for s in (train, val)]
     nothing = client.get("/api/live", params={"runs": "3", "metric": "loss", "after": cursors}).json()
     assert nothing["series"] == [] and nothing["runs"][0]["status"] == "running"

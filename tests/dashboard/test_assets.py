@@ -1,21 +1,28 @@
-"""The dashboard's scripts as the browser gets them: each page loads one ES module from the package,
-whose imports are files of the package too (no bundler, no CDN); scripts arrive with a JavaScript
-media type (module scripts, and under nosniff all scripts, run only then) and under a CSP that
-allows this server's scripts and nothing inline or evaluated."""
+"""The dashboard's scripts as the browser gets them: each page loads one script, built at start from
+the package's ES modules (bundle.py; no CDN, no committed build output), at a content-hashed URL
+cached for a year; scripts arrive with a JavaScript media type (module scripts, and under nosniff
+all scripts, run only then) and under a CSP that allows this server's scripts and nothing inline
+or evaluated; responses are compressed."""
 
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
 from pathlib import Path
 
+import pytest
+
+from support import require
 from tallyboard.dashboard.app import PAGES
-from tallyboard.dashboard.assets import module_graph
+from tallyboard.dashboard.bundle import bundle, evaluation_order
 
 STATIC = Path(__file__).resolve().parents[2] / "src" / "tallyboard" / "dashboard" / "static"
 SPECIFIER = re.compile(r"""\bfrom\s+["']([^"']+)["']""")
 PAGE_URLS = {
     "table": "/", "run": "/runs/1", "compare": "/compare?runs=1,2", "hparams": "/hparams", "diff": "/diff",
 }  # fmt: skip
+SCRIPT = re.compile(r'<script src="(/static/bundle/[a-z]+\.[0-9a-f]{12}\.js)" type="module"></script>')
 
 
 def test_every_module_is_a_package_file_that_some_page_loads():
@@ -24,27 +31,105 @@ def test_every_module_is_a_package_file_that_some_page_loads():
         for target in SPECIFIER.findall(script.read_text(encoding="utf-8")):
             assert target.startswith("./"), f"{script.name} imports {target}: only files of the package"
             assert (STATIC / target).is_file(), f"{script.name} imports a missing {target}"
-    loaded = {name for _, module, _ in PAGES.values() for name in (module, *module_graph(STATIC, module))}
+    loaded = {name for _, module, _ in PAGES.values() for name in evaluation_order(STATIC, module)}
     # fragment-guard.js is no module: it is inlined into logged HTML fragments
     unused = {p.name for p in STATIC.glob("*.js")} - loaded - {"fragment-guard.js"}
     assert not unused, f"modules no page loads: {sorted(unused)}"
 
 
-def test_pages_load_scripts_as_modules_with_a_javascript_type_under_the_csp(client):
+def test_a_module_comes_after_the_modules_it_imports():
+    order = evaluation_order(STATIC, "compare.js")
+    assert order[-1] == "compare.js" and order[0] == "values.js"
+    assert order.index("common.js") < order.index("board.js") < order.index("compare.js")
+    assert order.index("series-math.js") < order.index("charts.js")
+
+
+def test_the_bundler_binds_every_import_form_and_refuses_what_it_does_not_know(tmp_path: Path):
+    (tmp_path / "a.js").write_text("export const A = 1;\nexport function twice(x) { return 2 * x; }\n")
+    (tmp_path / "b.js").write_text('export { A as B, twice } from "./a.js";\nconst c = 3;\nexport { c };\n')
+    (tmp_path / "main.js").write_text(
+        'import { B, twice as double } from "./b.js";\nimport * as M from "./b.js";\n'
+        "globalThis.out = [B, double(M.c), M.twice(5)];\n"
+    )
+    text = bundle(tmp_path, "main.js")
+    assert "import" not in text.replace("imports", "") and "export" not in text
+    node = _node()  # run it: the bindings are right, not only rewritten
+    (tmp_path / "bundle.mjs").write_text(text + "console.log(JSON.stringify(globalThis.out));\n")
+    ran = subprocess.run([node, str(tmp_path / "bundle.mjs")], capture_output=True, text=True, check=True)
+    assert ran.stdout.strip() == "[1,6,10]"
+    (tmp_path / "main.js").write_text('import D from "./a.js";\n')
+    with pytest.raises(ValueError, match="import form"):
+        bundle(tmp_path, "main.js")
+    (tmp_path / "main.js").write_text("export default 1;\n")
+    with pytest.raises(ValueError, match="does not know"):
+        bundle(tmp_path, "main.js")
+    (tmp_path / "a.js").write_text('import { x } from "./main.js";\n')
+    (tmp_path / "main.js").write_text('import { A } from "./a.js";\n')
+    with pytest.raises(ValueError, match="import cycle"):
+        bundle(tmp_path, "main.js")
+
+
+def test_every_page_bundle_is_valid_javascript(tmp_path: Path):
+    node = _node()
+    for name, (_, module, classic) in PAGES.items():
+        target = tmp_path / f"{name}.mjs"
+        target.write_text(bundle(STATIC, module, classic))
+        subprocess.run([node, "--check", str(target)], check=True)
+
+
+def _node() -> str:
+    node = shutil.which("node") or shutil.which("nodejs")
+    require(node is not None, "node (Debian's nodejs) to run the bundles")
+    assert node is not None
+    return node
+
+
+def test_pages_load_one_hashed_script_with_a_javascript_type_under_the_csp(client):
     for name, url in PAGE_URLS.items():
         _, module, classic = PAGES[name]
         page = client.get(url)
-        assert f'<script src="/static/{module}" type="module"></script>' in page.text
-        assert page.text.count("<script") == 1 + len(classic)  # nothing inline
-        # the whole module graph is asked for at once, not one level of imports per round trip
-        preloaded = re.findall(r'<link rel="modulepreload" href="/static/([^"]+)">', page.text)
-        assert preloaded == module_graph(STATIC, module) and (name == "diff" or preloaded)
+        [script] = SCRIPT.findall(page.text)
+        assert page.text.count("<script") == 1  # nothing inline, uPlot inside the bundle
         csp = page.headers["content-security-policy"]
         assert "script-src 'self';" in csp and "unsafe-inline" not in csp and "unsafe-eval" not in csp
+        answer = client.get(script)
+        assert answer.status_code == 200
+        assert answer.headers["content-type"] == "text/javascript; charset=utf-8"
+        assert answer.headers["x-content-type-options"] == "nosniff"
+        assert answer.headers["cache-control"] == "public, max-age=31536000, immutable"
+        assert answer.headers["content-encoding"] == "gzip"  # the client asks for it
+        assert answer.text == bundle(STATIC, module, classic)
+        assert ("globalThis.uPlot" in answer.text) == bool(classic)
+        plain = client.get(script, headers={"Accept-Encoding": "identity"})
+        assert "content-encoding" not in plain.headers and plain.content == answer.content
+    [styles] = re.findall(
+        r'<link rel="stylesheet" href="(/static/bundle/styles\.[0-9a-f]{12}\.css)">', page.text
+    )
+    css = client.get(styles)
+    assert css.headers["content-type"] == "text/css; charset=utf-8" and ".uplot" in css.text
+    assert css.headers["cache-control"].endswith("immutable")
+
+
+def test_the_run_page_asks_for_its_run_with_the_page_not_after_its_script(client):
+    preload = '<link rel="preload" href="/api/runs/{}" as="fetch" crossorigin="anonymous">'
+    assert preload.format(-1) in client.get("/runs/-1").text
+    assert preload.format(2) in client.get("/runs/2").text and 'rel="preload"' not in client.get("/diff").text
+    assert 'href="/api/runs?offset=0&amp;limit=100' in client.get("/").text
+    assert 'rel="preload"' not in client.get("/?sort=lr").text  # another view: the page asks for it
+
+
+def test_every_static_file_is_still_served_under_its_own_name_and_revalidated(client):
     for script in ("compare.js", "series-math.js", "common.js", "vendor/uplot/uPlot.iife.min.js"):
         answer = client.get(f"/static/{script}")
         assert answer.status_code == 200
         assert answer.headers["content-type"] == "text/javascript; charset=utf-8"
-        assert answer.headers["x-content-type-options"] == "nosniff"
+        assert answer.headers["cache-control"] == "no-cache"
     assert client.get("/static/app.css").headers["content-type"] == "text/css; charset=utf-8"
     assert client.get("/static/missing.js").status_code == 404
+    assert client.get("/static/bundle/run.000000000000.js").status_code == 404
+
+
+def test_json_is_compressed_when_the_client_takes_gzip(client):
+    answer = client.get("/api/openapi.json")
+    assert answer.headers["content-encoding"] == "gzip" and answer.json()["openapi"]
+    assert "content-encoding" not in client.get("/api/openapi.json", headers={"Accept-Encoding": ""}).headers

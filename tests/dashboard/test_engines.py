@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from starlette.testclient import TestClient
 
+from dashboard.compact_series import decoded
 from dashboard.sample_table import csrf_of, log_sample
 from tallyboard.dashboard import create_app
 
@@ -29,11 +30,11 @@ def test_reads_and_edits_on_every_engine(engine_client):
     run = client.get("/api/runs/1").json()
     assert run["hparams"] == {"lr": 0.001, "optimizer": "adam"} and len(run["repetitions"]) == 2
     series = client.get("/api/series?runs=1,2&metric=loss&width=50").json()
-    train = next(s for s in series["series"] if s["tag"] == "train/loss" and s["run_id"] == 2)
+    train = decoded(next(s for s in series["series"] if s["tag"] == "train/loss" and s["run_id"] == 2))
     assert len(train["step"]) == 50 and train["max"][0] == 0.5 and train["step"][-1] == 299
     cursor = f"3:{train['tag_id']}:0:290"
     live = client.get("/api/live", params={"runs": "3", "metric": "loss", "after": cursor}).json()
-    train_live = next(s for s in live["series"] if s["tag"] == "train/loss")
+    train_live = decoded(next(s for s in live["series"] if s["tag"] == "train/loss"))
     assert train_live["step"] == list(range(291, 300))
     csv = client.get("/api/runs/1/scalars.csv", params={"tag": "val/loss"}).text.splitlines()
     assert len(csv) == 1 + 20

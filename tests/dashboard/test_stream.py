@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 import tallyboard as tb
+from dashboard.compact_series import decoded
 from e2e.browser import running_dashboard
 
 LIVE_INTERVAL = 0.05  # seconds between the hub's polls: the test waits on events, never on time
@@ -43,7 +44,7 @@ def read_until(stream: Iterator[tuple[str, str, dict]], seen: list[int], last: i
         assert name in ("update", "ping"), (name, data)
         for series in data.get("series", []):
             assert series["tag"] == "train/loss" and not series["more"]
-            seen.extend(series["step"])
+            seen.extend(decoded(series)["step"])
         if seen and seen[-1] >= last:
             return last_id
     raise AssertionError("the stream ended early")

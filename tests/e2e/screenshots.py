@@ -58,7 +58,7 @@ def take(database: Path, out: Path) -> None:
                 ("run-images", "/runs/6?tab=image", "#gallery img"),
                 ("run-fragment", "/runs/6?tab=fragment", "iframe.fragment"),
                 ("compare", "/compare?runs=1,4,6,7", ".chart-card canvas"),
-                ("compare-grouped", "/compare?runs=1,2,3,4,5,6&group=lr&band=minmax", ".chart-card canvas"),
+                ("compare-grouped", "/compare?runs=1,2,3,4,5,6&by=lr&band=minmax", ".chart-card canvas"),
                 ("compare-stats", "/compare?runs=1,2,3,4,5,6&sm=val/accuracy&by=lr", "#stats-pairs tbody tr"),
                 ("hparams", "/hparams?runs=1,2,3,4,5,6,7&metric=val/accuracy", "#scatter g.sc-point"),
                 ("diff", "/diff?runs=1,4", "#diff-hparams"),

@@ -141,8 +141,13 @@ def test_compare_two_runs_from_the_table(page, base_url):
         "() => [...document.querySelectorAll('.chart-card')].every(c => c.dataset.lines === '2')",
         timeout=TIMEOUT,
     )
-    page.select_option("#group", "lr")  # the URL keeps the grouping
-    page.wait_for_function("() => location.search.includes('group=lr')")
+    page.check("input[data-by='lr']")  # one Group by: the statistics' hparams group the charts too
+    page.wait_for_function("() => location.search.includes('by=lr')")
+    page.wait_for_function(  # the legend says each run's group, as the charts' lines do
+        "() => [...document.querySelectorAll('.group-key')].map(g => g.textContent).join()"
+        " === '(lr=auto),(lr=0.01)'",
+        timeout=TIMEOUT,
+    )
     assert page.errors == []
 
 

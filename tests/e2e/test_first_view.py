@@ -163,7 +163,7 @@ def test_the_compare_legend_names_what_differs_and_group_colours_match(page, bas
     page.wait_for_selector("#runs-legend span[data-run]", timeout=TIMEOUT)
     names = page.eval_on_selector_all("#runs-legend > span", "s => s.map(x => x.textContent)")
     assert names == [f"#{runs[0]} lr=0.1 sweep", f"#{runs[1]} lr=0.2 sweep", f"#{runs[2]} lr=0.1 sweep"]
-    page.select_option("#group", "lr")
+    page.check("input[data-by='lr']")  # the one Group by, in the statistics panel
     page.wait_for_function(
         "() => document.querySelector('.chart-card').dataset.lines === '2'", timeout=TIMEOUT
     )

@@ -2,7 +2,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { aggregate, appendPoints, clampToBand, ema, nonFinite, smoothingWeight, stepRange, xOf,
+import { aggregate, appendPoints, clampToBand, decodeSeries, xTitle, ema, nonFinite, smoothingWeight, stepRange, xOf,
   AUTO_SMOOTHING, SMOOTH_MIN } from "../../src/tallyboard/dashboard/static/series-math.js";
 
 const close = (actual, expected, digits = 12) => {
@@ -118,4 +118,34 @@ test("a zoom's x range covers the steps behind its bucketed points", () => {
   assert.deepEqual(stepRange([l], "step", 0, 10), [9, 9]);
   assert.deepEqual(stepRange([l], "relative", 150, 300), [10, 29]);
   assert.equal(stepRange([l], "step", 30, 40), null);
+});
+
+test("decodeSeries expands the API's compact series into the arrays the charts read", () => {
+  const raw = decodeSeries({ run_id: 1, step: { first: 10, stride: 5, count: 3 }, wall_ms: [1500, 250, 250],
+    value: [1, "NaN", 3], bucket: 1 });
+  assert.deepEqual(raw.step, [10, 15, 20]);
+  assert.deepEqual(raw.wall, [1.5, 1.75, 2]);
+  assert.deepEqual(raw.epoch, [null, null, null]);
+  assert.deepEqual(raw.min, [1, null, 3]); // a NaN point has no extreme
+  assert.deepEqual(raw.max, [1, null, 3]);
+  assert.ok(raw.min !== raw.value && raw.max !== raw.min, "own arrays: live points are appended to each");
+  assert.equal(raw.wall_ms, undefined);
+  assert.equal(raw.run_id, 1);
+  const bucketed = decodeSeries({ step: [7, 7, 2], wall_ms: [0, 9, 1], value: [2, 4, 5], min: [1, 3, 5],
+    max: [2, 5, 5], epoch: [0, 1, 1] }); // irregular steps come as differences
+  assert.deepEqual([bucketed.step, bucketed.wall], [[7, 14, 16], [0, 0.009, 0.01]]);
+  assert.deepEqual([bucketed.epoch, bucketed.min, bucketed.max], [[0, 1, 1], [1, 3, 5], [2, 5, 5]]);
+  const announced = { run_id: 1, new: true };
+  assert.equal(decodeSeries(announced), announced);
+});
+
+test("xTitle says what the x axis is: epoch when the steps are the epochs, else step or the time", () => {
+  const byEpoch = line([0, 1, 2], [1, 2, 3], { epoch: [0, 1, 2] });
+  const byStep = line([0, 10, 20], [1, 2, 3], { epoch: [0, 1, 2] });
+  assert.equal(xTitle([byEpoch], "step"), "epoch");
+  assert.equal(xTitle([byEpoch, byStep], "step"), "step");
+  assert.equal(xTitle([line([0, 1], [1, 2])], "step"), "step"); // no epochs logged
+  assert.equal(xTitle([], "step"), "step");
+  assert.equal(xTitle([byStep], "relative"), "time since start");
+  assert.equal(xTitle([byStep], "wall"), "wall time");
 });

@@ -119,6 +119,27 @@ def test_exclusive_events_is_per_thread_and_restored_after_the_block(table, run,
     other_run.close()
 
 
+def test_windows_land_at_the_training_step_once_the_run_has_one(run, registered):
+    """A Stat's chart shares the step axis of the run's other charts: its windows land at the step
+    the training loop reached (the furthest auto step of the run's own scalars), each after the one
+    before even when training stood still; before any such scalar, at the window's index."""
+    registered(tb.ResultTableEventHandler(run))
+    clock = FakeClock()
+    stat = monitor.Stat("train/step_time", [monitor.MEAN], 1.0, clock=clock)
+    clock.at(0.0)
+    stat.add(1.0)
+    clock.at(1.5)  # the first window closes before any training step: index 0
+    stat.add(2.0)
+    for step in range(40):
+        run.add_scalar("train/loss", 1.0 / (step + 1))
+    clock.at(2.5)  # closes at training step 40
+    stat.add(3.0)
+    clock.at(3.5)  # training stood still: the next step, not step 40 again
+    stat.add(4.0)
+    stat.close()
+    assert series(run, "train/step_time.mean") == [(0, 1.0), (40, 2.0), (41, 3.0), (42, 4.0)]
+
+
 def test_concurrent_windows_get_distinct_steps(run, registered):
     registered(tb.ResultTableEventHandler(run))
     event = monitor.Event(monitor.STAT_EVENT, datetime.now(), {"shared.mean": 2.0})

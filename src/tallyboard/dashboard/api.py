@@ -20,7 +20,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from tallyboard.dashboard import markdown, params
-from tallyboard.dashboard.downsample import DEFAULT_WIDTH, MAX_WIDTH, Downsampler, Series, grid, raw_after
+from tallyboard.dashboard.downsample import DEFAULT_WIDTH, MAX_WIDTH, Downsampler, grid, raw_after
 from tallyboard.dashboard.params import BadRequest, Json
 from tallyboard.dashboard.runs_table import MAX_CURSOR, BadCursor, RunsTable
 from tallyboard.errors import ArtifactError, FilterError
@@ -234,27 +234,23 @@ def series(request: Request) -> Response:
     width = params.integer(request, "width", DEFAULT_WIDTH, 1, MAX_WIDTH)
     step_min = params.integer(request, "step_min", None)
     step_max = params.integer(request, "step_max", None)
-    found = []
-    for run_id, tag_id, name, rep, start in _series_of(dash, run_ids, metric):
-        key = SeriesKey(run_id, tag_id, rep)
-        bounds = dash.queries.step_bounds(key)
-        if bounds is not None:
-            found.append((key, name, start, bounds))
+    listed = {
+        SeriesKey(run_id, tag_id, rep): (name, start)
+        for run_id, tag_id, name, rep, start in _series_of(dash, run_ids, metric)
+    }
+    # one set of statements for the chart, however many series it has (not a few per series)
+    found = dash.queries.series_bounds(run_ids, sorted({key.tag_id for key in listed}))
+    found = {key: found[key] for key in listed if key in found}
     if not found:
         return Json({"lo": None, "hi": None, "bucket": 1, "series": []})
     # A requested range is cut to the steps that exist: no points lie outside, and an extreme
     # range (-2**62..2**62) would overflow 64-bit step arithmetic in SQL.
-    lo = min(b[0] for *_, b in found)
-    hi = max(b[1] for *_, b in found)
+    lo = min(first for first, _ in found.values())
+    hi = max(last for _, last in found.values())
     lo = lo if step_min is None else max(lo, step_min)
     hi = hi if step_max is None else min(hi, step_max)
-    out = []
-    for key, name, start, (first, last) in found:
-        if hi < lo or last < lo or first > hi:
-            data = Series()
-        else:
-            data = dash.downsampler.series(key, lo, hi, width, first, last)
-        out.append(series_json(key, name, start, last, data.to_json()))
+    drawn = dash.downsampler.chart(found, lo, hi, width)
+    out = [series_json(key, *listed[key], last, drawn[key].to_json()) for key, (_, last) in found.items()]
     bucket = max(s["bucket"] for s in out)
     origin = grid(lo, hi, width)[0] if bucket > 1 else lo  # where bucket 0 starts
     return Json({"lo": origin, "hi": hi, "bucket": bucket, "series": out})
@@ -266,6 +262,22 @@ def series_json(key: SeriesKey, name: str, start: float, last: int, data: dict) 
         "run_id": key.run_id, "tag_id": key.tag_id, "tag": name, "split": split, "metric": metric,
         "rep": key.rep, "start_time": start, "last_step": last, **data,
     }  # fmt: skip
+
+
+def series_names(request: Request) -> Response:
+    """The scalar tags some runs logged, each once with the runs that have it: what the compare and
+    hparams pages lay their charts and menus out from, in one statement rather than every run's
+    details (whose git diff alone may be tens of kB)."""
+    dash = _dash(request)
+    run_ids, _ = _runs_and_metric(request)
+    found: dict[str, list[int]] = {}
+    for run_id, _, name, _, _ in dash.queries.tags_of_runs(run_ids):
+        having = found.setdefault(name, [])
+        if run_id not in having:
+            having.append(run_id)
+    tags = [{"tag": name, "split": split_tag(name)[0], "metric": split_tag(name)[1], "runs": having}
+            for name, having in sorted(found.items())]  # fmt: skip
+    return Json({"tags": tags})
 
 
 def cursors(request: Request) -> dict[tuple[int, int, int], int]:

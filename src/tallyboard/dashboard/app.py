@@ -16,12 +16,14 @@ from pathlib import Path
 from starlette.applications import Starlette
 from starlette.convertors import Convertor, register_url_convertor
 from starlette.exceptions import HTTPException
+from starlette.middleware.gzip import GZipMiddleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Mount, Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from tallyboard.dashboard import analysis, api, params, stream
-from tallyboard.dashboard.assets import Assets, module_graph
+from tallyboard.dashboard.assets import Assets
 from tallyboard.dashboard.downsample import Downsampler
 from tallyboard.dashboard.ingest import Ingest, IngestGate
 from tallyboard.dashboard.openapi import openapi_schema
@@ -38,7 +40,8 @@ HERE = Path(__file__).parent
 OUT_OF_RANGE = MAX_ID + 1
 DECLARATIVE_SHADOW = re.compile("shadowrootmode", re.IGNORECASE)
 UPLOT = ("vendor/uplot/uPlot.iife.min.js",)  # a classic script: the vendored build defines `uPlot`
-# page -> (title, its ES module (which imports the rest), classic scripts it needs first)
+# page -> (title, its ES module (which imports the rest), classic scripts it needs first); each
+# page loads them as one script (assets.py, bundle.py)
 PAGES = {
     "table": ("Runs", "table.js", ()),
     "run": ("Run", "run.js", UPLOT),
@@ -93,13 +96,17 @@ def create_app(
     csrf_secret = secrets.token_urlsafe(32)
     # Names the browser's saved layout; of the shown location, so the page holds no hash of a password.
     table_id = hashlib.sha256(str(table).encode()).hexdigest()[:16]
-    pages = {name: _page(name, csrf_secret, read_only, table_id) for name in PAGES}
+    assets = Assets(
+        HERE / "static", {name: (module, classic) for name, (_, module, classic) in PAGES.items()}
+    )
+    pages = {name: _page(name, csrf_secret, read_only, table_id, assets) for name in PAGES}
     fragment_frame = (HERE / "templates" / "fragment.html").read_text(encoding="utf-8")
     guard = (HERE / "static" / "fragment-guard.js").read_text(encoding="utf-8")
 
     def page(name: str):
         async def handler(request: Request) -> Response:  # a prepared string: no thread needed
-            return HTMLResponse(pages[name], headers={"Cache-Control": "no-store"})
+            html = pages[name].replace("{{preload}}", _preload(name, request))
+            return HTMLResponse(html, headers={"Cache-Control": "no-store"})
 
         return handler
 
@@ -152,13 +159,14 @@ def create_app(
         Route("/api/runs/{run_id:sint}/artifacts/{name:path}", api.artifact_file),
         Route("/api/media/{media_id:sint}", api.media_png),
         Route("/api/series", api.series),
+        Route("/api/series/names", api.series_names),
         Route("/api/live", api.live),
         Route("/api/compare", analysis.compare),
         Route("/api/summaries", analysis.summaries),
         Route("/api/importance", analysis.importance),
         Route("/api/diff", analysis.diff),
         Route("/api/stream", stream.stream),
-        Mount("/static", Assets(directory=HERE / "static"), name="static"),
+        Mount("/static", assets, name="static"),
     ]
     hub = stream.Hub(queries, interval=live_interval)
 
@@ -186,6 +194,7 @@ def create_app(
     location = location_for(table, artifacts)  # where the files of `log_artifact` are
     app.state.dashboard = api.Dashboard(queries, RunsTable(queries), Downsampler(queries), store, location)
     app.state.hub = hub
+    app.add_middleware(Compressed)
     app.state.ingest = ingest
     # a file's tokens, and write tokens, open the dashboard too, when it asks for a token at all
     more = TokenSet.of(list(tokens), KINDS, tuple(write_tokens) if token or tokens else ())
@@ -208,18 +217,50 @@ def guarded(content: str, guard: str) -> str:
     return f"{head}<script>{guard}</script>{content}"
 
 
-def _page(name: str, csrf_secret: str, read_only: bool, table_id: str) -> str:
+class Compressed:
+    """Responses gzipped (JSON, pages, CSV, fragments: a chart's series is a quarter of its size),
+    but for the event stream, whose events must leave as they happen (a Starlette before 0.38
+    would hold them back to compress), and files that are sent as they are stored (images,
+    artefacts). The built assets come compressed already (assets.py); Starlette leaves those alone.
+    No page echoes what a request sent next to the CSRF secret, so compressing pages leaks nothing
+    (BREACH)."""
+
+    UNCOMPRESSED = re.compile(r"^/api/(?:stream$|media/|runs/-?[0-9]+/artifacts/)")
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self.gzip = GZipMiddleware(app, minimum_size=500, compresslevel=6)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        plain = scope["type"] != "http" or self.UNCOMPRESSED.match(scope["path"])
+        await (self.app if plain else self.gzip)(scope, receive, send)
+
+
+# The runs page's first request in its default view, exactly as static/table.js `query()` asks it
+# (tests/e2e/test_runs_virtual_browser.py checks that the page uses it rather than asking again).
+FIRST_RUNS = "/api/runs?offset=0&limit=100&sort=run_id&desc=false&filter=&q=&hidden=false"
+
+
+def _preload(name: str, request: Request) -> str:
+    """A page's first request started with the page rather than once its script ran (a round trip
+    less before the first chart or rows): the run page's `/api/runs/ID` (the id is the route's
+    integer), the runs page's first page when its address asks for the default view."""
+    if name == "run":
+        url = f"/api/runs/{request.path_params['run_id']}"
+    elif name == "table" and not request.url.query:
+        url = FIRST_RUNS
+    else:
+        return ""
+    return f'<link rel="preload" href="{url.replace("&", "&amp;")}" as="fetch" crossorigin="anonymous">'
+
+
+def _page(name: str, csrf_secret: str, read_only: bool, table_id: str, assets: Assets) -> str:
     """The one page template filled in for a page (no user data: that arrives through the API)."""
-    title, module, classic = PAGES[name]
+    title = PAGES[name][0]
     html = (HERE / "templates" / "page.html").read_text(encoding="utf-8")
-    # The module's imports are fetched at once, not one level per round trip (assets.py); deferred
-    # classic scripts and module scripts run in document order, after parsing.
-    graph = module_graph(HERE / "static", module)
-    tags = [f'<link rel="modulepreload" href="/static/{imported}">' for imported in graph]
-    tags += [f'<script src="/static/{script}" defer></script>' for script in classic]
-    tags.append(f'<script src="/static/{module}" type="module"></script>')
     values = {"csrf": csrf_secret, "read_only": "true" if read_only else "false", "title": title,
-              "page": name, "scripts": "\n".join(tags), "table": table_id}  # fmt: skip
+              "page": name, "table": table_id, "script": assets.urls[f"{name}.js"],
+              "styles": assets.urls["styles.css"], "favicon": assets.urls["favicon.svg"]}  # fmt: skip
     for key, value in values.items():
         html = html.replace("{{" + key + "}}", value)
     return html

@@ -18,7 +18,9 @@ Nothing is cached: the writer keeps the block summaries up to date in the store.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any
 
 from tallyboard.json_numbers import NAN, number
@@ -35,7 +37,7 @@ class Series:
 
     step: list[int] = field(default_factory=list)
     epoch: list[int | None] = field(default_factory=list)
-    wall: list[float] = field(default_factory=list)  # seconds since the repetition started
+    wall: list[int] = field(default_factory=list)  # milliseconds since the repetition started
     value: list[float | None] = field(default_factory=list)
     low: list[float | None] = field(default_factory=list)
     high: list[float | None] = field(default_factory=list)
@@ -46,23 +48,49 @@ class Series:
         step, epoch, wall_ms, value, low, high = row
         self.step.append(step)
         self.epoch.append(epoch)
-        self.wall.append(wall_ms / 1000.0)
+        self.wall.append(wall_ms)
         self.value.append(value)
         self.low.append(low)
         self.high.append(high)
 
     def to_json(self) -> dict[str, Any]:
-        """Every value is a logged point, so an empty one is a NaN (the store keeps NaN as NULL):
+        """The compact encoding (described in openapi.py): steps as a range where they are regular
+        and as differences where not, wall times as differences of milliseconds, values to 9
+        significant digits, epochs only when some point has one, min and max only when some
+        bucket's differ from its value (never for raw points).
+
+        Every value is a logged point, so an empty one is a NaN (the store keeps NaN as NULL):
         "NaN", as json_numbers says. An empty min or max is a bucket of NaN only: it has none."""
-        return {
-            "step": self.step,
-            "epoch": self.epoch,
-            "wall": self.wall,
-            "value": [NAN if v is None else number(v) for v in self.value],
-            "min": [None if v is None else number(v) for v in self.low],
-            "max": [None if v is None else number(v) for v in self.high],
-            "bucket": self.bucket,
-        }
+        out: dict[str, Any] = {"step": _steps(self.step), "wall_ms": _deltas(self.wall)}
+        out["value"] = [NAN if v is None else _shown(v) for v in self.value]
+        if any(e is not None for e in self.epoch):
+            out["epoch"] = self.epoch
+        if self.low != self.value or self.high != self.value:
+            out["min"] = [None if v is None else _shown(v) for v in self.low]
+            out["max"] = [None if v is None else _shown(v) for v in self.high]
+        out["bucket"] = self.bucket
+        return out
+
+
+def _shown(value: float) -> float | str:
+    """A value to 9 significant digits: a float32's precision (what most training values are),
+    more than a chart or its 5-digit readout can show, and half the characters of a float64's 17;
+    the CSV export and the query API keep every digit."""
+    return number(float(f"{value:.9g}"))
+
+
+def _steps(steps: list[int]) -> list[int] | dict[str, int]:
+    """Steps a constant stride apart (most series of points: one per step, or every k steps) as
+    {first, stride, count}; others (buckets: their last steps) as differences, like `_deltas`."""
+    if len(steps) > 2 and all(b - a == steps[1] - steps[0] for a, b in pairwise(steps)):
+        return {"first": steps[0], "stride": steps[1] - steps[0], "count": len(steps)}
+    return _deltas(steps)
+
+
+def _deltas(numbers: list[int]) -> list[int]:
+    """The first number, then each one's difference from the one before (a few digits each, where
+    steps and milliseconds since the start have many)."""
+    return [b - a for a, b in pairwise([0, *numbers])]
 
 
 def bucket_width(lo: int, hi: int, width: int) -> int:
@@ -90,15 +118,26 @@ class Downsampler:
     def series(self, key: SeriesKey, lo: int, hi: int, width: int, first_step: int, last_step: int) -> Series:
         """The points of `key` with lo <= step <= hi in buckets of `grid(lo, hi, width)` (raw
         points when a bucket would hold at most two steps). `first_step`/`last_step` are the
-        series' own bounds: series of one chart share the grid of its whole range, and each reads
-        only its own part of it."""
+        series' own bounds."""
+        return self.chart({key: (first_step, last_step)}, lo, hi, width)[key]
+
+    def chart(
+        self, bounds: Mapping[SeriesKey, tuple[int, int]], lo: int, hi: int, width: int
+    ) -> dict[SeriesKey, Series]:
+        """The series of one chart (`bounds`: each one's first and last step) on the grid of its
+        whole range [lo, hi], in one set of statements for all of them; a series without a step in
+        the range is empty."""
         origin, span = grid(lo, hi, width)
-        lo, hi = max(lo, first_step), min(hi, last_step)
+        inside = [key for key, (first, last) in bounds.items() if lo <= hi and first <= hi and last >= lo]
+        out = {key: Series() for key in bounds}
         if span <= 2:  # at most two steps per pixel: every point fits
-            return _raw(self.queries.points(key, lo, hi))
-        out = Series(bucket=span)
-        for row in self.queries.buckets(key, lo, hi, span, origin):
-            out.add(row)
+            for key, rows in self.queries.points_of(inside, lo, hi).items():
+                out[key] = _raw(rows)
+            return out
+        for key, rows in self.queries.buckets_of(inside, lo, hi, span, origin).items():
+            out[key] = Series(bucket=span)
+            for row in rows:
+                out[key].add(row)
         return out
 
 

@@ -12,6 +12,74 @@ from tallyboard import __version__
 from tallyboard.dashboard.security import MAX_BODY
 from tallyboard.store.records import TEXT_KINDS
 
+# A value as json_numbers.py writes it: a number, or "NaN", "Infinity", "-Infinity".
+_VALUE = {"oneOf": [{"type": "number"}, {"type": "string", "enum": ["NaN", "Infinity", "-Infinity"]}]}
+_EXTREME = {
+    "oneOf": [{"type": "number", "nullable": True}, {"type": "string", "enum": ["Infinity", "-Infinity"]}]
+}
+SERIES = {
+    "type": "object",
+    "description": "One series of a chart, point i at step[i] (or the range's i-th step). Arrays"
+    " that would repeat `value` (min and max of raw points) or hold only nulls (epoch) are left out.",
+    "required": [
+        "run_id",
+        "tag_id",
+        "tag",
+        "rep",
+        "start_time",
+        "last_step",
+        "step",
+        "wall_ms",
+        "value",
+        "bucket",
+    ],
+    "properties": {
+        "run_id": {"type": "integer"},
+        "tag_id": {"type": "integer"},
+        "tag": {"type": "string"},
+        "split": {"type": "string"},
+        "metric": {"type": "string"},
+        "rep": {"type": "integer"},
+        "start_time": {"type": "number", "description": "when the repetition started (seconds since 1970)"},
+        "last_step": {"type": "integer"},
+        "step": {
+            "description": "each point's step (a bucket's: its last point's): a StepRange when they"
+            " are regular, else the first step and then each step minus the one before",
+            "oneOf": [
+                {"type": "array", "items": {"type": "integer"}},
+                {"$ref": "#/components/schemas/StepRange"},
+            ],
+        },
+        "wall_ms": {
+            "type": "array",
+            "items": {"type": "integer"},
+            "description": "milliseconds since start_time: the first point's, then each point's"
+            " minus the one before",
+        },
+        "value": {
+            "type": "array",
+            "items": _VALUE,
+            "description": "the point's (a bucket's last point's) value, to 9 significant digits",
+        },
+        "epoch": {
+            "type": "array",
+            "items": {"type": "integer", "nullable": True},
+            "description": "absent: none logged",
+        },
+        "min": {
+            "type": "array",
+            "items": _EXTREME,
+            "description": "a bucket's least value (null: NaN only); absent: the values",
+        },
+        "max": {
+            "type": "array",
+            "items": _EXTREME,
+            "description": "a bucket's greatest value; absent: the values",
+        },
+        "bucket": {"type": "integer", "description": "steps per bucket; 1: raw points"},
+    },
+}
+
 
 def _q(name: str, kind: str, description: str, **schema: Any) -> dict[str, Any]:
     return {
@@ -167,7 +235,9 @@ def openapi_schema() -> dict[str, Any]:
                 **_post("Edit note, tag, colour, status or hidden", [_path("run_id")], RUN_EDIT),
             },
             "/api/series": _get(
-                "Series of some runs downsampled to `width` buckets (min, max, last per bucket)",
+                "Series of some runs downsampled to `width` buckets (min, max, last per bucket), in"
+                " one compact encoding (schema Series): steps as a range where they are regular, wall"
+                " times as millisecond differences, epoch, min and max only where they say something",
                 [
                     {**RUNS, "required": True},
                     METRIC,
@@ -176,6 +246,11 @@ def openapi_schema() -> dict[str, Any]:
                     _q("step_max", "integer", "last step of the range (zoom)"),
                 ],
                 _json("series", {"$ref": "#/components/schemas/SeriesSet"}),
+            ),
+            "/api/series/names": _get(
+                "The scalar tags some runs logged, each once with the runs that have it",
+                [{**RUNS, "required": True}],
+                _json("tags: [{tag, split, metric, runs}]"),
             ),
             "/api/live": _get(
                 "Points logged after each cursor (incremental live updates)",
@@ -368,8 +443,15 @@ def openapi_schema() -> dict[str, Any]:
                         "lo": {"type": "integer", "nullable": True},
                         "hi": {"type": "integer", "nullable": True},
                         "bucket": {"type": "integer"},
-                        "series": {"type": "array", "items": {"type": "object"}},
+                        "series": {"type": "array", "items": {"$ref": "#/components/schemas/Series"}},
                     },
+                },
+                "Series": SERIES,
+                "StepRange": {
+                    "type": "object",
+                    "description": "steps first, first + stride, ..., count of them",
+                    "required": ["first", "stride", "count"],
+                    "properties": {n: {"type": "integer"} for n in ("first", "stride", "count")},
                 },
             }
         },

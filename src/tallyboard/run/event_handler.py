@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import threading
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
@@ -20,14 +21,20 @@ if TYPE_CHECKING:  # pragma: no cover
 
 # The handler that owns the events logged by the current thread, if one does (see `exclusive_events`).
 _owner = threading.local()
+# The Stat keys every handler of a writer logged: not training scalars, whoever logged them.
+_window_keys: weakref.WeakKeyDictionary[LogWriter, set[str]] = weakref.WeakKeyDictionary()
 
 
 class ResultTableEventHandler:
     """A ``tallyboard.monitor`` event handler that logs to a LogWriter.
 
     - A Stat event (``monitor.STAT_EVENT``) gives one scalar per data item: the tag is the data key
-      (``"train/step_time.mean"``), the step is the index of the window for that key (0, 1, 2, ...), or
-      ``step()`` when a callable is given (e.g. ``lambda: trainer.global_step``).
+      (``"train/step_time.mean"``). Its step is ``step()`` when a callable is given (e.g.
+      ``lambda: trainer.global_step``); else the training step when the run knows one (the furthest
+      auto step of its other scalars, `LogWriter.auto_step`), so the window's chart shares the step
+      axis of the run's other charts; each window of a key lands after the one before (a window
+      closing while training stands still takes the next step rather than overwriting). Before any
+      other scalar is logged, the step is the index of the window for that key (0, 1, 2, ...).
     - Any other event gives a text record tagged with the event's name, holding its timestamp and
       data as JSON; its step counts the events of that name (or is ``step()``).
 
@@ -42,7 +49,8 @@ class ResultTableEventHandler:
         writer.before_end(monitor.log_open_windows)
         self._writer = writer
         self._step = step
-        self._counts: dict[tuple[bool, str], int] = {}
+        self._counts: dict[str, int] = {}  # event name -> events of it so far
+        self._windows: dict[str, int] = {}  # Stat key -> the step its last window landed at
         self._lock = threading.Lock()
 
     def __call__(self, event: monitor.Event) -> None:
@@ -51,18 +59,33 @@ class ResultTableEventHandler:
             return
         if event.name == monitor.STAT_EVENT:
             for key, value in event.data.items():
-                self._writer.add_scalar(key, value, step=self._next_step(True, key))
+                self._writer.add_scalar(key, value, step=self._window_step(key))
         else:
             record = {"timestamp": event.timestamp.isoformat(), "data": event.data}
             text = json.dumps(record, ensure_ascii=False)
-            self._writer.add_text(text, tag=event.name, step=self._next_step(False, event.name))
+            self._writer.add_text(text, tag=event.name, step=self._next_step(event.name))
 
-    def _next_step(self, is_scalar: bool, key: str) -> int:
+    def _window_step(self, key: str) -> int:
         if self._step is not None:
             return self._step()
         with self._lock:  # Stats in several threads may close windows at the same time
-            index = self._counts.get((is_scalar, key), 0)
-            self._counts[(is_scalar, key)] = index + 1
+            last = self._windows.get(key)
+            step = 0 if last is None else last + 1
+            windows = _window_keys.setdefault(self._writer, set())
+            windows.add(key)
+            training = self._writer.auto_step(windows)
+            if training is not None:
+                step = max(step, training)
+            self._windows[key] = step
+        return step
+
+    def _next_step(self, name: str) -> int:
+        """An event's step: `step()`, else the count of the events of its name so far."""
+        if self._step is not None:
+            return self._step()
+        with self._lock:
+            index = self._counts.get(name, 0)
+            self._counts[name] = index + 1
         return index
 
 

@@ -15,7 +15,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from typing import TYPE_CHECKING, Any
 
 from tallyboard.run.alerting import AlertCalls
@@ -168,6 +168,14 @@ class LogWriter(AlertCalls):
         if flush:  # after: a series the sink does not look at yet joins the take by asking for room
             self.flush()
         return None
+
+    def auto_step(self, excluding: Container[str] = ()) -> int | None:
+        """The furthest auto step of this repetition's scalars but those of `excluding` (the step
+        the next `add_scalar` of the most-logged of them gets: the training step, in a loop that logs
+        every step); None before any of them was logged. Not on the hot path: for monitor windows,
+        which may close in another thread (the copy, made in one C call, never sees a tag added)."""
+        series = tuple(self._series.items())
+        return max((s.calls for tag, s in series if s.calls and tag not in excluding), default=None)
 
     def _furthest_step(self) -> int:
         """The furthest scalar step of this repetition: where an image or text without a step lands."""

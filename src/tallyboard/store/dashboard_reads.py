@@ -44,21 +44,29 @@ STATUSES = ("running", "finished", "failed")
 T = TypeVar("T")
 
 
-# The last row of each bucket (see `DashboardQueries.buckets`): an index seek per bucket. On SQLite,
-# the seek finds the step and the join reads its row; PostgreSQL gets the same seek as a LATERAL
-# join, because for a join its planner, on a fresh table's guessed statistics, hashes the buckets
-# and scans every point of the series (240 ms for a million points instead of a few).
+# The last row of each bucket of each series `k` (see `DashboardQueries.buckets_of`): an index seek
+# per bucket and series. On SQLite, the seek finds the step and the join reads its row; PostgreSQL
+# gets the same seek as a LATERAL join, because for a join its planner, on a fresh table's guessed
+# statistics, hashes the buckets and scans every point of the series (240 ms for a million points
+# instead of a few). The series are those of `scalar_blocks` among the runs, tags and repetitions
+# asked.
 _BUCKET_STARTS = """WITH RECURSIVE b(lo) AS (
-    SELECT CAST(? AS BIGINT) UNION ALL SELECT lo + ? FROM b WHERE lo + ? <= ?)"""
-_LAST_IN_BUCKET = """SELECT s.step{columns} FROM scalars s WHERE s.run_id = ? AND s.tag_id = ? AND s.rep = ?
-    AND s.step >= b.lo AND s.step >= ? AND s.step < b.lo + ? AND s.step <= ? ORDER BY s.step DESC LIMIT 1"""
+    SELECT CAST(? AS BIGINT) UNION ALL SELECT lo + ? FROM b WHERE lo + ? <= ?),
+    k AS (SELECT DISTINCT run_id, tag_id, rep FROM scalar_blocks
+          WHERE {among} AND block >= ? AND block <= ?)"""
+_LAST_IN_BUCKET = """SELECT s.step{columns} FROM scalars s
+    WHERE s.run_id = k.run_id AND s.tag_id = k.tag_id AND s.rep = k.rep
+    AND s.step >= b.lo AND s.step >= ? AND s.step < b.lo + ? AND s.step <= ?
+    ORDER BY s.step DESC LIMIT 1"""
 LAST_ROWS_SQLITE = f"""{_BUCKET_STARTS}
-    SELECT t.step, t.epoch, t.walltime_ms, t.value FROM b JOIN scalars t
-    ON t.run_id = ? AND t.tag_id = ? AND t.rep = ? AND t.step = ({_LAST_IN_BUCKET.format(columns="")})
-    ORDER BY t.step"""
+    SELECT k.run_id, k.tag_id, k.rep, t.step, t.epoch, t.walltime_ms, t.value
+    FROM k CROSS JOIN b JOIN scalars t ON t.run_id = k.run_id AND t.tag_id = k.tag_id AND t.rep = k.rep
+    AND t.step = ({_LAST_IN_BUCKET.format(columns="")})
+    ORDER BY 1, 2, 3, 4"""
 _LAST_ROW_IN_BUCKET = _LAST_IN_BUCKET.format(columns=", s.epoch, s.walltime_ms, s.value")
 LAST_ROWS_POSTGRES = f"""{_BUCKET_STARTS}
-    SELECT t.* FROM b CROSS JOIN LATERAL ({_LAST_ROW_IN_BUCKET}) t ORDER BY t.step"""
+    SELECT k.run_id, k.tag_id, k.rep, t.* FROM k CROSS JOIN b CROSS JOIN LATERAL ({_LAST_ROW_IN_BUCKET}) t
+    ORDER BY 1, 2, 3, 4"""
 
 
 class RunsVersion(NamedTuple):
@@ -389,15 +397,21 @@ class DashboardQueries:
             ORDER BY run_id, rep, step"""
         return self._all(sql, [*run_ids, tag])
 
-    def step_bounds(self, key: SeriesKey) -> tuple[int, int] | None:
-        """First and last step of a series (two index seeks)."""
-        where = "WHERE run_id = ? AND tag_id = ? AND rep = ?"
-        params = [key.run_id, key.tag_id, key.rep]
-        first = self._one(f"SELECT step FROM scalars {where} ORDER BY step LIMIT 1", params)
-        if first is None:
-            return None
-        last = self._one(f"SELECT step FROM scalars {where} ORDER BY step DESC LIMIT 1", params) or first
-        return first[0], last[0]
+    def series_bounds(
+        self, run_ids: Sequence[int], tag_ids: Sequence[int] | None = None
+    ) -> dict[SeriesKey, tuple[int, int]]:
+        """First and last step of every scalar series of some runs (of some tags, when given), in
+        one statement: the series come from `scalar_blocks` (one row per 256 points), each bound
+        from one index seek."""
+        if not run_ids or tag_ids == []:
+            return {}
+        where, params = _among(run_ids, tag_ids)
+        bound = "(SELECT {}(s.step) FROM scalars s"
+        bound += " WHERE s.run_id = k.run_id AND s.tag_id = k.tag_id AND s.rep = k.rep)"
+        sql = f"""SELECT k.run_id, k.tag_id, k.rep, {bound.format("MIN")}, {bound.format("MAX")}
+            FROM (SELECT DISTINCT run_id, tag_id, rep FROM scalar_blocks WHERE {where}) k"""
+        rows = self._all(sql, params)
+        return {SeriesKey(r, t, p): (first, last) for r, t, p, first, last in rows if first is not None}
 
     def points(self, key: SeriesKey, lo: int, hi: int, limit: int | None = None) -> list[tuple[Any, ...]]:
         """Raw (step, epoch, walltime_ms, value) rows with lo <= step <= hi, in step order."""
@@ -410,6 +424,21 @@ class DashboardQueries:
             sql += " LIMIT ?"
             params.append(limit)
         return self._all(sql, params)
+
+    def points_of(
+        self, keys: Sequence[SeriesKey], lo: int, hi: int
+    ) -> dict[SeriesKey, list[tuple[Any, ...]]]:
+        """`points` of many series of one chart with lo <= step <= hi, in one statement (a range
+        seek of the primary key per series)."""
+        if not keys:
+            return {}
+        where, params = _among(*_parts(keys))
+        rows = self._all(
+            "SELECT run_id, tag_id, rep, step, epoch, walltime_ms, value FROM scalars"
+            f" WHERE {where} AND step >= ? AND step <= ? ORDER BY run_id, tag_id, rep, step",
+            [*params, lo, hi],
+        )
+        return _by_series(keys, rows)
 
     # -- repeated steps (imports keep every point: store/imported.py) ---------------------------
     def repeated_step_series(self, run_id: int) -> list[tuple[int, str, int, int, int, int]]:
@@ -443,39 +472,56 @@ class DashboardQueries:
         """Per bucket that holds points, its last row (step, epoch, walltime_ms, value), then its
         min and max value. Bucket k holds the steps of [origin + k * span, origin + (k + 1) * span)
         that lie in [lo, hi]; `origin` (<= lo) defaults to `lo`. Exactly what MIN, MAX and ORDER BY step
-        over the bucket's rows give (NaN, stored as NULL, is skipped; a NaN-only bucket has None).
+        over the bucket's rows give (NaN, stored as NULL, is skipped; a NaN-only bucket has None)."""
+        return self.buckets_of([key], lo, hi, span, origin).get(key, [])
+
+    def buckets_of(
+        self, keys: Sequence[SeriesKey], lo: int, hi: int, span: int, origin: int | None = None
+    ) -> dict[SeriesKey, list[tuple[Any, ...]]]:
+        """`buckets` of many series on one grid (the series of one chart), in three statements
+        whatever their number.
 
         Whole `scalar_blocks` blocks inside a bucket are read from their summary rows (one
-        statement, grouped by bucket); only the parts of a bucket that cover a block partly are
-        read from `scalars` (one MIN/MAX range scan each). With `origin` and `span` multiples of
-        `BLOCK_STEPS` those are at most the two blocks cut by the ends of [lo, hi]: a million
-        points cost ~4,000 summary rows plus an index seek per bucket for its last row."""
+        statement, grouped by series and bucket); only the parts of a bucket that cover a block
+        partly are read from `scalars` (one MIN/MAX range scan each, all sent at once). With `origin`
+        and `span` multiples of `BLOCK_STEPS` those are at most the two blocks cut by the ends of
+        [lo, hi]: a million points cost ~4,000 summary rows plus an index seek per bucket for its
+        last row."""
         origin = lo if origin is None else origin
-        ids = [key.run_id, key.tag_id, key.rep]
-        pieces = _cut_pieces(lo, hi, span, origin)
-        extremes = self._each(
+        if not keys:
+            return {}
+        among, ids = _among(*_parts(keys))
+        pieces = [
+            (key, k, start, stop) for key in keys for k, start, stop in _cut_pieces(lo, hi, span, origin)
+        ]
+        cut = self._each(
             "SELECT MIN(value), MAX(value) FROM scalars"
             " WHERE run_id = ? AND tag_id = ? AND rep = ? AND step >= ? AND step < ?",
-            [(*ids, start, stop) for _, start, stop in pieces],
+            [(key.run_id, key.tag_id, key.rep, start, stop) for key, _, start, stop in pieces],
         )
         bucket_of = f"(((block << {BLOCK_BITS}) - ?) / ?)"  # never negative: origin <= lo
-        extremes = [(k, *row) for (k, _, _), row in zip(pieces, extremes, strict=True)] + self._all(
-            f"SELECT {bucket_of}, MIN(lowest), MAX(highest) FROM scalar_blocks"
-            " WHERE run_id = ? AND tag_id = ? AND rep = ? AND block >= ? AND block < ?"
+        whole = self._all(
+            f"SELECT run_id, tag_id, rep, {bucket_of}, MIN(lowest), MAX(highest) FROM scalar_blocks"
+            f" WHERE {among} AND block >= ? AND block < ?"
             f" AND {bucket_of} = ((((block + 1) << {BLOCK_BITS}) - 1 - ?) / ?)"  # not cut by an edge
-            " GROUP BY 1",
+            " GROUP BY 1, 2, 3, 4",
             [origin, span, *ids, -(-lo >> BLOCK_BITS), (hi + 1) >> BLOCK_BITS, origin, span, origin, span],
         )
-        low: dict[int, float | None] = {}
-        high: dict[int, float | None] = {}
-        for k, lowest, highest in extremes:
-            low[k], high[k] = _extreme(min, low.get(k), lowest), _extreme(max, high.get(k), highest)
+        low: dict[tuple[SeriesKey, int], float | None] = {}
+        high: dict[tuple[SeriesKey, int], float | None] = {}
+        extremes = [((key, k), *row) for (key, k, _, _), row in zip(pieces, cut, strict=True)]
+        extremes += [((SeriesKey(r, t, p), k), lowest, highest) for r, t, p, k, lowest, highest in whole]
+        for at, lowest, highest in extremes:
+            low[at], high[at] = _extreme(min, low.get(at), lowest), _extreme(max, high.get(at), highest)
         starts = [origin + (lo - origin) // span * span, span, span, hi]
-        if self.postgres:
-            rows = self._all(LAST_ROWS_POSTGRES, [*starts, *ids, lo, span, hi])
-        else:
-            rows = self._all(LAST_ROWS_SQLITE, [*starts, *ids, *ids, lo, span, hi])
-        return [(*row, low[k], high[k]) for row, k in ((row, (row[0] - origin) // span) for row in rows)]
+        blocks = [*ids, lo >> BLOCK_BITS, hi >> BLOCK_BITS]
+        sql = LAST_ROWS_POSTGRES if self.postgres else LAST_ROWS_SQLITE
+        rows = self._all(sql.format(among=among), [*starts, *blocks, lo, span, hi])
+        out = _by_series(keys, rows)
+        for key, found in out.items():
+            at = [(key, (row[0] - origin) // span) for row in found]
+            out[key] = [(*row, low.get(k), high.get(k)) for row, k in zip(found, at, strict=True)]
+        return out
 
     def stream_points(self, key: SeriesKey, batch: int = 5000) -> Iterator[tuple[Any, ...]]:
         """Every (step, epoch, walltime_ms, value) of a series, fetched in bounded batches."""
@@ -502,18 +548,8 @@ class DashboardQueries:
     # -- live stream: high-water marks ---------------------------------------------------------
     def last_steps(self, run_ids: Sequence[int]) -> dict[SeriesKey, int]:
         """The last step of every scalar series of some runs: what a live stream compares with its
-        previous answer to find the series that grew. One statement: the series come from
-        `scalar_blocks` (one row per 256 points), their last step from one index seek each."""
-        if not run_ids:
-            return {}
-        marks = ", ".join("?" * len(run_ids))
-        sql = f"""
-            SELECT k.run_id, k.tag_id, k.rep, (SELECT MAX(s.step) FROM scalars s
-                WHERE s.run_id = k.run_id AND s.tag_id = k.tag_id AND s.rep = k.rep)
-            FROM (SELECT DISTINCT run_id, tag_id, rep FROM scalar_blocks WHERE run_id IN ({marks})) k"""
-        return {
-            SeriesKey(r, t, p): last for r, t, p, last in self._all(sql, list(run_ids)) if last is not None
-        }
+        previous answer to find the series that grew (one statement: `series_bounds`)."""
+        return {key: last for key, (_, last) in self.series_bounds(run_ids).items()}
 
     def last_item_ids(self) -> tuple[int, int]:
         """(largest media_id, largest text_id): ids only grow, so new images and texts of any run
@@ -622,6 +658,38 @@ def _cut_pieces(lo: int, hi: int, span: int, origin: int) -> list[tuple[int, int
         else:
             pieces += [(k, start, whole_start), (k, whole_stop, stop)]
     return [(k, start, stop) for k, start, stop in pieces if start < stop]
+
+
+def _parts(keys: Sequence[SeriesKey]) -> tuple[list[int], list[int], list[int]]:
+    """The distinct runs, tags and repetitions of some series."""
+    return (sorted({k.run_id for k in keys}), sorted({k.tag_id for k in keys}), sorted({k.rep for k in keys}))
+
+
+def _among(
+    run_ids: Sequence[int], tag_ids: Sequence[int] | None = None, reps: Sequence[int] | None = None
+) -> tuple[str, list[int]]:
+    """A WHERE clause (and its parameters) for the rows of some runs, tags and repetitions: IN
+    lists on the leading columns of a series' primary key, so an index answers it with seeks."""
+    clauses, params = [], []
+    for column, values in (("run_id", run_ids), ("tag_id", tag_ids), ("rep", reps)):
+        if values is not None:
+            clauses.append(f"{column} IN ({', '.join('?' * len(values))})")
+            params += list(values)
+    return " AND ".join(clauses), params
+
+
+def _by_series(
+    keys: Sequence[SeriesKey], rows: list[tuple[Any, ...]]
+) -> dict[SeriesKey, list[tuple[Any, ...]]]:
+    """Rows that start with (run_id, tag_id, rep) grouped by series, without those three, for the
+    series asked (the IN lists of `_among` may match others: a run without that tag's repetition)."""
+    out: dict[SeriesKey, list[tuple[Any, ...]]] = {key: [] for key in keys}
+    by_ids = {(key.run_id, key.tag_id, key.rep): found for key, found in out.items()}  # no key per row
+    for row in rows:
+        found = by_ids.get(row[:3])
+        if found is not None:
+            found.append(row[3:])
+    return out
 
 
 def _extreme(choose: Callable[[float, float], float], a: float | None, b: float | None) -> float | None:

@@ -53,6 +53,29 @@ export function cell(row, name) {
   return Object.hasOwn(row.cells, name) ? row.cells[name] : undefined;
 }
 
+// The runs a view of several runs shows by default: not the debug run (id -1, a scratch run), not
+// hidden runs, and failed runs only when asked (a diverged run squashes every axis). `out` says
+// what was left out, for the page to say so next to the toggle (`viewNote`).
+export const DEBUG_RUN = -1;
+export function viewRuns(rows, withFailed) {
+  const out = { debug: 0, hidden: 0, failed: 0 };
+  const shown = rows.filter((r) => {
+    const why = r.run_id === DEBUG_RUN ? "debug" : r.hidden ? "hidden" : !withFailed && r.status === "failed" ? "failed" : null;
+    if (why) out[why] += 1;
+    return !why;
+  });
+  return { shown, out };
+}
+
+// What `viewRuns` left out, and the visible toggle that brings failed runs back (`change(on)`).
+export function viewNote(out, withFailed, change) {
+  const parts = [out.debug ? "the debug run" : "", out.hidden ? `${out.hidden} hidden` : "", out.failed ? `${out.failed} failed` : ""].filter(Boolean);
+  return el("div", { class: "view-note" },
+    el("label", { class: "chip", title: "failed runs are left out by default: a diverged run squashes the axes" },
+      el("input", { type: "checkbox", id: "with-failed", checked: withFailed, onchange: (e) => change(e.target.checked) }), "failed runs"),
+    parts.length ? el("span", { class: "muted", id: "left-out" }, ` left out: ${parts.join(", ")}`) : null);
+}
+
 export function time(seconds) {
   if (!seconds) return "";
   return new Date(seconds * 1000).toLocaleString();

@@ -13,8 +13,12 @@ import { MetricSeries } from "./series.js";
 import { statsPanel } from "./stats.js";
 
 const { el } = TB;
-const DEFAULTS = { runs: "", ...CHART_DEFAULTS, group: "", band: "minmax", reps: "mean" };
-const state = TB.readState(DEFAULTS);
+const DEFAULTS = { runs: "", ...CHART_DEFAULTS, by: "", band: "minmax", reps: "mean", failed: "0" };
+const state = TB.readState({ ...DEFAULTS, group: "" });
+// One "Group by" (the statistics panel's hparams) drives the charts too; `group=` is the old
+// chart-only key, read as the grouping when a link still has it.
+if (state.group && !state.by) state.by = state.group;
+delete state.group;
 const main = document.getElementById("main");
 const cards = new Map(); // metric -> Map(split -> {body, reset, chart})
 let runs = [], hparamNames = [], board = null;
@@ -24,8 +28,7 @@ document.getElementById("nav-compare").classList.add("active");
 const save = (changes) => { Object.assign(state, changes); TB.writeState(state, DEFAULTS); };
 const change = (changes) => { save(changes); redraw(); };
 const runIds = state.runs.split(",").filter((s) => /^-?\d+$/.test(s)).map(Number);
-// One request per metric serves its charts of every split, at the width of the first one.
-const loaded = new MetricSeries(runIds, { draw, width: (entry) => cards.get(entry.metric).values().next().value.body.clientWidth });
+let loaded = null; // the shown runs' series (series.js), once `start` knows which runs are shown
 
 async function start() {
   if (runIds.length < 1) {
@@ -33,25 +36,31 @@ async function start() {
     return;
   }
   const page = await TB.getJSON(`/api/runs?ids=${runIds.join(",")}&limit=50&hidden=1`);
-  runs = page.rows;
+  const view = TB.viewRuns(page.rows, state.failed === "1");
+  runs = view.shown;
+  const note = TB.viewNote(view.out, state.failed === "1", (on) => { save({ failed: on ? "1" : "0" }); location.reload(); });
+  if (!runs.length) { main.replaceChildren(el("div", { class: "empty-state" }, "None of these runs is shown.", note)); return; }
+  const shownIds = runs.map((r) => r.run_id);
+  // One request per metric serves its charts of every split, at the width of the first one.
+  loaded = new MetricSeries(shownIds, { draw, width: (entry) => cards.get(entry.metric).values().next().value.body.clientWidth });
   // only the hparams these runs have: a table of several experiments has many more
   hparamNames = page.columns.filter((c) => c.kind === "hparam").map((c) => c.name).filter((n) => runs.some((r) => Object.hasOwn(r.cells, n)));
   runs.forEach((r, i) => { r.colour = r.color || TB.color(i); });
   nameRuns(runs, hparamNames);
-  const details = await Promise.all(runs.map((r) => TB.getJSON(`/api/runs/${r.run_id}`)));
-  const series = details.flatMap((d) => d.series);
-  if (runs.some((r) => r.status === "running")) follow(new Map(runs.map((r) => [r.run_id, r.status])));
+  const { tags: series } = await TB.getJSON(`/api/series/names?runs=${shownIds.join(",")}`);
+  if (runs.some((r) => r.status === "running")) follow(shownIds, new Map(runs.map((r) => [r.run_id, r.status])));
   const charts = new Map(series.map((s) => [`${s.split}\u0000${s.metric}`, s]));
   const ordered = [...charts.values()].sort((a, b) => bySplit(a.split, b.split) || (a.metric > b.metric) - (a.metric < b.metric));
   const bar = el("div", { class: "board-bar" });
   const sections = el("section", { id: "sections" }, bar);
-  main.replaceChildren(el("div", { class: "layout" }, sidebar(), sections));
+  main.replaceChildren(el("div", { class: "layout" }, sidebar(note), sections));
   board = new ChartBoard(sections, { toolbar: bar, grouped: true, page: "compare" });
   board.root.id = "charts";
   ordered.forEach((s) => addCard(s.split, s.metric));
   const results = page.columns.filter((c) => c.kind === "result").map((c) => c.name).filter((n) => runs.some((r) => Object.hasOwn(r.cells, n)));
   const tags = [...new Set(series.map((s) => s.tag))].sort();
-  statsPanel(sections, { runIds, hparamNames, metrics: tags, results });
+  statsPanel(sections, { runIds: shownIds, hparamNames, metrics: tags, results, by: grouping(),
+    onGroup: (by) => change({ by: by.join(",") }) });
 }
 
 // A chart of one split and metric; its key (what search and pins see) is "split/metric".
@@ -83,30 +92,30 @@ function nameRuns(list, names) {
   }
 }
 
-// Grouped mode: one colour per value of the grouping hparam, the same in the sidebar and charts.
-const groupKey = (r) => `${state.group}=${TB.format(TB.number(TB.cell(r, state.group))) || "∅"}`;
+// Grouped mode: one colour per combination of the grouping hparams, the same in the sidebar and charts.
+const grouping = () => state.by.split(",").filter((name) => hparamNames.includes(name));
+const groupKey = (r) => grouping().map((name) => `${name}=${TB.format(TB.number(TB.cell(r, name))) || "∅"}`).join(", ");
 function groupColours() {
   const keys = [...new Set(runs.map(groupKey))].sort();
   return new Map(keys.map((key, i) => [key, TB.color(i)]));
 }
-const colourOf = (r, colours) => (state.group ? colours.get(groupKey(r)) : r.colour);
+const colourOf = (r, colours) => (grouping().length ? colours.get(groupKey(r)) : r.colour);
 
 function drawLegend() {
-  const colours = state.group ? groupColours() : null;
+  const colours = grouping().length ? groupColours() : null;
   legend.replaceChildren(...runs.map((r) => el("span", { dataset: { run: r.run_id, colour: colourOf(r, colours) } },
     TB.swatch(colourOf(r, colours)), el("a", { href: `/runs/${r.run_id}` }, `#${r.run_id}`),
-    r.label.slice(String(r.run_id).length + 1), state.group ? el("span", { class: "muted group-key" }, `(${groupKey(r)})`) : null)));
+    r.label.slice(String(r.run_id).length + 1), grouping().length ? el("span", { class: "muted group-key" }, `(${groupKey(r)})`) : null)));
 }
 
-function sidebar() {
-  const hparams = [...hparamNames].sort();
+function sidebar(note) {
   drawLegend();
   return el("aside", { class: "card side" },
-    el("h3", {}, `${runs.length} runs`), legend,
+    el("h3", {}, `${runs.length} runs`), note, legend,
     el("h3", {}, "Charts"),
     ...chartControls(state, change),
     el("label", {}, "Repetitions", stateSelect("reps", state, "reps", [["mean", "mean per run"], ["lines", "each a line"]], change)),
-    el("label", {}, "Group by", stateSelect("group", state, "group", [["", "nothing (one line per run)"], ...hparams.map((h) => [h, h])], change)),
+    el("p", { class: "muted", id: "group-note" }, "Group by: the hparams ticked under Statistics group the charts too."),
     el("label", {}, "Band", stateSelect("band", state, "band", [["minmax", "min – max"], ["std", "± std"], ["none", "none"]], change)));
 }
 
@@ -117,7 +126,7 @@ function linesFor(entry, split) {
     return { ...s, color: r.colour, run: r, label: r.label };
   });
   const bandMode = state.band === "std" ? "std" : "minmax";
-  if (state.group) {
+  if (grouping().length) {
     const colours = groupColours();
     return aggregate(lines, (l) => groupKey(l.run), bandMode, entry.lo, entry.bucket)
       .map((l) => ({ ...l, color: colours.get(l.label), label: `${l.label} (${l.members} series)` }));
@@ -146,8 +155,8 @@ function redraw() { drawLegend(); for (const entry of loaded.entries.values()) i
 
 // Live: the server pushes new points (live.js) into the loaded charts; a split or metric logged for
 // the first time joins the board.
-function follow(states) {
-  loaded.ready = live({ runs: runIds.join(",") }, {
+function follow(shownIds, states) {
+  loaded.ready = live({ runs: shownIds.join(",") }, {
     update: (data) => {
       for (const fresh of data.series) {
         if (!cards.get(fresh.metric)?.has(fresh.split)) addCard(fresh.split, fresh.metric);

@@ -5,13 +5,13 @@ import * as TB from "./common.js";
 import { experimentScope, experimentSelect } from "./experiments.js";
 
 const { el } = TB;
-const DEFAULTS = { runs: "", filter: "", experiment: "", metric: "", summary: "final", k: "5", goal: "max", x: "", logx: "auto", logy: "auto" };
+const DEFAULTS = { runs: "", filter: "", experiment: "", metric: "", summary: "final", k: "5", goal: "max", x: "", logx: "auto", logy: "auto", failed: "0" };
 const state = TB.readState(DEFAULTS);
 const main = document.getElementById("main");
 const SVG = "http://www.w3.org/2000/svg";
 const brushes = new Map(); // axis name -> [lo, hi] in axis units (numeric) or a Set of categories
 let picker = null; // the experiment selector, when the page shows a filtered table of several
-let runs = [], axes = [], values = new Map(), summaries = new Map(), metricNames = [];
+let runs = [], axes = [], values = new Map(), summaries = new Map(), metricNames = [], note = null;
 
 document.getElementById("nav-hparams").classList.add("active");
 const save = (changes) => { Object.assign(state, changes); TB.writeState(state, DEFAULTS); };
@@ -32,15 +32,17 @@ async function start() {
     picker = experimentSelect(experiments, scope, (value) => { save({ experiment: value }); location.reload(); });
   }
   const page = await TB.getJSON(`/api/runs?${query}&limit=1000`);
-  runs = page.rows;
+  const view = TB.viewRuns(page.rows, state.failed === "1");
+  runs = view.shown;
+  note = TB.viewNote(view.out, state.failed === "1", (on) => { save({ failed: on ? "1" : "0" }); location.reload(); });
   if (runs.length < 2) {
-    main.replaceChildren(el("div", { class: "empty-state" }, "The hparams views need at least 2 runs: select them in the ", el("a", { href: "/" }, "runs table"), "."));
+    main.replaceChildren(el("div", { class: "empty-state" }, "The hparams views need at least 2 runs: select them in the ", el("a", { href: "/" }, "runs table"), ".", note));
     return;
   }
   const hparams = page.columns.filter((c) => c.kind === "hparam").map((c) => c.name).filter((n) => runs.some((r) => Object.hasOwn(r.cells, n)));
   const results = page.columns.filter((c) => c.kind === "result").map((c) => c.name).filter((n) => runs.some((r) => Object.hasOwn(r.cells, n)));
-  const details = await Promise.all(runs.slice(0, 20).map((r) => TB.getJSON(`/api/runs/${r.run_id}`)));
-  const tags = [...new Set(details.flatMap((d) => d.series.map((s) => s.tag)))].sort();
+  const named = await TB.getJSON(`/api/series/names?runs=${runs.slice(0, 50).map((r) => r.run_id).join(",")}`);
+  const tags = named.tags.map((t) => t.tag);
   metricNames = [...results, ...tags.filter((t) => !results.includes(t))];
   if (!metricNames.includes(state.metric)) state.metric = metricNames[0] || "";
   // An axis where every run has the same value tells nothing: it is left out.
@@ -117,7 +119,8 @@ function render(importance) {
     el("div", { class: "hp-row" },
       el("div", { class: "card hp-card" }, el("div", { class: "block-head" }, el("strong", {}, "Scatter"), scatterControls()), el("div", { id: "scatter" })),
       el("div", { class: "card hp-card" }, el("div", { class: "block-head" }, el("strong", {}, `Importance for ${state.metric}`),
-        el("span", { class: "muted" }, `${importance.n} runs`)), importanceTable(importance))),
+        el("span", { class: "muted", id: "importance-count" }, importance.n === runs.length ? `${runs.length} runs`
+          : `${importance.n} of the ${runs.length} runs have ${state.metric}`)), importanceTable(importance))),
     el("div", { class: "card hp-card" }, el("div", { class: "block-head" }, el("strong", { id: "kept-count" }, ""),
       el("span", {}, el("button", { id: "hp-compare", onclick: () => openWith("/compare") }, "Compare these"), " ",
         el("button", { id: "hp-diff", onclick: () => openWith("/diff") }, "Diff these"))),
@@ -127,13 +130,22 @@ function render(importance) {
 
 function openWith(path) { location.href = `${path}?runs=${runs.filter(passes).map((r) => r.run_id).slice(0, 50).join(",")}`; }
 
+// A box's width inside its padding: what a plot drawn in it may take.
+const inner = (box) => { const css = getComputedStyle(box); return box.clientWidth - parseFloat(css.paddingLeft) - parseFloat(css.paddingRight); };
+
 function drawAll() { drawParcoords(); drawScatter(); drawTable(); }
+// The plots are drawn at their box's width: a window made narrower or wider draws them again.
+let drawnWidth = 0;
+new ResizeObserver(TB.debounce(() => {
+  const box = document.getElementById("parcoords");
+  if (box && Math.abs(box.clientWidth - drawnWidth) > 2) { drawnWidth = box.clientWidth; drawParcoords(); drawScatter(); }
+}, 100)).observe(main);
 
 function controls() {
   const select = (id, key, options, after) => el("select", { id, onchange: async (e) => { save({ [key]: e.target.value }); await (after || loadMetric)(); } },
     options.map(([v, t]) => el("option", { value: v, selected: state[key] === v }, t)));
   return el("aside", { class: "card side" },
-    el("h3", {}, `${runs.length} runs`),
+    el("h3", { id: "hp-count" }, `${runs.length} runs`), note,
     picker ? el("label", {}, "Experiment", picker) : null,
     el("label", {}, "Result", select("hp-metric", "metric", metricNames.map((m) => [m, m]))),
     el("label", {}, "Summary", select("hp-summary", "summary", [["final", "final value"], ["best", "best value"], ["last_k", "mean of last k"]])),
@@ -145,7 +157,7 @@ function controls() {
 function drawParcoords() {
   const box = document.getElementById("parcoords");
   const names = [...axes.map((a) => a.name), state.metric];
-  const width = Math.max(600, box.clientWidth || 900), height = 340, top = 34, bottom = 28, left = 60, right = 60;
+  const width = Math.max(600, inner(box) || 900), height = 340, top = 34, bottom = 28, left = 60, right = 60;
   const step = names.length > 1 ? (width - left - right) / (names.length - 1) : 0;
   const scales = new Map(names.map((n) => [n, axisScale(n)]));
   const y = (p) => top + (1 - p) * (height - top - bottom);
@@ -235,7 +247,7 @@ const logChoice = (value) => (value === "auto" ? undefined : value === "1"); // 
 
 function drawScatter() {
   const box = document.getElementById("scatter");
-  const width = Math.max(360, box.clientWidth || 520), height = 320, left = 64, right = 24, top = 30, bottom = 44;
+  const width = Math.max(360, inner(box) || 520), height = 320, left = 64, right = 24, top = 30, bottom = 44;
   // Axes span the runs that have both numbers (brushing does not move them), with a margin.
   const plotted = runs.filter((r) => valueOf(r, state.x) !== undefined && isFinite(valueOf(r, state.metric)));
   const xs = scaleOf(state.x, logChoice(state.logx), plotted, 0.04);

@@ -2,6 +2,10 @@
 // is new (points, images, texts, run status); a reconnect resumes after the last event (the browser
 // sends Last-Event-ID), and a `reset` means the page must reload what it shows.
 
+// `?live=0` in a page's address: no stream and no tail of the console, so the page reaches network
+// idle (screenshots, printing, crawlers); it shows what was logged when it loaded.
+export const following = new URLSearchParams(location.search).get("live") !== "0";
+
 // `query`: what to follow (runs, table); `update(data)` gets each update, `reset()` a reset, and
 // `status(runs)` may return a word ("finished") that ends following and shows in the indicator.
 // `ready` resolves once the server follows the runs (or the stream failed): what a page loads after
@@ -9,6 +13,7 @@
 export function live(query, { update, reset, status }) {
   const indicator = document.getElementById("live");
   const show = (text, on) => { indicator.className = on ? "live" : "live off"; indicator.textContent = text; };
+  if (!following) { show("not live (?live=0)", false); return { stop: () => {}, ready: Promise.resolve() }; }
   const source = new EventSource(`/api/stream?${new URLSearchParams(query)}`);
   const stop = () => source.close();
   let opened = null;

@@ -1,6 +1,7 @@
 // The run page's Logs tab (captured console, live tail, search) and Environment tab; exported
 // as runTabs, which run.js adds to its tabs. Every logged string goes in as text, never as HTML.
 import * as TB from "./common.js";
+import { following } from "./live.js";
 
 const { el } = TB;
 const TAIL_EVERY = 2000; // ms between polls of a running run's console
@@ -40,7 +41,7 @@ function logsTab(body, ctx) {
       if (follow) list.scrollTop = list.scrollHeight;
       if (answer.lines.length) { timer = setTimeout(fetchMore, 0); return; } // more pages waiting
     } catch (e) { count.textContent = e.message; }
-    if (ctx.run.status === "running") timer = setTimeout(fetchMore, TAIL_EVERY);
+    if (ctx.run.status === "running" && following) timer = setTimeout(fetchMore, TAIL_EVERY);
     else if (!list.childElementCount) list.replaceChildren(el("div", { class: "empty-state" }, "no console captured (new_run(..., capture_console=True))"));
   }
 

@@ -1,8 +1,25 @@
-// The numbers behind a chart: smoothing, the mean and band of repetitions over merged buckets,
+// The numbers behind a chart: the API's compact series decoded, smoothing, the mean and band of repetitions over merged buckets,
 // live points appended to a loaded series, x values and zoom ranges. Pure functions on the API's
 // series objects ({step, epoch, wall, value, min, max, last_step, start_time}); no DOM, so
 // tests/js checks them under node.
 import { number } from "./values.js";
+
+// A series as the API sends it (compact: steps as {first, stride, count} where they are regular and as
+// differences where not, wall times as differences of milliseconds, no epoch, min or max arrays where
+// they would say nothing) as
+// the arrays the charts read: step, epoch, wall (seconds since its start), value, min and max. A live
+// update without points (`new` or `more`) comes back as it is. A point's own min and max are its
+// value, but a NaN point has none (null), as the API says of a bucket of NaN only.
+const extreme = (v) => (v === "NaN" ? null : v);
+const summed = (deltas) => { let at = 0; return deltas.map((d) => (at += d)); };
+export function decodeSeries(s) {
+  if (!s.value) return s;
+  const n = s.value.length, { wall_ms: deltas, ...rest } = s;
+  const step = Array.isArray(s.step) ? summed(s.step) : Array.from({ length: s.step.count }, (_, i) => s.step.first + i * s.step.stride);
+  const wall = summed(deltas).map((ms) => ms / 1000);
+  return { ...rest, step, wall, epoch: s.epoch || new Array(n).fill(null),
+    min: s.min || s.value.map(extreme), max: s.max || s.value.map(extreme) };
+}
 
 // Debiased exponential moving average (as TensorBoard's "smoothing"): no pull towards 0 at the start.
 // Gaps (null, NaN, +-inf) stay gaps and do not move the average.
@@ -45,6 +62,16 @@ export function xOf(line, mode) {
   if (mode === "wall") return line.wall.map((w) => line.start_time + w);
   if (mode === "relative") return line.wall.slice();
   return line.step.slice();
+}
+
+// What a chart's x axis is, said on it: by step, "epoch" when every point of every line was logged
+// at its epoch as its step (`add_scalar(..., step=epoch, epoch=epoch)`: the step axis counts
+// epochs), else "step"; the time modes say which time.
+const X_TITLES = { step: "step", epoch: "epoch", wall: "wall time", relative: "time since start" };
+export function xTitle(lines, mode) {
+  if (mode !== "step") return X_TITLES[mode] || mode;
+  const byEpoch = lines.some((l) => l.step.length) && lines.every((l) => l.step.every((s, i) => l.epoch[i] === s));
+  return byEpoch ? "epoch" : "step";
 }
 
 // Mean and band (min-max, or mean +- population std with "std") of lines grouped by `keyOf`. Lines

@@ -3,7 +3,7 @@
 // a zoom, and grown by live updates (live.js). The run page and the compare page share it; each
 // draws an entry its own way.
 import { getJSON } from "./common.js";
-import { appendPoints } from "./series-math.js";
+import { appendPoints, decodeSeries } from "./series-math.js";
 
 export class MetricSeries {
   // `draw(entry)` shows an entry after a change; `width(entry)` is the pixel width to load it for.
@@ -37,7 +37,7 @@ export class MetricSeries {
     const query = new URLSearchParams({ runs: this.runIds.join(","), metric: entry.metric, width });
     if (range) { query.set("step_min", range[0]); query.set("step_max", range[1]); }
     const data = await getJSON(`/api/series?${query}`);
-    Object.assign(entry, { series: data.series, lo: data.lo, bucket: data.bucket, range, loaded: true });
+    Object.assign(entry, { series: data.series.map(decodeSeries), lo: data.lo, bucket: data.bucket, range, loaded: true });
     const pending = entry.pending;
     entry.pending = null;
     if (pending.some((f) => f.new || f.more || !this.held(entry, f))) { this.load(entry, range); return; } // changed while loading
@@ -51,7 +51,7 @@ export class MetricSeries {
   // page has no entry for (logged for the first time).
   update(freshSeries) {
     const touched = new Set(), unknown = [];
-    for (const fresh of freshSeries) {
+    for (const fresh of freshSeries.map(decodeSeries)) {
       const entry = this.entries.get(fresh.metric);
       if (!entry) { unknown.push(fresh); continue; }
       if (entry.pending) { entry.pending.push(fresh); continue; } // loading now

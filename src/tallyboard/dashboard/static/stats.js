@@ -16,14 +16,17 @@ const out = el("div", { id: "stats-out" });
 
 // Shows the panel at the top of `sections` for the compared runs, their hparams, the metrics they
 // logged and the results they hold.
-export function statsPanel(sections, { runIds, hparamNames, metrics, results }) {
+// `by` is the page's grouping, and `onGroup(names)` tells the page when it changes here: one
+// "Group by" for the statistics and the charts.
+export function statsPanel(sections, { runIds, hparamNames, metrics, results, by: grouping, onGroup }) {
   const choices = [...results, ...metrics.filter((m) => !results.includes(m))];
   if (!choices.includes(state.sm)) state.sm = choices[0] || "";
-  const by = new Set(state.by.split(",").filter((b) => hparamNames.includes(b)));
+  const by = new Set(grouping);
+  state.by = [...by].join(","); // as the page has it (an old link's `group=`)
   const select = (id, key, options) => el("select", { id, onchange: (e) => { state[key] = e.target.value; save(); load(); } },
     options.map(([v, t]) => el("option", { value: v, selected: state[key] === v }, t)));
   const boxes = [...hparamNames].sort().map((name) => el("label", { class: "chip" }, el("input", { type: "checkbox", checked: by.has(name), dataset: { by: name },
-    onchange: (e) => { e.target.checked ? by.add(name) : by.delete(name); state.by = [...by].join(","); save(); load(); } }), name));
+    onchange: (e) => { e.target.checked ? by.add(name) : by.delete(name); state.by = [...by].join(","); save(); onGroup([...by]); load(); } }), name));
   panel.replaceChildren(
     el("div", { class: "block-head" }, el("strong", {}, "Statistics of groups"), el("span", { class: "muted" }, "95% CIs (t), Welch's t-test, Holm-corrected across pairs")),
     el("div", { class: "toolbar stats-controls" },

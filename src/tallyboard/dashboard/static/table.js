@@ -24,6 +24,12 @@ const hparamsButton = el("button", { id: "hparams", title: "hparams views of the
 const error = el("div", { class: "error", id: "filter-error" });
 const count = el("span", { class: "muted", id: "count" });
 const table = el("table", { class: "runs", id: "runs" });
+// A page of many rows draws only those in view (and a few around them): the table sits in a sizer as
+// tall as all of them, moved to where the drawn rows belong, so the scroll bar is the whole page's.
+const sizer = el("div", { class: "table-sizer" }, table);
+const wrap = el("div", { class: "table-wrap" }, sizer);
+const VIRTUAL_FROM = 40, OVERSCAN = 8; // rows of a page from which only those in view are drawn; extra rows drawn
+let rowHeight = 33, drawn = [0, 0];
 const pager = el("div", { class: "pager" });
 const columnsPanel = el("div", { class: "card panel-columns", hidden: true, id: "columns-panel" });
 const tagOptions = el("datalist", { id: "table-tags" });
@@ -31,7 +37,7 @@ document.getElementById("main").append(tagOptions,
   el("div", { class: "toolbar" }, filterInput, searchInput,
     el("label", { class: "chip" }, hiddenBox, "show hidden"), columnsButton, hparamsButton, diffButton, compareButton, count),
   error, columnsPanel,
-  el("div", { class: "card" }, el("div", { class: "table-wrap" }, table), pager));
+  el("div", { class: "card" }, wrap, pager));
 
 filterInput.addEventListener("keydown", (e) => { if (e.key === "Enter") update({ filter: filterInput.value, offset: "0" }); });
 filterInput.addEventListener("input", TB.debounce(() => update({ filter: filterInput.value, offset: "0" }), 500));
@@ -40,6 +46,7 @@ hiddenBox.addEventListener("change", () => update({ hidden: hiddenBox.checked ? 
 
 function update(changes) {
   Object.assign(state, changes);
+  wrap.scrollTop = 0; // another view or page starts at its top
   TB.writeState(state, DEFAULTS);
   load();
 }
@@ -174,12 +181,47 @@ function row(run) {
   return tr;
 }
 
+const virtual = () => page.rows.length >= VIRTUAL_FROM;
+const headHeight = () => (table.tHead ? table.tHead.getBoundingClientRect().height : 0); // fractional, as rows are
+
+// The rows [first, last) of the page that are in view, with OVERSCAN more on each side.
+function rowsInView() {
+  if (!virtual()) return [0, page.rows.length];
+  const top = Math.max(0, wrap.scrollTop - headHeight());
+  const height = Math.max(wrap.clientHeight, innerHeight - 200); // before the first draw the box is empty
+  return [Math.max(0, Math.floor(top / rowHeight) - OVERSCAN),
+    Math.min(page.rows.length, Math.ceil((top + height) / rowHeight) + OVERSCAN)];
+}
+
+function drawRows() {
+  drawn = rowsInView();
+  const body = el("tbody", {}, page.rows.slice(...drawn).map(row));
+  if (table.tBodies.length) table.tBodies[0].replaceWith(body); else table.append(body);
+  if (virtual() && body.rows.length) rowHeight = body.rows[0].getBoundingClientRect().height || rowHeight;
+  sizer.style.height = virtual() ? `${headHeight() + page.rows.length * rowHeight}px` : "";
+  table.style.transform = virtual() ? `translateY(${drawn[0] * rowHeight}px)` : "";
+  renderSelection();
+  markRuns(table); // the alerts' markers of the rows just drawn
+}
+
+let scrollQueued = false;
+wrap.addEventListener("scroll", () => {
+  if (!page || !virtual() || scrollQueued) return;
+  scrollQueued = true;
+  requestAnimationFrame(() => {
+    scrollQueued = false;
+    if (table.querySelector("td.editable input, td.editable select")) return; // a cell being edited stays
+    const [first, last] = rowsInView();
+    if (first !== drawn[0] || last !== drawn[1]) drawRows();
+  });
+}, { passive: true });
+
 function render() {
-  table.replaceChildren(header(), el("tbody", {}, page.rows.map(row)));
-  markRuns(table);
+  table.replaceChildren(header());
+  drawRows();
   // For benchmarks: when the first rows were drawn, in ms since the navigation began.
   if (!performance.getEntriesByName("tallyboard:first-rows").length) performance.mark("tallyboard:first-rows");
-  if (!page.rows.length) table.append(el("tbody", {}, el("tr", {}, el("td", { colspan: 99, class: "empty-state" }, "no runs match"))));
+  if (!page.rows.length) table.tBodies[0].append(el("tr", {}, el("td", { colspan: 99, class: "empty-state" }, "no runs match")));
   const offset = +state.offset, limit = +state.limit;
   const { total, more } = viewTotal();
   const shown = `${total.toLocaleString()}${more ? "+" : ""}`;
@@ -190,7 +232,6 @@ function render() {
     el("span", {},
       el("button", { disabled: offset === 0, onclick: () => update({ offset: String(Math.max(0, offset - limit)) }) }, "‹ Prev"), " ",
       el("button", { id: "next-page", disabled: last, onclick: () => update({ offset: String(offset + limit) }) }, "Next ›")));
-  renderSelection();
   if (columnsOpen) renderColumns();
 }
 
