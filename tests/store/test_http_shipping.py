@@ -83,19 +83,21 @@ def test_run_ids_and_uniqueness_are_the_servers_across_clients(tmp_path):
     served = str(tmp_path / "served.db")
     with own_server(served) as server:
         ids = []
-        for client in ("a", "b"):  # two nodes, each with a spool of its own
+        # three nodes, each with a spool of its own: two refuse duplicates, the third reruns
+        for client, on_duplicate in (("a", "raise"), ("b", "raise"), ("c", "new")):
             spool = tmp_path / f"{client}.db"
             table = tb.ResultTable(server.url, token=WRITE_TOKEN, spool=spool, nocommit_action=NOP)
-            run = table.new_run("same", comment="same config", auto_log_plt=False)
+            run = table.new_run("same", comment="same config", auto_log_plt=False, on_duplicate=on_duplicate)
             run.close()
             assert table.ship(timeout=60)
             ids.append(table.database_run_id(run.run_id))
-        assert ids == [1, 2]
+        assert ids == [1, 2, 3]
         with tb.ResultTable(served, read_only=True) as table:
             runs = {row[0]: row for row in table.get_results(show_hidden=True).data}
-            assert sorted(runs) == [1, 2]
-            second = table.load_run(2)
-            assert "duplicate of run 1" in (second._store.run(2).note or "")
+            assert sorted(runs) == [1, 2, 3]
+            store = table.load_run(1)._store
+            assert "duplicate of run 1" in (store.run(2).note or "")  # found by the server, kept hidden
+            assert store.run(3).rerun_of == 1
 
 
 def test_a_read_token_cannot_write_and_the_spool_keeps_the_run(tmp_path):

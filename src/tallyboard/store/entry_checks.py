@@ -239,9 +239,11 @@ def check_batch(fields: Any) -> dict[str, list[Any]]:
     return checked
 
 
-def _object(op: str, args: Any, keys: set[str]) -> dict[str, Any]:
-    if not isinstance(args, dict) or set(args) != keys:
-        raise BadEntry(f"a {op} entry must be an object with exactly {sorted(keys)}")
+def _object(op: str, args: Any, keys: set[str], optional: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """`args` if it is an object of `keys` (and of any `optional` keys: what a later client adds)."""
+    if not isinstance(args, dict) or not keys <= set(args) <= keys | optional:
+        extra = f", and optionally {sorted(optional)}" if optional else ""
+        raise BadEntry(f"a {op} entry must be an object with exactly {sorted(keys)}{extra}")
     return args
 
 
@@ -251,13 +253,15 @@ def check_entry(op: str, args: Any) -> Any:
     if op == "batch":
         return check_batch(args)
     if op == "create_run":
-        args = _object(op, args, {"run", "fields", "debug"})
+        args = _object(op, args, {"run", "fields", "debug"}, frozenset({"rerun"}))
         fields = _run_values("create_run.fields", args["fields"], START_FIELDS)
         if "experiment" not in fields or "start_time" not in fields:
             raise BadEntry("create_run.fields must hold experiment and start_time")
-        if not isinstance(args["debug"], bool):
-            raise BadEntry("create_run.debug must be true or false")
-        return {"run": _int("create_run.run", args["run"]), "fields": fields, "debug": args["debug"]}
+        rerun = args.get("rerun", False)
+        if not isinstance(args["debug"], bool) or not isinstance(rerun, bool):
+            raise BadEntry("create_run.debug and create_run.rerun must be true or false")
+        run = _int("create_run.run", args["run"])
+        return {"run": run, "fields": fields, "debug": args["debug"], "rerun": rerun}
     if op == "update_run":
         args = _object(op, args, {"run", "values"})
         values = _run_values("update_run.values", args["values"], EDITABLE_RUN_FIELDS)
