@@ -11,14 +11,19 @@ import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from tallyboard.store import environments
+from tallyboard.store import environments, open_blocks
+from tallyboard.store.block_codec import NAN, Points
 from tallyboard.store.indexed_values import TYPED_COLUMNS, with_types
 from tallyboard.store.records import QueuedEnvironment
 from tallyboard.store.run_fields import RUN_COLUMNS
 from tallyboard.store.schema import (
+    BLOCK_POINTS,
+    BLOCKS_STEP,
+    BLOCKS_SWAP,
     ENVIRONMENT_LINKS,
     ENVIRONMENT_LINKS_SWAP,
     MIGRATIONS,
+    SCALAR_BLOCKS_V13,
     SCHEMA_V1,
     SHARED_ENVIRONMENTS_STEP,
     TYPED_VALUE_INDEXES,
@@ -181,6 +186,46 @@ def shared_environments(store: Engine) -> None:
         store.execute(sql)
 
 
+# ---- v12 -> v13: scalars as blocks of points (store/block_codec.py) ------------------------------
+# Why in Python: the blocks are packed by the codec. The old rows are read in key order a chunk at a
+# time (keyset paging) and each series cut into blocks of BLOCK_POINTS, so memory stays bounded by
+# a chunk whatever the table's size; the whole step is one transaction, like every other, so a
+# process killed in it leaves the file at v12 and the next open starts the step again.
+SCALARS_CHUNK = 50_000
+
+
+def scalars_as_blocks(store: Engine) -> None:
+    blob = "BYTEA" if store.url.is_postgres else "BLOB"  # the {blob} of each engine's DDL types
+    store.execute(SCALAR_BLOCKS_V13.format(table="scalar_blocks_v13", blob=blob).strip())
+    insert = open_blocks.INSERT_BLOCK.format(table="scalar_blocks_v13")
+    select = "SELECT run_id, tag_id, rep, step, epoch, walltime_ms, value FROM scalars"
+    order = f" ORDER BY run_id, tag_id, rep, step LIMIT {SCALARS_CHUNK}"
+    key: tuple[int, int, int] | None = None
+    points = Points([], [], [], [])
+    rows = store.execute(select + order)
+    while rows:
+        blocks = []
+        for run_id, tag_id, rep, step, epoch, walltime, value in rows:
+            if (run_id, tag_id, rep) != key or len(points.steps) == BLOCK_POINTS:
+                if key is not None:
+                    blocks.append(open_blocks.block_row(key, points))
+                key, points = (run_id, tag_id, rep), Points([], [], [], [])
+            points.steps.append(step)
+            points.epochs.append(epoch)
+            points.walltimes_ms.append(walltime)
+            points.values.append(NAN if value is None else value)
+        store.executemany(insert, blocks)
+        if len(rows) < SCALARS_CHUNK:
+            break
+        rows = store.execute(
+            f"{select} WHERE (run_id, tag_id, rep, step) > (?, ?, ?, ?){order}", rows[-1][:4]
+        )
+    if key is not None:
+        store.execute(insert, open_blocks.block_row(key, points))
+    for sql in _statements(BLOCKS_SWAP, {}):
+        store.execute(sql)
+
+
 # Steps (or parts of steps) that are not one SQL script for both engines, by the version they
 # upgrade from; they run after that step's SQL in `MIGRATIONS`, if any.
 PYTHON_MIGRATIONS: dict[int, Callable[[Engine], None]] = {
@@ -188,4 +233,5 @@ PYTHON_MIGRATIONS: dict[int, Callable[[Engine], None]] = {
     7: markdown_flag_on_texts,
     TYPED_VALUES_STEP: typed_values,
     SHARED_ENVIRONMENTS_STEP: shared_environments,
+    BLOCKS_STEP: scalars_as_blocks,
 }

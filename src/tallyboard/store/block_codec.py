@@ -1,0 +1,128 @@
+"""A block of scalar points packed into the columns of one `scalar_blocks` row, and back.
+
+Why these encodings (schema v13; bench/blocks.py measures them): a point is a step, a walltime in
+milliseconds, a float64 value and, where logged, an epoch. Steps and walltimes mostly grow by a
+constant, so they are stored as int64 deltas (the first one absolute) squeezed by zlib at level 1,
+which turns 8 KiB of ones into a few dozen bytes for a few microseconds. Values are raw
+little-endian float64 (`array('d')`): random mantissas do not compress, and raw bytes keep every
+bit, NaN and infinities included, and read back with one `np.frombuffer`. Epochs are stored only
+where some point has one, as int64 (NO_EPOCH where a point has none), zlib'd: they repeat.
+Standard library only: this runs in the sink's thread of the logging process.
+"""
+
+from __future__ import annotations
+
+import sys
+import zlib
+from array import array
+from collections.abc import Sequence
+from itertools import accumulate, chain
+from operator import sub
+from typing import NamedTuple
+
+NO_EPOCH = -(2**63)  # an epoch's slot in `epoch_data` for a point logged without one
+NAN = float("nan")
+_LEVEL = 1  # zlib's fastest level: nearly all of the gain on deltas, at a fifth of level 6's cost
+_SWAP = sys.byteorder != "little"  # stored bytes are little-endian on every machine
+
+
+class Points(NamedTuple):
+    """The points of one block, in step order: parallel lists (a value is NaN, never None)."""
+
+    steps: list[int]
+    epochs: list[int | None]
+    walltimes_ms: list[int]
+    values: list[float]
+
+
+class Packed(NamedTuple):
+    """A block's columns, in `BLOCK_COLUMNS` order after its key."""
+
+    last_step: int
+    n: int
+    lowest: float | None
+    highest: float | None
+    first_value: float | None
+    last_value: float | None
+    step_data: bytes
+    walltime_data: bytes
+    value_data: bytes
+    epoch_data: bytes | None
+
+
+# The columns of `scalar_blocks` after its key (run_id, tag_id, rep, first_step), as `Packed` holds them.
+BLOCK_COLUMNS = Packed._fields
+
+
+def _ints(numbers: Sequence[int]) -> bytes:
+    packed = array("q", numbers)
+    if _SWAP:
+        packed.byteswap()
+    return packed.tobytes()
+
+
+def _int_array(data: bytes) -> array[int]:
+    unpacked = array("q", data)
+    if _SWAP:
+        unpacked.byteswap()
+    return unpacked
+
+
+def pack_deltas(numbers: Sequence[int]) -> bytes:
+    """int64 deltas of `numbers` (the first against 0), zlib'd."""
+    return zlib.compress(_ints(list(map(sub, numbers, chain((0,), numbers)))), _LEVEL)
+
+
+def unpack_deltas(data: bytes) -> list[int]:
+    return list(accumulate(_int_array(zlib.decompress(data))))
+
+
+def pack_values(values: Sequence[float]) -> bytes:
+    packed = array("d", values)
+    if _SWAP:
+        packed.byteswap()
+    return packed.tobytes()
+
+
+def unpack_values(data: bytes) -> array[float]:
+    unpacked = array("d", data)
+    if _SWAP:
+        unpacked.byteswap()
+    return unpacked
+
+
+def pack(points: Points) -> tuple[int, Packed]:
+    """(first_step, columns) of a non-empty block whose steps strictly increase."""
+    steps, epochs, walltimes, values = points
+    finite = [v for v in values if v == v]  # NaN is no extreme (as SQL's MIN/MAX skip NULL)
+    epoch_data = None
+    if any(epoch is not None for epoch in epochs):
+        epoch_data = zlib.compress(_ints([NO_EPOCH if e is None else e for e in epochs]), _LEVEL)
+    packed = Packed(
+        steps[-1],
+        len(steps),
+        min(finite, default=None),
+        max(finite, default=None),
+        value_or_none(values[0]),
+        value_or_none(values[-1]),
+        pack_deltas(steps),
+        pack_deltas(walltimes),
+        pack_values(values),
+        epoch_data,
+    )
+    return steps[0], packed
+
+
+def unpack(step_data: bytes, walltime_data: bytes, value_data: bytes, epoch_data: bytes | None) -> Points:
+    """The points of a block from its four data columns."""
+    steps = unpack_deltas(step_data)
+    if epoch_data is None:
+        epochs: list[int | None] = [None] * len(steps)
+    else:
+        epochs = [None if e == NO_EPOCH else e for e in _int_array(zlib.decompress(epoch_data))]
+    return Points(steps, epochs, unpack_deltas(walltime_data), unpack_values(value_data).tolist())
+
+
+def value_or_none(value: float) -> float | None:
+    """A point's value as rows have it: None for NaN."""
+    return None if value != value else value
