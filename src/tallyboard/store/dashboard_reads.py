@@ -4,11 +4,11 @@
 Why a module of its own: the dashboard reads in ways the logging path never does (a page of the
 runs table, one bucketed range of a series, a PNG by id) and it must never block training. Its
 store lends it a small pool of connections for the serving threads (`Engine.reader_connection`),
-and every query is a short statement that an index answers (a series is one range scan of the
-`scalars` primary key). SQL is plain standard SQL written with `?` placeholders; the engine
-rewrites them to its own (`Engine.reader_sql`). Nothing here writes; the connections of a
-read-only dashboard cannot (SQLite `mode=ro`, PostgreSQL read-only transactions), so it works on a
-read-only file system or a file its user may not write.
+and every query is a short statement that an index answers (a series is one range scan of its
+`scalar_blocks` keys, each block decoded by store/block_codec.py). SQL is plain standard SQL
+written with `?` placeholders; the engine rewrites them to its own (`Engine.reader_sql`).
+Nothing here writes; the connections of a read-only dashboard cannot (SQLite `mode=ro`,
+PostgreSQL read-only transactions), so it works on a read-only file system or a file its user may not write.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import json
 import queue
 import re
 import threading
+from bisect import bisect_left
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from dataclasses import dataclass
@@ -24,14 +25,16 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from tallyboard.errors import DatabaseUnreachable
 from tallyboard.filter import Node
+from tallyboard.store import block_reads
 from tallyboard.store import environments as environment_rows
 from tallyboard.store import histograms as histogram_rows
+from tallyboard.store.block_codec import unpack, unpack_deltas, unpack_values, value_or_none
+from tallyboard.store.block_reads import DATA, FROM_STEP, KEY
 from tallyboard.store.logged import artifacts_query, console_query
 from tallyboard.store.records import ArtifactRow, Column, ConsoleLine
 from tallyboard.store.run_fields import DETAIL_FIELDS, LISTED_FIELDS
 from tallyboard.store.runs_sql import Dialect, Translator, value_names_sql
 from tallyboard.store.runs_walk import matching_sql
-from tallyboard.store.schema import BLOCK_BITS
 
 if TYPE_CHECKING:  # pragma: no cover
     from tallyboard.store.base import Store
@@ -43,21 +46,13 @@ STATUSES = ("running", "finished", "failed")
 T = TypeVar("T")
 
 
-# The last row of each bucket (see `DashboardQueries.buckets`): an index seek per bucket. On SQLite,
-# the seek finds the step and the join reads its row; PostgreSQL gets the same seek as a LATERAL
-# join, because for a join its planner, on a fresh table's guessed statistics, hashes the buckets
-# and scans every point of the series (240 ms for a million points instead of a few).
-_BUCKET_STARTS = """WITH RECURSIVE b(lo) AS (
-    SELECT CAST(? AS BIGINT) UNION ALL SELECT lo + ? FROM b WHERE lo + ? <= ?)"""
-_LAST_IN_BUCKET = """SELECT s.step{columns} FROM scalars s WHERE s.run_id = ? AND s.tag_id = ? AND s.rep = ?
-    AND s.step >= b.lo AND s.step >= ? AND s.step < b.lo + ? AND s.step <= ? ORDER BY s.step DESC LIMIT 1"""
-LAST_ROWS_SQLITE = f"""{_BUCKET_STARTS}
-    SELECT t.step, t.epoch, t.walltime_ms, t.value FROM b JOIN scalars t
-    ON t.run_id = ? AND t.tag_id = ? AND t.rep = ? AND t.step = ({_LAST_IN_BUCKET.format(columns="")})
-    ORDER BY t.step"""
-_LAST_ROW_IN_BUCKET = _LAST_IN_BUCKET.format(columns=", s.epoch, s.walltime_ms, s.value")
-LAST_ROWS_POSTGRES = f"""{_BUCKET_STARTS}
-    SELECT t.* FROM b CROSS JOIN LATERAL ({_LAST_ROW_IN_BUCKET}) t ORDER BY t.step"""
+# The blocks a bucketed read of [lo, hi] meets, by their summaries (their data is read only for
+# the blocks a bucket's edge or the range's cuts: `DashboardQueries.buckets`).
+_SUMMARIES = (
+    f"SELECT first_step, last_step, lowest, highest, last_value FROM scalar_blocks WHERE {KEY}"
+    f" AND {FROM_STEP} AND first_step <= ? ORDER BY first_step"
+)
+_BLOCK_DATA = f"SELECT {DATA} FROM scalar_blocks WHERE {KEY} AND first_step = ?"
 
 
 class RunsVersion(NamedTuple):
@@ -360,32 +355,29 @@ class DashboardQueries:
         if not run_ids:
             return []
         marks = ", ".join("?" * len(run_ids))
-        sql = f"""SELECT run_id, rep, value FROM scalars
+        sql = f"""SELECT run_id, rep, value_data FROM scalar_blocks
             WHERE run_id IN ({marks}) AND tag_id = (SELECT tag_id FROM tags WHERE name = ?)
-            ORDER BY run_id, rep, step"""
-        return self._all(sql, [*run_ids, tag])
+            ORDER BY run_id, rep, first_step"""
+        return [
+            (run_id, rep, value_or_none(value))
+            for run_id, rep, data in self._all(sql, [*run_ids, tag])
+            for value in unpack_values(data)
+        ]
 
     def step_bounds(self, key: SeriesKey) -> tuple[int, int] | None:
         """First and last step of a series (two index seeks)."""
-        where = "WHERE run_id = ? AND tag_id = ? AND rep = ?"
-        params = [key.run_id, key.tag_id, key.rep]
-        first = self._one(f"SELECT step FROM scalars {where} ORDER BY step LIMIT 1", params)
-        if first is None:
+        ids = [key.run_id, key.tag_id, key.rep]
+        first = self._one(
+            f"SELECT first_step FROM scalar_blocks WHERE {KEY} ORDER BY first_step LIMIT 1", ids
+        )
+        last = block_reads.last_block(self._all, (key.run_id, key.tag_id, key.rep), "last_step")
+        if first is None or last is None:
             return None
-        last = self._one(f"SELECT step FROM scalars {where} ORDER BY step DESC LIMIT 1", params) or first
         return first[0], last[0]
 
     def points(self, key: SeriesKey, lo: int, hi: int, limit: int | None = None) -> list[tuple[Any, ...]]:
         """Raw (step, epoch, walltime_ms, value) rows with lo <= step <= hi, in step order."""
-        sql = (
-            "SELECT step, epoch, walltime_ms, value FROM scalars"
-            " WHERE run_id = ? AND tag_id = ? AND rep = ? AND step >= ? AND step <= ? ORDER BY step"
-        )
-        params: list[Any] = [key.run_id, key.tag_id, key.rep, lo, hi]
-        if limit is not None:
-            sql += " LIMIT ?"
-            params.append(limit)
-        return self._all(sql, params)
+        return block_reads.points(self._all, (key.run_id, key.tag_id, key.rep), lo, hi, limit)
 
     # -- repeated steps (imports keep every point: store/imported.py) ---------------------------
     def repeated_step_series(self, run_id: int) -> list[tuple[int, str, int, int, int, int]]:
@@ -418,58 +410,54 @@ class DashboardQueries:
     ) -> list[tuple[Any, ...]]:
         """Per bucket that holds points, its last row (step, epoch, walltime_ms, value), then its
         min and max value. Bucket k holds the steps of [origin + k * span, origin + (k + 1) * span)
-        that lie in [lo, hi]; `origin` (<= lo) defaults to `lo`. Exactly what MIN, MAX and ORDER BY step
-        over the bucket's rows give (NaN, stored as NULL, is skipped; a NaN-only bucket has None).
+        that lie in [lo, hi]; `origin` (<= lo) defaults to `lo`. Exactly what MIN, MAX and the last
+        step of the bucket's points give (NaN is skipped; a NaN-only bucket has None).
 
-        Whole `scalar_blocks` blocks inside a bucket are read from their summary rows (one
-        statement, grouped by bucket); only the parts of a bucket that cover a block partly are
-        read from `scalars` (one MIN/MAX range scan each). With `origin` and `span` multiples of
-        `BLOCK_STEPS` those are at most the two blocks cut by the ends of [lo, hi]: a million
-        points cost ~4,000 summary rows plus an index seek per bucket for its last row."""
+        A block that lies inside one bucket is read from its summary (min, max, last value) and,
+        when it holds the bucket's last point, the last walltime and epoch of its data; only the
+        blocks a bucket's edge or an end of [lo, hi] cuts are decoded whole. So a series of 10^8
+        points costs some 10^5 summary rows and a decoded block per bucket at most."""
         origin = lo if origin is None else origin
-        ids = [key.run_id, key.tag_id, key.rep]
-        pieces = _cut_pieces(lo, hi, span, origin)
-        extremes = self._each(
-            "SELECT MIN(value), MAX(value) FROM scalars"
-            " WHERE run_id = ? AND tag_id = ? AND rep = ? AND step >= ? AND step < ?",
-            [(*ids, start, stop) for _, start, stop in pieces],
+        ids = (key.run_id, key.tag_id, key.rep)
+        buckets: dict[int, _Bucket] = {}
+        cut: list[int] = []
+        for first, last, lowest, highest, last_value in self._all(_SUMMARIES, [*ids, *ids, lo, lo, hi]):
+            k = (first - origin) // span
+            if first < lo or last > hi or (last - origin) // span != k:
+                cut.append(first)
+                continue
+            bucket = buckets.setdefault(k, _Bucket())
+            bucket.merge(lowest, highest)
+            if bucket.last is None or last > bucket.last[0]:
+                bucket.last, bucket.last_block = (last, None, None, last_value), first
+        for data in self._each(_BLOCK_DATA, [(*ids, first) for first in cut]):
+            points = block_reads.cut(unpack(*data), lo, hi)
+            steps, at = points.steps, 0
+            while at < len(steps):
+                k = (steps[at] - origin) // span
+                end = bisect_left(steps, origin + (k + 1) * span, at)
+                finite = [value for value in points.values[at:end] if value == value]
+                bucket = buckets.setdefault(k, _Bucket())
+                bucket.merge(min(finite, default=None), max(finite, default=None))
+                if bucket.last is None or steps[end - 1] > bucket.last[0]:
+                    end_point = (steps[end - 1], points.epochs[end - 1], points.walltimes_ms[end - 1])
+                    bucket.last, bucket.last_block = (*end_point, value_or_none(points.values[end - 1])), None
+                at = end
+        whole = sorted(k for k, bucket in buckets.items() if bucket.last_block is not None)
+        tails = self._each(
+            f"SELECT walltime_data, epoch_data FROM scalar_blocks WHERE {KEY} AND first_step = ?",
+            [(*ids, buckets[k].last_block) for k in whole],
         )
-        bucket_of = f"(((block << {BLOCK_BITS}) - ?) / ?)"  # never negative: origin <= lo
-        extremes = [(k, *row) for (k, _, _), row in zip(pieces, extremes, strict=True)] + self._all(
-            f"SELECT {bucket_of}, MIN(lowest), MAX(highest) FROM scalar_blocks"
-            " WHERE run_id = ? AND tag_id = ? AND rep = ? AND block >= ? AND block < ?"
-            f" AND {bucket_of} = ((((block + 1) << {BLOCK_BITS}) - 1 - ?) / ?)"  # not cut by an edge
-            " GROUP BY 1",
-            [origin, span, *ids, -(-lo >> BLOCK_BITS), (hi + 1) >> BLOCK_BITS, origin, span, origin, span],
-        )
-        low: dict[int, float | None] = {}
-        high: dict[int, float | None] = {}
-        for k, lowest, highest in extremes:
-            low[k], high[k] = _extreme(min, low.get(k), lowest), _extreme(max, high.get(k), highest)
-        starts = [origin + (lo - origin) // span * span, span, span, hi]
-        if self.postgres:
-            rows = self._all(LAST_ROWS_POSTGRES, [*starts, *ids, lo, span, hi])
-        else:
-            rows = self._all(LAST_ROWS_SQLITE, [*starts, *ids, *ids, lo, span, hi])
-        return [(*row, low[k], high[k]) for row, k in ((row, (row[0] - origin) // span) for row in rows)]
+        for k, (walltimes, epochs) in zip(whole, tails, strict=True):
+            step, _, _, value = buckets[k].last  # type: ignore[misc]
+            epoch = None if epochs is None else unpack(b"", b"", b"", epochs).epochs[-1]
+            buckets[k].last = (step, epoch, unpack_deltas(walltimes)[-1], value)
+        return [(*buckets[k].last, buckets[k].low, buckets[k].high) for k in sorted(buckets)]  # type: ignore[misc]
 
     def stream_points(self, key: SeriesKey, batch: int = 5000) -> Iterator[tuple[Any, ...]]:
-        """Every (step, epoch, walltime_ms, value) of a series, fetched in bounded batches."""
-        after = None
-        while True:
-            sql = (
-                "SELECT step, epoch, walltime_ms, value FROM scalars"
-                " WHERE run_id = ? AND tag_id = ? AND rep = ?"
-            )
-            params: list[Any] = [key.run_id, key.tag_id, key.rep]
-            if after is not None:
-                sql += " AND step > ?"
-                params.append(after)
-            rows = self._all(sql + " ORDER BY step LIMIT ?", [*params, batch])
-            yield from rows
-            if len(rows) < batch:
-                return
-            after = rows[-1][0]
+        """Every (step, epoch, walltime_ms, value) of a series, a page of blocks at a time."""
+        for points in block_reads.blocks(self._all, (key.run_id, key.tag_id, key.rep)):
+            yield from block_reads.rows(points)
 
     def tag_id(self, name: str) -> int | None:
         row = self._one("SELECT tag_id FROM tags WHERE name = ?", [name])
@@ -478,18 +466,14 @@ class DashboardQueries:
     # -- live stream: high-water marks ---------------------------------------------------------
     def last_steps(self, run_ids: Sequence[int]) -> dict[SeriesKey, int]:
         """The last step of every scalar series of some runs: what a live stream compares with its
-        previous answer to find the series that grew. One statement: the series come from
-        `scalar_blocks` (one row per 256 points), their last step from one index seek each."""
+        previous answer to find the series that grew. One statement over the runs' blocks (a row
+        per block of points, not per point)."""
         if not run_ids:
             return {}
         marks = ", ".join("?" * len(run_ids))
-        sql = f"""
-            SELECT k.run_id, k.tag_id, k.rep, (SELECT MAX(s.step) FROM scalars s
-                WHERE s.run_id = k.run_id AND s.tag_id = k.tag_id AND s.rep = k.rep)
-            FROM (SELECT DISTINCT run_id, tag_id, rep FROM scalar_blocks WHERE run_id IN ({marks})) k"""
-        return {
-            SeriesKey(r, t, p): last for r, t, p, last in self._all(sql, list(run_ids)) if last is not None
-        }
+        sql = f"""SELECT run_id, tag_id, rep, MAX(last_step) FROM scalar_blocks
+            WHERE run_id IN ({marks}) GROUP BY run_id, tag_id, rep"""
+        return {SeriesKey(r, t, p): last for r, t, p, last in self._all(sql, list(run_ids))}
 
     def last_item_ids(self) -> tuple[int, int]:
         """(largest media_id, largest text_id): ids only grow, so new images and texts of any run
@@ -577,18 +561,18 @@ class DashboardQueries:
         return None if row is None else row[0]
 
 
-def _cut_pieces(lo: int, hi: int, span: int, origin: int) -> list[tuple[int, int, int]]:
-    """(bucket, start, stop) of the step ranges of buckets (see `DashboardQueries.buckets`) that
-    only partly cover a block: what is read from `scalars` rather than from `scalar_blocks`."""
-    pieces = []
-    for k in range((lo - origin) // span, (hi - origin) // span + 1):
-        start, stop = max(origin + k * span, lo), min(origin + (k + 1) * span, hi + 1)
-        whole_start, whole_stop = -(-start >> BLOCK_BITS) << BLOCK_BITS, stop >> BLOCK_BITS << BLOCK_BITS
-        if whole_stop <= whole_start:  # no whole block inside
-            pieces.append((k, start, stop))
-        else:
-            pieces += [(k, start, whole_start), (k, whole_stop, stop)]
-    return [(k, start, stop) for k, start, stop in pieces if start < stop]
+@dataclass
+class _Bucket:
+    """One bucket of `DashboardQueries.buckets` as it is gathered: its extremes, its last point so
+    far, and the block whose last walltime and epoch that point still needs (None: it has them)."""
+
+    low: float | None = None
+    high: float | None = None
+    last: tuple[Any, ...] | None = None
+    last_block: int | None = None
+
+    def merge(self, low: float | None, high: float | None) -> None:
+        self.low, self.high = _extreme(min, self.low, low), _extreme(max, self.high, high)
 
 
 def _extreme(choose: Callable[[float, float], float], a: float | None, b: float | None) -> float | None:
