@@ -2,12 +2,16 @@
 
 Why these encodings (schema v13; bench/blocks.py measures them): a point is a step, a walltime in
 milliseconds, a float64 value and, where logged, an epoch. Steps and walltimes mostly grow by a
-constant, so they are stored as int64 deltas (the first one absolute) squeezed by zlib at level 1,
-which turns 8 KiB of ones into a few dozen bytes for a few microseconds. Values are raw
+constant, so they are stored as little-endian int64 deltas (the first one absolute). Values are raw
 little-endian float64 (`array('d')`): random mantissas do not compress, and raw bytes keep every
 bit, NaN and infinities included, and read back with one `np.frombuffer`. Epochs are stored only
-where some point has one, as int64 (NO_EPOCH where a point has none), zlib'd: they repeat.
-Standard library only: this runs in the sink's thread of the logging process.
+where some point has one, as int64 (NO_EPOCH where a point has none): they repeat.
+
+Integer columns start with one byte that says how the rest is stored: ZLIB (deflated at level 1,
+which turns 8 KiB of ones into a few dozen bytes for a few microseconds: what SQLite files hold)
+or RAW (PostgreSQL, whose TOAST compresses a row's large values on the server, and whose SQL can
+then decode them: the `scalar_points` view, store/points_view.py). Standard library only: this
+runs in the sink's thread of the logging process.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from itertools import accumulate, chain
 from operator import sub
 from typing import NamedTuple
 
+ZLIB, RAW = b"z", b"r"  # the first byte of an integer column
 NO_EPOCH = -(2**63)  # an epoch's slot in `epoch_data` for a point logged without one
 NAN = float("nan")
 _LEVEL = 1  # zlib's fastest level: nearly all of the gain on deltas, at a fifth of level 6's cost
@@ -68,13 +73,21 @@ def _int_array(data: bytes) -> array[int]:
     return unpacked
 
 
-def pack_deltas(numbers: Sequence[int]) -> bytes:
-    """int64 deltas of `numbers` (the first against 0), zlib'd."""
-    return zlib.compress(_ints(list(map(sub, numbers, chain((0,), numbers)))), _LEVEL)
+def _squeezed(data: bytes, squeeze: bool) -> bytes:
+    return ZLIB + zlib.compress(data, _LEVEL) if squeeze else RAW + data
+
+
+def _unsqueezed(data: bytes) -> bytes:
+    return zlib.decompress(data[1:]) if data[:1] == ZLIB else bytes(data[1:])
+
+
+def pack_deltas(numbers: Sequence[int], squeeze: bool = True) -> bytes:
+    """int64 deltas of `numbers` (the first against 0), zlib'd when `squeeze`."""
+    return _squeezed(_ints(list(map(sub, numbers, chain((0,), numbers)))), squeeze)
 
 
 def unpack_deltas(data: bytes) -> list[int]:
-    return list(accumulate(_int_array(zlib.decompress(data))))
+    return list(accumulate(_int_array(_unsqueezed(data))))
 
 
 def pack_values(values: Sequence[float]) -> bytes:
@@ -91,13 +104,14 @@ def unpack_values(data: bytes) -> array[float]:
     return unpacked
 
 
-def pack(points: Points) -> tuple[int, Packed]:
-    """(first_step, columns) of a non-empty block whose steps strictly increase."""
+def pack(points: Points, squeeze: bool = True) -> tuple[int, Packed]:
+    """(first_step, columns) of a non-empty block whose steps strictly increase; integer columns
+    zlib'd when `squeeze` (SQLite), else raw (PostgreSQL)."""
     steps, epochs, walltimes, values = points
     finite = [v for v in values if v == v]  # NaN is no extreme (as SQL's MIN/MAX skip NULL)
     epoch_data = None
     if any(epoch is not None for epoch in epochs):
-        epoch_data = zlib.compress(_ints([NO_EPOCH if e is None else e for e in epochs]), _LEVEL)
+        epoch_data = _squeezed(_ints([NO_EPOCH if e is None else e for e in epochs]), squeeze)
     packed = Packed(
         steps[-1],
         len(steps),
@@ -105,8 +119,8 @@ def pack(points: Points) -> tuple[int, Packed]:
         max(finite, default=None),
         value_or_none(values[0]),
         value_or_none(values[-1]),
-        pack_deltas(steps),
-        pack_deltas(walltimes),
+        pack_deltas(steps, squeeze),
+        pack_deltas(walltimes, squeeze),
         pack_values(values),
         epoch_data,
     )
@@ -119,7 +133,7 @@ def unpack(step_data: bytes, walltime_data: bytes, value_data: bytes, epoch_data
     if epoch_data is None:
         epochs: list[int | None] = [None] * len(steps)
     else:
-        epochs = [None if e == NO_EPOCH else e for e in _int_array(zlib.decompress(epoch_data))]
+        epochs = [None if e == NO_EPOCH else e for e in _int_array(_unsqueezed(epoch_data))]
     return Points(steps, epochs, unpack_deltas(walltime_data), unpack_values(value_data).tolist())
 
 

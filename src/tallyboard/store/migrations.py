@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from tallyboard.store import environments, open_blocks
+from tallyboard.store import environments, open_blocks, points_view
 from tallyboard.store.block_codec import NAN, Points
 from tallyboard.store.indexed_values import TYPED_COLUMNS, with_types
 from tallyboard.store.records import QueuedEnvironment
@@ -196,6 +196,7 @@ SCALARS_CHUNK = 50_000
 
 def scalars_as_blocks(store: Engine) -> None:
     blob = "BYTEA" if store.url.is_postgres else "BLOB"  # the {blob} of each engine's DDL types
+    squeeze = not store.url.is_postgres  # zlib on SQLite; PostgreSQL's TOAST compresses (block_codec)
     store.execute(SCALAR_BLOCKS_V13.format(table="scalar_blocks_v13", blob=blob).strip())
     insert = open_blocks.INSERT_BLOCK.format(table="scalar_blocks_v13")
     select = "SELECT run_id, tag_id, rep, step, epoch, walltime_ms, value FROM scalars"
@@ -208,7 +209,7 @@ def scalars_as_blocks(store: Engine) -> None:
         for run_id, tag_id, rep, step, epoch, walltime, value in rows:
             if (run_id, tag_id, rep) != key or len(points.steps) == BLOCK_POINTS:
                 if key is not None:
-                    blocks.append(open_blocks.block_row(key, points))
+                    blocks.append(open_blocks.block_row(key, points, squeeze))
                 key, points = (run_id, tag_id, rep), Points([], [], [], [])
             points.steps.append(step)
             points.epochs.append(epoch)
@@ -221,9 +222,12 @@ def scalars_as_blocks(store: Engine) -> None:
             f"{select} WHERE (run_id, tag_id, rep, step) > (?, ?, ?, ?){order}", rows[-1][:4]
         )
     if key is not None:
-        store.execute(insert, open_blocks.block_row(key, points))
+        store.execute(insert, open_blocks.block_row(key, points, squeeze))
     for sql in _statements(BLOCKS_SWAP, {}):
         store.execute(sql)
+    if store.url.is_postgres:  # points as rows for SQL users (SQLite: points_view.materialise)
+        for sql in points_view.postgres_statements():
+            store.execute(sql)
 
 
 # Steps (or parts of steps) that are not one SQL script for both engines, by the version they

@@ -118,8 +118,9 @@ class Plan:
     state: SeriesState
 
 
-def block_row(key: SeriesId, points: Points) -> tuple[Any, ...]:
-    first_step, packed = pack(points)
+def block_row(key: SeriesId, points: Points, squeeze: bool) -> tuple[Any, ...]:
+    """UPSERT_BLOCK's parameters for a block (`squeeze`: zlib'd integer columns, as block_codec.pack)."""
+    first_step, packed = pack(points, squeeze)
     return (*key, first_step, *packed)
 
 
@@ -145,8 +146,9 @@ def _after_last(last: int | None, step: int) -> bool:
     return last is None or step > last
 
 
-def plan(state: SeriesState, series: Sequence[tuple[int, int, Sequence[ScalarRow]]]) -> Plan:
-    """The block writes of `series` ((run_id, tag_id, rows) each), from `state` (left unchanged)."""
+def plan(state: SeriesState, series: Sequence[tuple[int, int, Sequence[ScalarRow]]], squeeze: bool) -> Plan:
+    """The block writes of `series` ((run_id, tag_id, rows) each), from `state` (left unchanged);
+    `squeeze` as in `block_row`."""
     from tallyboard.store.writes import walltime_ms
 
     after = SeriesState(dict(state.open), dict(state.last), state.runs)
@@ -168,12 +170,12 @@ def plan(state: SeriesState, series: Sequence[tuple[int, int, Sequence[ScalarRow
                 merges.setdefault(key, []).append(point)
                 continue
             if len(block.points.steps) >= BLOCK_POINTS:  # full: written once more, then closed
-                upserts.append(block_row(key, block.points))
+                upserts.append(block_row(key, block.points, squeeze))
                 after.last[key] = block.points.steps[-1]
                 after.open.pop(key, None)
                 del touched[key]
     for key, block in touched.items():
-        upserts.append(block_row(key, block.points))
+        upserts.append(block_row(key, block.points, squeeze))
         block.writes += 1
         after.last[key] = block.points.steps[-1]
         if block.writes >= MAX_WRITES or key in merges:  # a merge may rewrite it: never open again
@@ -190,7 +192,7 @@ def plan(state: SeriesState, series: Sequence[tuple[int, int, Sequence[ScalarRow
     return Plan(upserts, merges, after)
 
 
-def merge_points(engine: Engine, key: SeriesId, points: Sequence[Point]) -> None:
+def merge_points(engine: Engine, key: SeriesId, points: Sequence[Point], squeeze: bool) -> None:
     """Put `points` (in the order they were logged: a later one at a step wins) into the stored
     blocks of the series `key`: the blocks around their steps are read, merged and cut again."""
     lo, hi = min(point[0] for point in points), max(point[0] for point in points)
@@ -204,7 +206,7 @@ def merge_points(engine: Engine, key: SeriesId, points: Sequence[Point]) -> None
     )
     ordered = [merged[step] for step in sorted(merged)]
     cut = (ordered[at : at + BLOCK_POINTS] for at in range(0, len(ordered), BLOCK_POINTS))
-    engine.executemany(UPSERT_BLOCK, [block_row(key, _columns(piece)) for piece in cut])
+    engine.executemany(UPSERT_BLOCK, [block_row(key, _columns(piece), squeeze) for piece in cut])
 
 
 def _columns(points: Sequence[Point]) -> Points:

@@ -129,10 +129,11 @@ class BatchWrites(RunRows):
         """The rows of `series` ((run_id, tag_id, rows) each) into their series' blocks
         (store/open_blocks.py); the state the plan leaves is kept once the transaction commits."""
         state = open_blocks.load_runs(self, self._series_state, (run_id for run_id, _, _ in series))
-        planned = open_blocks.plan(state, series)
+        squeeze = not self.url.is_postgres  # PostgreSQL compresses on the server (store/block_codec.py)
+        planned = open_blocks.plan(state, series, squeeze)
         self.executemany(open_blocks.UPSERT_BLOCK, planned.upserts)
         for key, points in planned.merges.items():
-            open_blocks.merge_points(self, key, points)
+            open_blocks.merge_points(self, key, points, squeeze)
         self._planned_state = planned.state
 
     def _intern_tags(self, names: list[str], new_tags: dict[str, int]) -> dict[str, int]:
