@@ -10,7 +10,9 @@ where some point has one, as int64 (NO_EPOCH where a point has none): they repea
 Integer columns start with one byte that says how the rest is stored: ZLIB (deflated at level 1,
 which turns 8 KiB of ones into a few dozen bytes for a few microseconds: what SQLite files hold)
 or RAW (PostgreSQL, whose TOAST compresses a row's large values on the server, and whose SQL can
-then decode them: the `scalar_points` view, store/points_view.py). Standard library only: this
+then decode them: the `scalar_points` view, store/points_view.py); in upper case when the numbers
+are stored as they are, not as deltas (a step of -2**63 next to one of 2**63 - 1: a delta that no
+int64 holds). Standard library only: this
 runs in the sink's thread of the logging process.
 """
 
@@ -73,21 +75,28 @@ def _int_array(data: bytes) -> array[int]:
     return unpacked
 
 
-def _squeezed(data: bytes, squeeze: bool) -> bytes:
-    return ZLIB + zlib.compress(data, _LEVEL) if squeeze else RAW + data
+def _squeezed(data: bytes, squeeze: bool, absolute: bool = False) -> bytes:
+    tag = ZLIB if squeeze else RAW
+    return (tag.upper() if absolute else tag) + (zlib.compress(data, _LEVEL) if squeeze else data)
 
 
 def _unsqueezed(data: bytes) -> bytes:
-    return zlib.decompress(data[1:]) if data[:1] == ZLIB else bytes(data[1:])
+    return zlib.decompress(data[1:]) if data[:1] in b"zZ" else bytes(data[1:])
 
 
 def pack_deltas(numbers: Sequence[int], squeeze: bool = True) -> bytes:
-    """int64 deltas of `numbers` (the first against 0), zlib'd when `squeeze`."""
-    return _squeezed(_ints(list(map(sub, numbers, chain((0,), numbers)))), squeeze)
+    """int64 deltas of `numbers` (the first against 0), zlib'd when `squeeze`; the numbers as they
+    are when a delta does not fit in an int64."""
+    try:
+        deltas = _ints(list(map(sub, numbers, chain((0,), numbers))))
+    except OverflowError:
+        return _squeezed(_ints(numbers), squeeze, absolute=True)
+    return _squeezed(deltas, squeeze)
 
 
 def unpack_deltas(data: bytes) -> list[int]:
-    return list(accumulate(_int_array(_unsqueezed(data))))
+    numbers = _int_array(_unsqueezed(data))
+    return numbers.tolist() if data[:1].isupper() else list(accumulate(numbers))
 
 
 def pack_values(values: Sequence[float]) -> bytes:

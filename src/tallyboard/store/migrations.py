@@ -196,9 +196,19 @@ SCALARS_CHUNK = 50_000
 
 def scalars_as_blocks(store: Engine) -> None:
     blob = "BYTEA" if store.url.is_postgres else "BLOB"  # the {blob} of each engine's DDL types
-    squeeze = not store.url.is_postgres  # zlib on SQLite; PostgreSQL's TOAST compresses (block_codec)
     store.execute(SCALAR_BLOCKS_V13.format(table="scalar_blocks_v13", blob=blob).strip())
-    insert = open_blocks.INSERT_BLOCK.format(table="scalar_blocks_v13")
+    fill_blocks(store, "scalar_blocks_v13", squeeze=not store.url.is_postgres)
+    for sql in _statements(BLOCKS_SWAP, {}):
+        store.execute(sql)
+    if store.url.is_postgres:  # points as rows for SQL users (SQLite: points_view.materialise)
+        for sql in points_view.postgres_statements():
+            store.execute(sql)
+
+
+def fill_blocks(store: Engine, table: str, squeeze: bool) -> None:
+    """Fill `table` (of `scalar_blocks`' v13 shape) with the blocks of every series of `scalars`
+    (`squeeze`: zlib'd integer columns, block_codec.pack), a chunk of rows at a time."""
+    insert = open_blocks.INSERT_BLOCK.format(table=table)
     select = "SELECT run_id, tag_id, rep, step, epoch, walltime_ms, value FROM scalars"
     order = f" ORDER BY run_id, tag_id, rep, step LIMIT {SCALARS_CHUNK}"
     key: tuple[int, int, int] | None = None
@@ -218,16 +228,22 @@ def scalars_as_blocks(store: Engine) -> None:
         store.executemany(insert, blocks)
         if len(rows) < SCALARS_CHUNK:
             break
-        rows = store.execute(
-            f"{select} WHERE (run_id, tag_id, rep, step) > (?, ?, ?, ?){order}", rows[-1][:4]
-        )
+        after = " WHERE (run_id, tag_id, rep, step) > (?, ?, ?, ?)"
+        rows = store.execute(select + after + order, rows[-1][:4])
     if key is not None:
         store.execute(insert, open_blocks.block_row(key, points, squeeze))
-    for sql in _statements(BLOCKS_SWAP, {}):
-        store.execute(sql)
-    if store.url.is_postgres:  # points as rows for SQL users (SQLite: points_view.materialise)
-        for sql in points_view.postgres_statements():
-            store.execute(sql)
+
+
+# An older SQLite table opened without being migrated (a program that only reads it) is read
+# through blocks all the same: TEMP tables come first in SQLite's name lookup, so a TEMP
+# `scalar_blocks` made from its `scalars` is what every reader finds, on this connection only. It
+# is dropped before the table is migrated (`Engine.ready_for_writing`).
+OLDER_BLOCKS = "temp.scalar_blocks"
+
+
+def read_older_scalars_as_blocks(store: Engine) -> None:
+    store.execute(SCALAR_BLOCKS_V13.format(table=OLDER_BLOCKS, blob="BLOB").strip())
+    fill_blocks(store, OLDER_BLOCKS, squeeze=True)
 
 
 # Steps (or parts of steps) that are not one SQL script for both engines, by the version they

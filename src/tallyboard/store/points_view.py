@@ -22,6 +22,10 @@ POINT_COLUMNS = ("run_id", "tag_id", "tag", "rep", "step", "epoch", "walltime_ms
 # Created with the v13 schema on PostgreSQL (migrations.scalars_as_blocks). `|` and `<<` share one
 # precedence in PostgreSQL, hence every shift in its parentheses.
 _BYTE = "(get_byte(data, at + {k})::bigint << {shift})"
+# The i-th number of an integer column: the running sum of its deltas, or itself where the column
+# holds the numbers as they are (an upper-case first byte: block_codec.pack_deltas).
+_NUMBER = """CASE WHEN get_byte({column}, 0) = ascii('R') THEN tallyboard_int8_at({column}, 1 + 8 * i)
+        ELSE CAST(SUM(tallyboard_int8_at({column}, 1 + 8 * i)) OVER w AS BIGINT) END"""
 POSTGRES_POINTS = f"""
 CREATE OR REPLACE FUNCTION tallyboard_int8_at(data bytea, at integer) RETURNS bigint
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
@@ -43,9 +47,9 @@ CREATE VIEW scalar_points AS
 SELECT b.run_id, b.tag_id, t.name AS tag, b.rep, p.step, p.epoch, p.walltime_ms, p.value
 FROM scalar_blocks b JOIN tags t ON t.tag_id = b.tag_id
 CROSS JOIN LATERAL (
-    SELECT CAST(SUM(tallyboard_int8_at(b.step_data, 1 + 8 * i)) OVER w AS BIGINT) AS step,
+    SELECT {_NUMBER.format(column="b.step_data")} AS step,
            NULLIF(tallyboard_int8_at(b.epoch_data, 1 + 8 * i), -9223372036854775807 - 1) AS epoch,
-           CAST(SUM(tallyboard_int8_at(b.walltime_data, 1 + 8 * i)) OVER w AS BIGINT) AS walltime_ms,
+           {_NUMBER.format(column="b.walltime_data")} AS walltime_ms,
            NULLIF(tallyboard_float8_at(b.value_data, 8 * i), 'NaN') AS value
     FROM generate_series(0, b.n - 1) AS i
     WINDOW w AS (ORDER BY i)
