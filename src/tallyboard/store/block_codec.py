@@ -80,7 +80,8 @@ def _squeezed(data: bytes, squeeze: bool, absolute: bool = False) -> bytes:
     return (tag.upper() if absolute else tag) + (zlib.compress(data, _LEVEL) if squeeze else data)
 
 
-def _unsqueezed(data: bytes) -> bytes:
+def unsqueezed(data: bytes) -> bytes:
+    """The int64 bytes of an integer column (its first byte says how they are stored)."""
     return zlib.decompress(data[1:]) if data[:1] in b"zZ" else bytes(data[1:])
 
 
@@ -95,7 +96,7 @@ def pack_deltas(numbers: Sequence[int], squeeze: bool = True) -> bytes:
 
 
 def unpack_deltas(data: bytes) -> list[int]:
-    numbers = _int_array(_unsqueezed(data))
+    numbers = _int_array(unsqueezed(data))
     return numbers.tolist() if data[:1].isupper() else list(accumulate(numbers))
 
 
@@ -142,7 +143,7 @@ def unpack(step_data: bytes, walltime_data: bytes, value_data: bytes, epoch_data
     if epoch_data is None:
         epochs: list[int | None] = [None] * len(steps)
     else:
-        epochs = [None if e == NO_EPOCH else e for e in _int_array(_unsqueezed(epoch_data))]
+        epochs = [None if e == NO_EPOCH else e for e in _int_array(unsqueezed(epoch_data))]
     return Points(steps, epochs, unpack_deltas(walltime_data), unpack_values(value_data).tolist())
 
 

@@ -15,7 +15,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from tallyboard.store.block_codec import Points, unpack, value_or_none
+from tallyboard.store.block_codec import NO_EPOCH, Points, unpack, unsqueezed, value_or_none
 
 Read = Callable[[str, Sequence[Any]], list[tuple[Any, ...]]]
 SeriesId = tuple[int, int, int]  # (run_id, tag_id, rep)
@@ -87,3 +87,40 @@ def last_block(read: Read, key: SeriesId, columns: str = DATA) -> tuple[Any, ...
         f"SELECT {columns} FROM scalar_blocks WHERE {KEY} ORDER BY first_step DESC LIMIT 1", list(key)
     )
     return found[0] if found else None
+
+
+def arrays(blocks: Sequence[tuple[Any, ...]], columns: Sequence[str]) -> dict[str, Any]:
+    """{column: numpy array} of blocks given as (rep, step_data, walltime_data, value_data,
+    epoch_data) rows in order: 'rep', 'step', 'epoch' (int64, -1 where none), 'walltime_ms'
+    (int64), 'value' (float64, NaN as logged). Values are one `np.frombuffer` per block; integer
+    columns are inflated and summed by numpy (int64 deltas, as block_codec packs them)."""
+    import numpy as np
+
+    def integers(data: bytes) -> Any:
+        raw = np.frombuffer(unsqueezed(data), dtype="<i8")
+        return raw if data[:1].isupper() else np.cumsum(raw)
+
+    parts: dict[str, list[Any]] = {name: [] for name in columns}
+    for rep, step_data, walltime_data, value_data, epoch_data in blocks:
+        values = np.frombuffer(value_data, dtype="<f8")
+        for name in columns:
+            if name == "value":
+                parts[name].append(values)
+            elif name == "rep":
+                parts[name].append(np.full(len(values), rep, dtype=np.int64))
+            elif name == "step":
+                parts[name].append(integers(step_data))
+            elif name == "walltime_ms":
+                parts[name].append(integers(walltime_data))
+            elif epoch_data is None:
+                parts[name].append(np.full(len(values), -1, dtype=np.int64))
+            else:
+                epochs = np.frombuffer(unsqueezed(epoch_data), dtype="<i8")
+                parts[name].append(np.where(epochs == NO_EPOCH, -1, epochs))
+    empty = {"value": np.float64}
+    return {
+        name: np.concatenate(found).astype(empty.get(name, np.int64), copy=False)
+        if found
+        else np.array([], empty.get(name, np.int64))
+        for name, found in parts.items()
+    }

@@ -168,6 +168,23 @@ class LoggedReads(Engine):
                     out.extend(zip(*(column(each_rep, points) for column in pick), strict=True))
             return out
 
+    def scalar_arrays(
+        self, run_id: int, tag: str, rep: int | None, columns: tuple[str, ...]
+    ) -> dict[str, Any]:
+        """One series ordered by (rep, step) as numpy arrays of `columns` (see
+        `block_reads.arrays`): a block's values are one `np.frombuffer`, never a Python float each."""
+        check_text("the scalar tag", tag)
+        sql = (
+            "SELECT b.rep, b.step_data, b.walltime_data, b.value_data, b.epoch_data FROM scalar_blocks b"
+            " WHERE b.run_id = ? AND b.tag_id = (SELECT tag_id FROM tags WHERE name = ?)"
+        )
+        params: tuple[Any, ...] = (run_id, tag) if rep is None else (run_id, tag, rep)
+        with self._lock:
+            rows = self.execute(
+                sql + ("" if rep is None else " AND b.rep = ?") + " ORDER BY b.rep, b.first_step", params
+            )
+        return block_reads.arrays(rows, columns)
+
     def repetitions(self, run_id: int) -> list[int]:
         with self._lock:
             rows = self.execute("SELECT rep FROM repetitions WHERE run_id = ? ORDER BY rep", (run_id,))

@@ -29,6 +29,8 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import islice
+from operator import lt
 from typing import TYPE_CHECKING, Any
 
 from tallyboard.store.block_codec import BLOCK_COLUMNS, NAN, Points, pack, unpack
@@ -146,34 +148,97 @@ def _after_last(last: int | None, step: int) -> bool:
     return last is None or step > last
 
 
+def _in_order(rows: Sequence[ScalarRow]) -> tuple[int, Points] | None:
+    """(rep, columns) of rows of one repetition whose steps strictly increase (what a training loop
+    logs: a batch's rows taken apart at C speed, not a point at a time), else None."""
+    from tallyboard.store.writes import walltime_ms
+
+    reps, steps, epochs, walltimes, values = map(list, zip(*rows, strict=True))
+    if reps.count(reps[0]) != len(reps) or not all(map(lt, steps, islice(steps, 1, None))):
+        return None
+    if min(walltimes) >= 0:  # walltime_ms, inlined for the usual case
+        walltimes = [int(seconds * 1000 + 0.5) for seconds in walltimes]
+    else:
+        walltimes = list(map(walltime_ms, walltimes))
+    if None in values:
+        values = [NAN if value is None else value for value in values]
+    return reps[0], Points(steps, epochs, walltimes, values)
+
+
+class _Planner:
+    """The state of one `plan` as it goes."""
+
+    def __init__(self, state: SeriesState, squeeze: bool) -> None:
+        self.after = SeriesState(dict(state.open), dict(state.last), state.runs)
+        self.touched: dict[SeriesId, OpenBlock] = {}
+        self.upserts: list[tuple[Any, ...]] = []
+        self.merges: dict[SeriesId, list[Point]] = {}
+        self.squeeze = squeeze
+
+    def block(self, key: SeriesId) -> OpenBlock | None:
+        block = self.touched.get(key)
+        if block is None and key in self.after.open:
+            block = self.touched[key] = self.after.open[key].copy()
+        return block
+
+    def appends(self, key: SeriesId, first_step: int) -> bool:
+        """Whether a point at `first_step` goes after the last one of the series' open block or
+        starts one."""
+        block = self.block(key)
+        if block is not None:
+            return first_step > block.points.steps[-1]
+        return key not in self.merges and _after_last(self.after.last.get(key), first_step)
+
+    def close_if_full(self, key: SeriesId, block: OpenBlock) -> None:
+        if len(block.points.steps) >= BLOCK_POINTS:  # full: written once more, then closed
+            self.upserts.append(block_row(key, block.points, self.squeeze))
+            self.after.last[key] = block.points.steps[-1]
+            self.after.open.pop(key, None)
+            del self.touched[key]
+
+    def extend(self, key: SeriesId, columns: Points) -> None:
+        """Append points whose steps increase, after the series' last (`appends`)."""
+        at, count = 0, len(columns.steps)
+        while at < count:
+            block = self.block(key)
+            if block is None:
+                block = self.touched[key] = OpenBlock(Points([], [], [], []))
+            room = BLOCK_POINTS - len(block.points.steps)
+            for column, new in zip(block.points, columns, strict=True):
+                column.extend(new[at : at + room])  # type: ignore[attr-defined, index]
+            at += room
+            self.close_if_full(key, block)
+
+    def add(self, key: SeriesId, point: Point) -> None:
+        """One point wherever its step goes: the open block, a new one, or a merge."""
+        block = self.block(key)
+        step = point[0]
+        if block is not None and step >= block.points.steps[0]:
+            block.add(point)
+        elif block is None and key not in self.merges and _after_last(self.after.last.get(key), step):
+            block = self.touched[key] = OpenBlock(Points([step], [point[1]], [point[2]], [point[3]]))
+        else:
+            self.merges.setdefault(key, []).append(point)
+            return
+        self.close_if_full(key, block)
+
+
 def plan(state: SeriesState, series: Sequence[tuple[int, int, Sequence[ScalarRow]]], squeeze: bool) -> Plan:
     """The block writes of `series` ((run_id, tag_id, rows) each), from `state` (left unchanged);
     `squeeze` as in `block_row`."""
     from tallyboard.store.writes import walltime_ms
 
-    after = SeriesState(dict(state.open), dict(state.last), state.runs)
-    touched: dict[SeriesId, OpenBlock] = {}
-    upserts: list[tuple[Any, ...]] = []
-    merges: dict[SeriesId, list[Point]] = {}
+    planner = _Planner(state, squeeze)
     for run_id, tag_id, rows in series:
+        in_order = _in_order(rows) if rows else None
+        if in_order is not None and planner.appends((run_id, tag_id, in_order[0]), in_order[1].steps[0]):
+            planner.extend((run_id, tag_id, in_order[0]), in_order[1])
+            continue
         for rep, step, epoch, walltime, value in rows:
-            key = (run_id, tag_id, rep)
-            point = (step, epoch, walltime_ms(walltime), NAN if value is None else value)
-            block = touched.get(key)
-            if block is None and key in after.open:
-                block = touched[key] = after.open[key].copy()
-            if block is not None and step >= block.points.steps[0]:
-                block.add(point)
-            elif block is None and key not in merges and _after_last(after.last.get(key), step):
-                block = touched[key] = OpenBlock(Points([step], [epoch], [point[2]], [point[3]]))
-            else:
-                merges.setdefault(key, []).append(point)
-                continue
-            if len(block.points.steps) >= BLOCK_POINTS:  # full: written once more, then closed
-                upserts.append(block_row(key, block.points, squeeze))
-                after.last[key] = block.points.steps[-1]
-                after.open.pop(key, None)
-                del touched[key]
+            planner.add(
+                (run_id, tag_id, rep), (step, epoch, walltime_ms(walltime), NAN if value is None else value)
+            )
+    after, touched, upserts, merges = planner.after, planner.touched, planner.upserts, planner.merges
     for key, block in touched.items():
         upserts.append(block_row(key, block.points, squeeze))
         block.writes += 1
