@@ -153,7 +153,7 @@ def test_a_forked_child_opens_its_own_session_and_leaves_the_parents_alone(pg_ur
     with connect(pg_url) as conn:
         logged = conn.execute(
             "SELECT r.experiment, r.status, count(*), sum(s.value) FROM runs r"
-            " JOIN scalars s ON s.run_id = r.run_id GROUP BY r.run_id ORDER BY r.run_id"
+            " JOIN scalar_points s ON s.run_id = r.run_id GROUP BY r.run_id ORDER BY r.run_id"
         ).fetchall()
     assert logged == [
         ("parent", "finished", 301, sum(step * 0.5 for step in range(301))),
