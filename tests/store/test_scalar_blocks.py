@@ -16,6 +16,7 @@ from tallyboard.dashboard.downsample import Downsampler, grid
 from tallyboard.store import open_queries, open_store
 from tallyboard.store.block_codec import unpack
 from tallyboard.store.dashboard_reads import DashboardQueries, SeriesKey
+from tallyboard.store.points_view import materialise
 from tallyboard.store.schema import BLOCK_STEPS, SCHEMA_VERSION
 
 # Steps of repetition 0: a gap of whole blocks, a partly filled block, negative steps.
@@ -260,3 +261,31 @@ def test_batches_adding_to_a_block_keep_its_extremes_and_nan_changes_none(db_url
         assert stored == [block]
     run.close()
     table.close()
+
+
+def test_sql_users_see_the_points_as_rows_exactly(db_url):
+    """PostgreSQL's `scalar_points` view and SQLite's TEMP table of that name give every point as
+    its row, bit for bit: NaN as NULL, infinities, -0.0, subnormals, epochs where logged."""
+    values = [0.0, -0.0, 1.5, -math.inf, math.inf, math.nan, 5e-324, -3.3e-310, 1.7976931348623157e308]
+    table = tb.ResultTable(db_url, nocommit_action=tb.NoCommitAction.NOP)
+    run = table.new_run("points", auto_log_plt=False)
+    for i, value in enumerate(values):
+        run.add_scalar("a/b", value, step=i * 3 - 4, epoch=None if i % 2 else i)
+    run.add_scalar("a/b", 2.0, step=2**63 - 1)  # a delta no int64 holds: steps kept as they are
+    run.close()
+    expected = [
+        (p.step, p.epoch, round(p.wall_time * 1000), None if math.isnan(p.value) else p.value)
+        for p in run.get_scalar("a/b")
+    ]
+    sql = "SELECT step, epoch, walltime_ms, value FROM scalar_points WHERE tag = 'a/b' ORDER BY step"
+    if db_url.startswith("postgresql"):
+        store = open_store(db_url)
+        rows = store.execute(sql)
+        store.close()
+    else:
+        with table.cursor as cursor:
+            assert materialise(cursor.connection) == len(expected)
+            rows = cursor.execute(sql).fetchall()
+    table.close()
+    assert rows == expected
+    assert [math.copysign(1, row[3]) for row in rows[:2]] == [1.0, -1.0]
