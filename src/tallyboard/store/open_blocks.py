@@ -30,7 +30,7 @@ from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
-from operator import lt
+from operator import itemgetter, lt
 from typing import TYPE_CHECKING, Any
 
 from tallyboard.store.block_codec import BLOCK_COLUMNS, NAN, Points, pack, unpack
@@ -153,7 +153,7 @@ def _in_order(rows: Sequence[ScalarRow]) -> tuple[int, Points] | None:
     logs: a batch's rows taken apart at C speed, not a point at a time), else None."""
     from tallyboard.store.writes import walltime_ms
 
-    reps, steps, epochs, walltimes, values = map(list, zip(*rows, strict=True))
+    reps, steps, epochs, walltimes, values = (list(map(itemgetter(at), rows)) for at in range(5))
     if reps.count(reps[0]) != len(reps) or not all(map(lt, steps, islice(steps, 1, None))):
         return None
     if min(walltimes) >= 0:  # walltime_ms, inlined for the usual case
