@@ -205,11 +205,12 @@ def scalars_as_blocks(store: Engine) -> None:
             store.execute(sql)
 
 
-def fill_blocks(store: Engine, table: str, squeeze: bool) -> None:
-    """Fill `table` (of `scalar_blocks`' v13 shape) with the blocks of every series of `scalars`
-    (`squeeze`: zlib'd integer columns, block_codec.pack), a chunk of rows at a time."""
+def fill_blocks(store: Engine, table: str, squeeze: bool, rows_from: str = "scalars") -> None:
+    """Fill `table` (of `scalar_blocks`' v13 shape) with the blocks of every series of `rows_from`
+    (v12's `scalars`, one row per point; `squeeze`: zlib'd integer columns, block_codec.pack), a
+    chunk of rows at a time."""
     insert = open_blocks.INSERT_BLOCK.format(table=table)
-    select = "SELECT run_id, tag_id, rep, step, epoch, walltime_ms, value FROM scalars"
+    select = f"SELECT run_id, tag_id, rep, step, epoch, walltime_ms, value FROM {rows_from}"
     order = f" ORDER BY run_id, tag_id, rep, step LIMIT {SCALARS_CHUNK}"
     key: tuple[int, int, int] | None = None
     points = Points([], [], [], [])
