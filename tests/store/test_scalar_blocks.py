@@ -7,6 +7,12 @@ on both engines."""
 from __future__ import annotations
 
 import math
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from contextlib import closing
 
 import pytest
 
@@ -289,3 +295,42 @@ def test_sql_users_see_the_points_as_rows_exactly(db_url):
     table.close()
     assert rows == expected
     assert [math.copysign(1, row[3]) for row in rows[:2]] == [1.0, -1.0]
+
+
+def test_sigkill_during_the_migration_leaves_a_whole_old_or_whole_new_file_and_opening_again_finishes(
+    tmp_path,
+):
+    path = str(tmp_path / "v12.db")
+    table = tb.ResultTable(path, nocommit_action=tb.NoCommitAction.NOP)
+    run = table.new_run("old", auto_log_plt=False)
+    for step in range(200_000):
+        run.add_scalar("train/loss", step * 0.25, step=step, epoch=step // 1000)
+    run.close()
+    expected = [(p.step, p.epoch, p.value) for p in run.get_scalar("train/loss")]
+    table.close()
+    downgrade(path, 12)
+    migrate = (
+        "import sys; from tallyboard.store import open_store; open_store(sys.argv[1]).ready_for_writing()"
+    )
+    for delay in (0.2, 0.6):
+        child = subprocess.Popen([sys.executable, "-c", migrate, path])
+        time.sleep(delay)
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+        with closing(sqlite3.connect(path)) as conn:
+            (version,) = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+            names = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if version == "12":  # whole old: every row, nothing of the new table
+                assert "scalar_blocks_v13" not in names
+                assert conn.execute("SELECT COUNT(*) FROM scalars").fetchone() == (200_000,)
+            else:  # whole new
+                assert version == str(SCHEMA_VERSION) and "scalars" not in names
+                assert conn.execute("SELECT SUM(n) FROM scalar_blocks").fetchone() == (200_000,)
+    store = open_store(path)
+    store.ready_for_writing()  # opening again migrates what is left to migrate
+    store.close()
+    reopened = tb.ResultTable(path, read_only=True)
+    assert [
+        (p.step, p.epoch, p.value) for p in reopened.load_run(run.run_id).get_scalar("train/loss")
+    ] == expected
+    reopened.close()

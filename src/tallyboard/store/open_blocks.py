@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from tallyboard.store.engine import Engine
 
 MAX_WRITES = 32  # rewrites of one open block before it is closed
-OPEN_POINTS = 1 << 20  # points of all open blocks together (~40 MB of lists) before all are closed
+OPEN_POINTS = 1 << 19  # points of all open blocks together (~50 MB of Python lists) before all are closed
 
 SeriesId = tuple[int, int, int]  # (run_id, tag_id, rep)
 Point = tuple[int, "int | None", int, float]  # (step, epoch, walltime_ms, value), value NaN for NaN
