@@ -16,6 +16,7 @@ durable end-to-end path (`add_scalar` in the loop, then `close()`, which waits f
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sqlite3
 import subprocess
@@ -25,6 +26,8 @@ import time
 
 import tallyboard as tb
 
+# Values as a loss curve has them: every mantissa bit in use (nothing for a compressor to find).
+VALUES = [math.exp(-i / 1000) + 0.01 * math.sin(i * 12.9898) for i in range(4096)]
 ROW_TABLE = """CREATE TABLE IF NOT EXISTS ref_scalars (
     run_id BIGINT NOT NULL, tag_id INTEGER NOT NULL, rep INTEGER NOT NULL, step BIGINT NOT NULL,
     epoch BIGINT, walltime_ms BIGINT NOT NULL, value DOUBLE PRECISION,
@@ -67,7 +70,9 @@ def raw_sqlite(path: str, n: int, tags: list[str]) -> tuple[float, float]:
     rows = []
     for step in range(n // len(tags)):
         for tag_id in range(len(tags)):
-            rows.append((1, tag_id, 0, step, None, int((time.perf_counter() - start[0]) * 1000), 0.5 + step))
+            rows.append(
+                (1, tag_id, 0, step, None, int((time.perf_counter() - start[0]) * 1000), VALUES[step % 4096])
+            )
     conn.execute("BEGIN")
     conn.executemany("INSERT INTO ref_scalars VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
     conn.execute("COMMIT")
@@ -101,7 +106,7 @@ def tallyboard_run(location: str, n: int, tags: list[str]) -> tuple[float, float
     start = clocks()
     for step in range(n // len(tags)):
         for tag in tags:
-            run.add_scalar(tag, 0.5 + step, step=step)
+            run.add_scalar(tag, VALUES[step % len(VALUES)], step=step)
     run.close()
     wall, cpu = since(start)
     table.close()
