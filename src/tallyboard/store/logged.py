@@ -180,7 +180,7 @@ class LoggedReads(Engine):
         )
         params: tuple[Any, ...] = (run_id, tag) if rep is None else (run_id, tag, rep)
         with self._lock:
-            rows = self.execute(
+            rows = self.execute_blobs(
                 sql + ("" if rep is None else " AND b.rep = ?") + " ORDER BY b.rep, b.first_step", params
             )
         return block_reads.arrays(rows, columns)

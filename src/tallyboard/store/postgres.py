@@ -328,20 +328,24 @@ class PostgresStore(Store):
             self._disconnect()  # the next write starts on a fresh connection
             log.info("tallyboard: pruning tallyboard_commits on %s failed (%s); later", self.url, error)
 
-    def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+    def execute(self, sql: str, params: Sequence[Any] = (), binary: bool = False) -> list[tuple[Any, ...]]:
         def run() -> list[tuple[Any, ...]]:
             conn = self._connection()
             if self.access is Access.READ and not self._in_transaction:
                 with pg_session.read_only_transaction(conn):
-                    cursor = conn.execute(_psycopg_sql(sql), tuple(params))
+                    cursor = conn.execute(_psycopg_sql(sql), tuple(params), binary=binary)
             else:
-                cursor = conn.execute(_psycopg_sql(sql), tuple(params))
+                cursor = conn.execute(_psycopg_sql(sql), tuple(params), binary=binary)
             return cursor.fetchall() if cursor.description is not None else []
 
         if self._in_transaction:
             return run()
         with self._lock:  # a statement on its own (autocommit) is safe to run again
             return self._retry(run)
+
+    def execute_blobs(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """BYTEA in the binary protocol: a third of the time of its hex text for a long series."""
+        return self.execute(sql, params, binary=True)
 
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
         with self._connection().cursor() as cursor:
