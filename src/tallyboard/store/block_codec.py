@@ -25,7 +25,7 @@ from array import array
 from collections.abc import Sequence
 from itertools import accumulate, chain
 from operator import sub
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 ZLIB, RAW = b"z", b"r"  # the first byte of an integer column
 NO_EPOCH = -(2**63)  # an epoch's slot in `epoch_data` for a point logged without one
@@ -62,18 +62,18 @@ class Packed(NamedTuple):
 BLOCK_COLUMNS = Packed._fields
 
 
-def _ints(numbers: Sequence[int]) -> bytes:
-    packed = array("q", numbers)
+def _little_endian(numbers: array[Any]) -> array[Any]:
     if _SWAP:
-        packed.byteswap()
-    return packed.tobytes()
+        numbers.byteswap()
+    return numbers
+
+
+def _ints(numbers: Sequence[int]) -> bytes:
+    return _little_endian(array("q", numbers)).tobytes()
 
 
 def _int_array(data: bytes) -> array[int]:
-    unpacked = array("q", data)
-    if _SWAP:
-        unpacked.byteswap()
-    return unpacked
+    return _little_endian(array("q", data))
 
 
 def _squeezed(data: bytes, squeeze: bool, absolute: bool = False) -> bytes:
@@ -102,17 +102,11 @@ def unpack_deltas(data: bytes) -> list[int]:
 
 
 def pack_values(values: Sequence[float]) -> bytes:
-    packed = array("d", values)
-    if _SWAP:
-        packed.byteswap()
-    return packed.tobytes()
+    return _little_endian(array("d", values)).tobytes()
 
 
 def unpack_values(data: bytes) -> array[float]:
-    unpacked = array("d", data)
-    if _SWAP:
-        unpacked.byteswap()
-    return unpacked
+    return _little_endian(array("d", data))
 
 
 def pack(points: Points, squeeze: bool = True) -> tuple[int, Packed]:
