@@ -144,6 +144,12 @@ def unpack(step_data: bytes, walltime_data: bytes, value_data: bytes, epoch_data
     return Points(steps, epochs, unpack_deltas(walltime_data), unpack_values(value_data).tolist())
 
 
+def walltime_ms(seconds: float) -> int:
+    """Exactly the milliseconds that writes.WALLTIME_MS_SQL stores in SQLite for `seconds`."""
+    ms = seconds * 1000
+    return int(ms + 0.5) if ms >= 0 else -int(0.5 - ms)
+
+
 def value_or_none(value: float) -> float | None:
     """A point's value as rows have it: None for NaN."""
     return None if value != value else value

@@ -33,7 +33,7 @@ from itertools import islice
 from operator import itemgetter, lt
 from typing import TYPE_CHECKING, Any
 
-from tallyboard.store.block_codec import BLOCK_COLUMNS, NAN, Points, pack, unpack
+from tallyboard.store.block_codec import BLOCK_COLUMNS, NAN, Points, pack, unpack, walltime_ms
 from tallyboard.store.records import ScalarRow
 from tallyboard.store.schema import BLOCK_POINTS
 
@@ -151,8 +151,6 @@ def _after_last(last: int | None, step: int) -> bool:
 def _in_order(rows: Sequence[ScalarRow]) -> tuple[int, Points] | None:
     """(rep, columns) of rows of one repetition whose steps strictly increase (what a training loop
     logs: a batch's rows taken apart at C speed, not a point at a time), else None."""
-    from tallyboard.store.writes import walltime_ms
-
     reps, steps, epochs, walltimes, values = (list(map(itemgetter(at), rows)) for at in range(5))
     if reps.count(reps[0]) != len(reps) or not all(map(lt, steps, islice(steps, 1, None))):
         return None
@@ -226,8 +224,6 @@ class _Planner:
 def plan(state: SeriesState, series: Sequence[tuple[int, int, Sequence[ScalarRow]]], squeeze: bool) -> Plan:
     """The block writes of `series` ((run_id, tag_id, rows) each), from `state` (left unchanged);
     `squeeze` as in `block_row`."""
-    from tallyboard.store.writes import walltime_ms
-
     planner = _Planner(state, squeeze)
     for run_id, tag_id, rows in series:
         in_order = _in_order(rows) if rows else None

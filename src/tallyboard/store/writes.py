@@ -23,15 +23,10 @@ from tallyboard.store.records import Batch, QueuedValue, ScalarRow
 from tallyboard.store.runs import RunRows
 
 # Seconds -> whole milliseconds, to the nearest (halves away from zero): SQLite's ROUND adds 0.5 to
-# the magnitude and truncates; `walltime_ms` does that same float arithmetic in Python (scalars).
+# the magnitude and truncates; `block_codec.walltime_ms` does that same float arithmetic in Python
+# (scalars, whose blocks are packed in Python).
 WALLTIME_MS_SQL = "CAST(ROUND(? * 1000) AS BIGINT)"
 TAGS_PER_QUERY = 500  # names read back per SELECT ... IN (...): far below any SQLite's variable limit
-
-
-def walltime_ms(seconds: float) -> int:
-    """Exactly the milliseconds that WALLTIME_MS_SQL stores in SQLite for `seconds`."""
-    ms = seconds * 1000
-    return int(ms + 0.5) if ms >= 0 else -int(0.5 - ms)
 
 
 class BatchWrites(RunRows):
