@@ -3,7 +3,7 @@ measured in the same run.
 
     python bench/blocks.py                       # SQLite and PostgreSQL, 300,000 scalars (~2 min)
     python bench/blocks.py --scalars 100000 --no-postgres
-    python bench/blocks.py --migrate 1000000 10000000   # the v12 -> v13 migration at two sizes
+    python bench/blocks.py --migrate 1000000 10000000   # the v13 -> v14 migration at two sizes
 
 References, each measured here: the floor (a bare method call appending a tuple to a list), raw
 `sqlite3.executemany` of the rows into a row-per-point table (v12's `scalars`: WITHOUT ROWID, keyed
@@ -193,7 +193,7 @@ def reads(engine: str, location: str, ref: str, n: int) -> None:
 
 
 def migrate(points: int, folder: str) -> None:
-    """Seconds and peak memory of the v12 -> v13 migration of a file of `points` scalars (in a child
+    """Seconds and peak memory of the v13 -> v14 migration of a file of `points` scalars (in a child
     process, so that its peak RSS is the migration's)."""
     path = os.path.join(folder, f"v12-{points}.db")
     subprocess.run([sys.executable, __file__, "--make-v12", path, str(points)], check=True)

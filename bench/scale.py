@@ -29,7 +29,7 @@ How the tables are built: everything but the measured million is bulk content wr
 database by plain SQL into the real schema: runs, repetitions, tags, hparams and results (with
 their typed copies: store/typed_values.py) and the column list by INSERTs, each series by one
 INSERT ... SELECT over a recursive CTE of its steps (100 runs x 100 tags, every 10th run with 3
-repetitions) into a `scalars` table of rows, which the v12 -> v13 migration's own code then packs
+repetitions) into a `scalars` table of rows, which the v13 -> v14 migration's own code then packs
 into `scalar_blocks` (`migrations.fill_blocks`) before it is dropped. No ANALYZE is
 run: the tables are measured as the store left them.
 SQLite tables are cached under --cache (default bench/.scale-cache/, gitignored) and reused;
@@ -213,7 +213,7 @@ def build(url: str, size: Size, appended: int) -> int:
     )
     steps = (size.scalars - appended) // (BULK_RUNS * BULK_TAGS)
     written = 0
-    bulk.execute(ROWS_DDL)  # rows first, by SQL; packed into blocks below as the v13 migration packs them
+    bulk.execute(ROWS_DDL)  # rows first, by SQL; packed into blocks below as the v14 migration packs them
     if steps > 0:
         sql = _series_sql(bulk.postgres)
         for run_id in range(1, BULK_RUNS + 1):

@@ -28,7 +28,7 @@ from tallyboard.store import open_store
 from tallyboard.store.points_view import materialise
 
 TAGS10 = [f"train/metric{i}" for i in range(10)]
-# The references' table: v12's one row per point (tallyboard stores blocks since v13).
+# The references' table: v13's one row per point (tallyboard stores blocks since v14).
 ROWS_DDL = """CREATE TABLE IF NOT EXISTS ref_scalars (run_id BIGINT NOT NULL, tag_id INTEGER NOT NULL,
     rep INTEGER NOT NULL, step BIGINT NOT NULL, epoch BIGINT, walltime_ms BIGINT NOT NULL,
     value DOUBLE PRECISION, PRIMARY KEY (run_id, tag_id, rep, step)) WITHOUT ROWID"""

@@ -242,7 +242,7 @@ def test_cli_values_json_cannot_hold_are_stored_by_a_stable_rule(table):
         '{"data": "data/train", "mode": "Mode.FAST", "sizes": [1, 2], "3": null}'
     )
     with pytest.raises(tb.DuplicateRunError):
-        table.new_run("exp", cli=dict(cli), auto_log_plt=False)
+        table.new_run("exp", cli=dict(cli), auto_log_plt=False, on_duplicate="raise")
 
 
 def test_a_cli_too_long_for_an_index_row_still_starts_and_is_still_unique(table):
@@ -252,7 +252,7 @@ def test_a_cli_too_long_for_an_index_row_still_starts_and_is_still_unique(table)
     first = table.new_run("exp", cli=cli, auto_log_plt=False)
     first.close()
     with pytest.raises(tb.DuplicateRunError, match=f"run id {first.run_id}"):
-        table.new_run("exp", cli=dict(cli), auto_log_plt=False)
+        table.new_run("exp", cli=dict(cli), auto_log_plt=False, on_duplicate="raise")
     second = table.new_run(
         "exp", cli={**cli, "option_199": "other"}, auto_log_plt=False
     )  # differs at the end

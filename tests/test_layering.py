@@ -43,7 +43,7 @@ class Rule(NamedTuple):
 # logic) both stand on `store`, which stands on the vocabulary floor; the skins (cli, dashboard,
 # integrations, the peers' APIs) stand on the core. A row may always import its own modules.
 FLOOR = frozenset({"floor", "errors"})
-CORE = FLOOR | {"package", "table", "run", "analysis", "exchange", "store", "monitor"}
+CORE = FLOOR | {"package", "table", "run", "alerts", "analysis", "exchange", "store", "monitor"}
 RULES: dict[str, Rule] = {
     "errors": Rule(("errors.py",), frozenset(), "every error a user catches: the very bottom"),
     "floor": Rule(
@@ -53,10 +53,16 @@ RULES: dict[str, Rule] = {
     ),
     "monitor": Rule(("monitor/",), frozenset(), "the torch.monitor port: usable without the rest of us"),
     "store": Rule(("store/",), FLOOR, "the only package that speaks SQL, beneath both paths"),
+    "alerts": Rule(
+        ("alerts/",),
+        FLOOR | {"store"},
+        "the rules and where alerts go: pure evaluation; alerts are texts (store/alert_content.py)",
+    ),
     "run": Rule(
         ("run/",),
-        FLOOR | {"store", "monitor"},
-        "the write path: writes through the store; the monitor feeds its event handler and system metrics",
+        FLOOR | {"store", "monitor", "alerts"},
+        "the write path: writes through the store; the monitor feeds its event handler and system "
+        "metrics; its rules are evaluated off the training thread (run/alerting.py)",
     ),
     "analysis": Rule(
         ("analysis/", "query.py"),
@@ -66,7 +72,7 @@ RULES: dict[str, Rule] = {
     "exchange": Rule(("exchange/",), FLOOR | {"store"}, "our own format in and out, through the store"),
     "table": Rule(
         ("table.py",),
-        FLOOR | {"run", "analysis", "exchange", "store", "monitor"},
+        FLOOR | {"run", "alerts", "analysis", "exchange", "store", "monitor"},
         "the facade: hands out the write path and the read path over one store",
     ),
     "package": Rule(("__init__.py",), CORE - {"package"}, "the public API: re-exports the core, lazily"),
@@ -344,7 +350,8 @@ def test_the_rules_keep_the_arrows_of_the_design():
     assert importers_of["integrations"] == {"cli"}  # the core never imports the integrations
     assert "analysis" not in RULES["run"].may_import  # run and analysis never import each other
     assert "run" not in RULES["analysis"].may_import
-    assert RULES["run"].may_import <= {"store", "monitor", "floor", "errors"}
+    assert RULES["run"].may_import <= {"store", "monitor", "alerts", "floor", "errors"}
+    assert RULES["alerts"].may_import <= {"store", "floor", "errors"}  # DESIGN.md: alerts are run's
     assert RULES["analysis"].may_import <= {"store", "floor", "errors"}
     assert RULES["store"].may_import <= {"floor", "errors"}
     assert importers_of["skins"] == set()  # the peers' skins are for users' scripts only

@@ -34,6 +34,7 @@ from tallyboard.dashboard import create_app
 from tallyboard.errors import NotAResultTable, NotDurableError, ReadOnlyTableError, StoreError
 from tallyboard.run import exit_paths
 from tallyboard.store import Access, Location, open_store, pg_session
+from tallyboard.store import artifacts as artifacts_module
 from tallyboard.store.copy import copy_table
 from tallyboard.store.spool import location as spool_location
 from tallyboard.store.spool_shipper import stop_shippers
@@ -364,3 +365,29 @@ def test_an_outage_and_its_end_are_told_without_the_password(
         table.close()
     assert_hidden(*capfd.readouterr())
     assert_logs_hidden(logs)
+
+
+def test_a_spool_file_keeping_the_password_is_readable_by_its_owner_only(tmp_path, quiet_shippers):
+    path = tmp_path / "node.spool"
+    spool = spool_location(path, Location.of(UNREACHABLE), ())
+    with open_store(spool) as store:  # a write creates the WAL and shared-memory files too
+        store.create_run({"experiment": "e", "start_time": time.time()})
+        for each in (path, tmp_path / "node.spool-wal", tmp_path / "node.spool-shm"):
+            assert os.stat(each).st_mode & 0o777 == 0o600, each
+        assert PASSWORD in Location(store.state("target")).secret()
+
+
+def test_an_artefact_store_url_is_named_without_its_password(tmp_path):
+    stored = f"memory://alice:{PASSWORD}@kept/artefacts"
+    table = tb.ResultTable(str(tmp_path / "r.db"), nocommit_action=NOP, artifacts=stored)
+    (tmp_path / "model.bin").write_bytes(b"weights")
+    with table.new_run("e") as run:
+        run.log_artifact(tmp_path / "model.bin")
+    table.close()
+    elsewhere = f"memory://alice:{PASSWORD}@empty/artefacts"  # the file is not there
+    assert PASSWORD not in artifacts_module.open_blobs(elsewhere).location
+    client = TestClient(create_app(str(tmp_path / "r.db"), artifacts=elsewhere), base_url="http://127.0.0.1")
+    answer = client.get(f"/api/runs/{run.run_id}/artifacts/model.bin")
+    assert answer.status_code == 404
+    assert "missing from memory://alice:***@empty/artefacts" in answer.json()["error"]
+    assert PASSWORD not in answer.text

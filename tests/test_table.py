@@ -17,7 +17,8 @@ from tallyboard.store import DuplicateRunError, StoreError, open_store
 
 @pytest.fixture
 def table(db_url):
-    with tb.ResultTable(db_url, nocommit_action=tb.NoCommitAction.NOP) as table:
+    """A table with DeepBoard's rule for a duplicate (on_duplicate="raise"), which these tests hold."""
+    with tb.ResultTable(db_url, nocommit_action=tb.NoCommitAction.NOP, on_duplicate="raise") as table:
         yield table
         end_runs("failed")  # a run a test left open must not outlive its database
 
@@ -274,7 +275,7 @@ def test_two_processes_racing_create_one_run(db_url):
         f"""
         import sys, tallyboard as tb
         from tallyboard.store import DuplicateRunError
-        table = tb.ResultTable({db_url!r}, nocommit_action=tb.NoCommitAction.NOP)
+        table = tb.ResultTable({db_url!r}, nocommit_action=tb.NoCommitAction.NOP, on_duplicate="raise")
         sys.stdin.readline()  # start together
         try:
             table.new_run("race", auto_log_plt=False).close()

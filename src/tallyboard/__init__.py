@@ -34,7 +34,9 @@ __all__ = [
     "StoreError",
     "TallyboardError",
     "__version__",
+    "alerts",
     "monitor",
+    "register_alert_handler",
 ]
 
 # Where each name of `__all__` resolved on first use is defined (`import tallyboard.monitor` loads none).
@@ -45,6 +47,8 @@ _LAZY = {
     "RunView": "tallyboard.run.view",
     "ResultTableEventHandler": "tallyboard.run.event_handler",
     "Histogram": "tallyboard.histogram",
+    "alerts": "tallyboard.alerts",
+    "register_alert_handler": "tallyboard.alerts.delivery",
     "HistogramRecord": "tallyboard.histogram",
     **{
         name: "tallyboard.errors"
@@ -68,6 +72,8 @@ _LAZY = {
 }
 
 if TYPE_CHECKING:  # pragma: no cover; `X as X` marks a re-export for type checkers and linters
+    from tallyboard import alerts as alerts
+    from tallyboard.alerts.delivery import register_alert_handler as register_alert_handler
     from tallyboard.errors import ArtifactError as ArtifactError
     from tallyboard.errors import DamagedTableError as DamagedTableError
     from tallyboard.errors import DatabaseUnreachable as DatabaseUnreachable
@@ -95,6 +101,7 @@ def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'tallyboard' has no attribute {name!r}")
-    value = getattr(import_module(module), name)
+    found = import_module(module)
+    value = found if module == f"tallyboard.{name}" else getattr(found, name)  # a subpackage itself
     globals()[name] = value
     return value

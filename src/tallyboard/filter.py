@@ -10,6 +10,10 @@ expression selects the same runs in both, and the command line needs no web fram
 
 Names are column names (or their aliases, case-insensitively); names with spaces or operators go in
 backticks. A run's cell under a name is its run field, else its hparam, else its result.
+Hparams and results have a namespace of their own: `hparams.NAME` is always the hparam NAME and
+`results.NAME` the result (`hparams.lr > 0.01`), and an hparam or result named like a run column
+(`tag`, `status`, `note`, `command`, `hidden`, ...) is only that: `hparams.tag == 3` (the prefix
+rule, `qualified`; the bare `tag` is the run's tag).
 `~` is a case-insensitive "contains". `null` matches empty cells. Comparing values of different
 types is simply false (a string is never < a number), so mixed columns never raise.
 A cell can hold several values (a run's `tags`): `x in tags` holds when one of them equals x,
@@ -77,6 +81,16 @@ def _tokens(text: str) -> list[tuple[str, Any]]:
             out.append((kind, raw))
         pos = match.end()
     return out
+
+
+VALUE_TABLES = ("hparams", "results")
+
+
+def qualified(key: str) -> tuple[str | None, str]:
+    """A column key in the namespace of hparams or results: ('hparams', 'tag') for 'hparams.tag',
+    (None, key) for any other key (a run field, or an hparam or result by its bare name)."""
+    table, dot, name = key.partition(".")
+    return (table, name) if dot and name and table in VALUE_TABLES else (None, key)
 
 
 def _number_literal(raw: str) -> int | float:
@@ -325,6 +339,8 @@ def column_resolver(columns: Iterable[NamedColumn]) -> Callable[[str], str]:
 
     def resolve(name: str) -> str:
         found = by_name.get(name) or by_alias.get(name.lower())
+        if found is None and qualified(name)[0] is not None:
+            return name  # `hparams.x` of a run that has none matches as an empty cell
         if found is None:
             raise FilterError(f"unknown column {name!r}")
         return found
@@ -334,7 +350,11 @@ def column_resolver(columns: Iterable[NamedColumn]) -> Callable[[str], str]:
 
 def run_cell(run: Mapping[str, Any], name: str) -> Any:
     """The cell of column `name` in a run (its fields plus `hparams` and `results` dicts): the run
-    field, else the hparam, else the result; None when the run has none of them."""
+    field, else the hparam, else the result, unless `name` says which (`hparams.tag`, see
+    `qualified`); None when the run has none of them."""
+    table, bare = qualified(name)
+    if table is not None:
+        return run[table].get(bare)
     if name in run and name not in ("hparams", "results"):
         return run[name]
     if name in run["hparams"]:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from tallyboard.skins import images
 from tallyboard.skins.launch import Launched, default_location, launch
-from tallyboard.skins.names import clear_of_run_fields, scalar
+from tallyboard.skins.names import scalar
 from tallyboard.skins.not_stored import NotStored
 
 if TYPE_CHECKING:
@@ -85,7 +85,9 @@ class RunData:
 
 class ActiveRun:
     """A run started by `start_run`; a context manager that ends it (FAILED when an exception
-    leaves the block)."""
+    leaves the block, which the run keeps as how it failed)."""
+
+    _failure: BaseException | None = None  # the exception leaving the `with` block
 
     def __init__(self, launched: Launched, experiment: str, run_name: str | None) -> None:
         self._launched = launched
@@ -98,11 +100,13 @@ class ActiveRun:
 
     def _at_end(self) -> None:
         """However the run ends: the latest metrics as results, what was not stored."""
-        self.writer.update_results(**clear_of_run_fields(self.data.metrics, "results"))
+        self.writer.update_results(**self.data.metrics)
         self._not_stored.report_to(self.writer)
 
     def end(self, status: str) -> None:
-        self.writer.close("finished" if status == "FINISHED" else "failed")
+        if self._failure is not None:
+            self.writer.__exit__(type(self._failure), self._failure, self._failure.__traceback__)
+        self.writer.close("finished" if status == "FINISHED" else "failed")  # (no-op once ended)
         self._launched.close_table()
         self.info.status, self.info.end_time = status, int(time.time() * 1000)
 
@@ -111,6 +115,7 @@ class ActiveRun:
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         if self in _active:
+            self._failure = exc
             end_run("FINISHED" if exc_type is None else "FAILED")
 
 
@@ -235,7 +240,7 @@ def log_param(key: str, value: Any, synchronous: bool | None = None) -> Any:
 def log_params(params: Mapping[str, Any], synchronous: bool | None = None, run_id: str | None = None) -> None:
     active = _run("log_params", run_id)
     values = {str(key): scalar(value) for key, value in params.items()}
-    active.writer.add_hparams(clear_of_run_fields(values, "hparams"))
+    active.writer.add_hparams(values)
     active.data.params.update(values)
 
 

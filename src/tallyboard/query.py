@@ -21,6 +21,7 @@ from typing import Any, Literal, NamedTuple
 
 from tallyboard.filter import column_resolver, run_cell, run_filter
 from tallyboard.store import Store
+from tallyboard.store.run_fields import value_key
 from tallyboard.store.series import (
     DEFAULT_CHUNK_ROWS,
     SeriesChunk,
@@ -57,6 +58,7 @@ class RunRecord:
     cli: str | None
     command: str | None
     git_commit: str | None
+    rerun_of: int | None
     hparams: dict[str, Any]
     results: dict[str, Any]
 
@@ -120,7 +122,8 @@ def runs_frame(
     backend: str | None = None,
 ) -> Any:
     """`ResultTable.query`: one row per run; run fields, then hparams, then results, each a
-    column (a name that is both is the hparam's, as in the filter language)."""
+    column (a name that is both is the hparam's, as in the filter language; an hparam or result
+    named like a run field is `hparams.NAME` / `results.NAME`: run_fields.value_key)."""
     chosen = resolve_backend(backend)
     runs = run_records(store, filter, show_hidden)
     if chosen == "records":
@@ -129,7 +132,8 @@ def runs_frame(
     if columns is None:
         names = list(RUN_QUERY_FIELDS)
         for kind in ("hparams", "results"):
-            names += sorted({name for run in runs for name in getattr(run, kind)} - set(names))
+            keys = {value_key(kind, name) for run in runs for name in getattr(run, kind)}
+            names += sorted(keys - set(names))
     else:
         resolve = column_resolver(store.columns())
         names = ["run_id", *(name for name in map(resolve, columns) if name != "run_id")]

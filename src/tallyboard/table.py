@@ -9,6 +9,7 @@ so two processes racing to start the same run create one.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -17,17 +18,21 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Literal, NamedTuple, cast
 
 from tallyboard import query as query_api
-from tallyboard.errors import NotFoundError, ReadOnlyTableError, StoreError
+from tallyboard.errors import DuplicateRunError, NotFoundError, ReadOnlyTableError, StoreError
 from tallyboard.exchange.target import require_existing
+from tallyboard.filter import run_cell
 from tallyboard.media import open_png
 from tallyboard.run import capture, left_out
 from tallyboard.run import context as run_context
 from tallyboard.run.exit_paths import arm_signals
 from tallyboard.run.sink import DEFAULT_COMMIT_INTERVAL, NullSink, Sink, sink_for
 from tallyboard.run.start import (
+    DEFAULT_ON_DUPLICATE,
     NoCommitAction,
+    OnDuplicate,
     RunRequest,
     deepboard_keys,
+    on_duplicate_choice,
     run_fields,
     unique_column_names,
     unique_key,
@@ -35,10 +40,18 @@ from tallyboard.run.start import (
 from tallyboard.run.view import RunView, deepboard_color
 from tallyboard.run.writer import LogWriter, let_go
 from tallyboard.store import Access, Column, Quarantined, Store, open_store
+from tallyboard.store.alert_content import KIND, LEVELS, Alert, check_level, encode
 from tallyboard.store.artifacts import location_for
 from tallyboard.store.cursor import ReadCursor
 from tallyboard.store.location import Location, LocationLike
-from tallyboard.store.records import DEBUG_RUN_ID, ConsoleLine, QueuedRepetition, ResumePoint
+from tallyboard.store.records import (
+    DEBUG_RUN_ID,
+    Batch,
+    ConsoleLine,
+    QueuedRepetition,
+    QueuedText,
+    ResumePoint,
+)
 from tallyboard.store.run_fields import DEFAULT_UNIQUE_COLUMNS, RunRow
 from tallyboard.store.series import DEFAULT_CHUNK_ROWS
 from tallyboard.values import check_text
@@ -46,6 +59,7 @@ from tallyboard.values import check_text
 if TYPE_CHECKING:
     from typing_extensions import Self  # typing.Self is new in Python 3.11; we support 3.10
 
+    from tallyboard.alerts.rules import Rule
     from tallyboard.analysis.comparison import Comparison
     from tallyboard.analysis.runs_listing import RunsView
     from tallyboard.store.records import ArtifactRow
@@ -86,7 +100,10 @@ def require_writable_file(path: str) -> None:
 class ResultTable:
     """The result table in a SQLite file (created if missing) or a `postgresql://` database; with
     `spool`, logged into that node-local SQLite file first and shipped to the database from there
-    (store/spool.py; `spool=None` takes $TALLYBOARD_SPOOL, `spool=False` never spools).
+    (store/spool.py; `spool=None` takes $TALLYBOARD_SPOOL, `spool=False` never spools). An
+    `http(s)://` URL is a tallyboard server (`tallyboard serve DB --accept-writes`): logged to
+    through a spool always (by default one per server in the user's cache folder), with the write
+    `token` (None: $TALLYBOARD_TOKEN); docs/server.md.
     `location` is where it is (`store.Location`): its `str()` (and `db_path`) never shows a
     password, so no message, log line or progress bar about the table can print one.
 
@@ -95,11 +112,19 @@ class ResultTable:
     stored diff `max_diff_bytes` (None: $TALLYBOARD_MAX_DIFF_BYTES, else 10 MB; the files past it
     are listed in `get_left_out`).
 
+    `on_duplicate` is what `new_run` does when a visible, non-failed run has the same unique
+    columns and code (commit and diff): "new" (the default) starts a new run marked as a rerun of
+    that one (`rerun_of`), which the statistics group with it; "repeat" makes the launch that run's
+    next repetition; "raise" refuses with `DuplicateRunError`, DeepBoard's rule. A new run's
+    `on_duplicate` overrides it for that run.
+
     `read_only=True` opens an existing table only to read it (what the reading commands do): it
     creates nothing, migrates nothing and writes nothing, and every method that would write raises
     `ReadOnlyTableError`. `create=False` opens an existing table to write, but never makes a new one
     (`tallyboard migrate`). Either way a missing file is a FileNotFoundError. Every `tallyboard`
-    command is one method of this class (the table commands, below)."""
+    command is one method of this class (the table commands, below).
+
+    `rules` (tallyboard.alerts) are added to every run this table starts or resumes (docs/alerts.md)."""
 
     def __init__(
         self,
@@ -113,7 +138,11 @@ class ResultTable:
         create: bool = True,
         max_diff_bytes: int | None = None,
         git_timeout: float = capture.GIT_TIMEOUT_S,
+        rules: Sequence[Rule] = (),
+        token: str | None = None,
+        on_duplicate: OnDuplicate = DEFAULT_ON_DUPLICATE,
     ) -> None:
+        self.on_duplicate = on_duplicate_choice(on_duplicate)
         if db_path is None:  # $TALLYBOARD_URL lets a cluster point every job at one table
             db_path = os.environ.get("TALLYBOARD_URL") or "results.db"
         self.location = Location.of(db_path)  # str() hides a password; only connecting sees it
@@ -123,12 +152,13 @@ class ResultTable:
         if not git_timeout > 0:
             raise ValueError(f"git_timeout must be a number of seconds above 0, got {git_timeout!r}")
         self.git_limits = capture.GitLimits(git_timeout, capture.diff_cap(max_diff_bytes))
+        self.rules = list(rules)  # tallyboard.alerts rules every run of this table starts with
         wanted = None if unique_columns is None else unique_column_names(unique_columns)
         self._refuse_unusable_location(bool(spool), create)
         # Where `log_artifact` copies files: a folder or an fsspec URL; by default `results.db` ->
         # `results.artifacts/`; None for PostgreSQL unless configured (store/artifacts.py).
         self.artifacts = location_for(self.location, artifacts)
-        self.spool = self._spool_in_front(spool, wanted)
+        self.spool = self._spool_in_front(spool, wanted, token)
         self._store = self._open_store(wanted, create)
         self.unique_columns = self._stored_unique_columns(wanted)
         if not read_only:
@@ -146,19 +176,34 @@ class ResultTable:
         a SQLite file to log into must be writable, and a table opened to read has no spool."""
         if spooled and self.read_only:
             raise ValueError("a spool is where runs are logged: a read_only table has none")
+        if self.location.is_http and self.read_only:
+            raise ValueError(
+                f"{self.location} is a tallyboard server, which is logged to, not read from: open its"
+                " dashboard, or read the table it serves (its file or database) directly"
+            )
         if self.read_only or not create:
             require_existing(self.location)
         elif self.location.sqlite_path is not None:
             require_writable_file(self.location.sqlite_path)
 
     def _spool_in_front(
-        self, spool: str | os.PathLike[str] | Literal[False] | None, wanted: tuple[str, ...] | None
+        self,
+        spool: str | os.PathLike[str] | Literal[False] | None,
+        wanted: tuple[str, ...] | None,
+        token: str | None,
     ) -> str | None:
         """The node-local spool runs are logged into, if any ($TALLYBOARD_SPOOL unless `spool` is
-        given; docs/cluster.md). With one, `location` becomes the spool's, and its shipper
-        to the database is started."""
+        given; docs/cluster.md; always one for a tallyboard server: docs/server.md). With one,
+        `location` becomes the spool's, and its shipper to the database or server is started."""
         if spool is None and not self.read_only:
             spool = os.environ.get("TALLYBOARD_SPOOL") or None
+        if self.location.is_http:
+            from tallyboard.store.http_shipping import default_spool
+
+            if spool is False:
+                raise ValueError(f"{self.location} is a tallyboard server: it is logged to through a spool")
+            spool = spool or default_spool(self.location)
+            token = token if token is not None else os.environ.get("TALLYBOARD_TOKEN") or None
         if not spool:
             return None
         from tallyboard.store import spool as spool_module
@@ -167,7 +212,7 @@ class ResultTable:
         path = os.path.abspath(os.fspath(spool))
         require_writable_file(path)
         unique = DEFAULT_UNIQUE_COLUMNS if wanted is None else wanted
-        self.location = spool_module.location(path, self.location, unique)
+        self.location = spool_module.location(path, self.location, unique, token)
         shipper_for(path)
         return path
 
@@ -207,14 +252,44 @@ class ResultTable:
         request.check_counts()
         run_context.check(request.capture_console)
         fields = run_fields(request, self.nocommit_action, None if debug else self.git_limits)
+        on_duplicate = self.on_duplicate if request.on_duplicate is None else request.on_duplicate
         if not debug:
             fields["unique_key"] = unique_key(fields, self.unique_columns, request.unique)
-        run_id = self._store.create_run(fields, debug=debug, durable=False)
+        try:
+            run_id = self._store.create_run(fields, debug=debug, durable=False, rerun=on_duplicate == "new")
+        except DuplicateRunError as duplicate:
+            if on_duplicate != "repeat":
+                raise
+            return self._repeat(duplicate.run_id, request)
         sink = sink_for(self.location, self.commit_interval)
         sink.put("repetitions", QueuedRepetition(run_id, 0, fields["start_time"]))  # see create_run
         writer = self._writer(sink, run_id, request.keep_each, request.auto_log_plt, request.system_metrics)
         run_context.attach(writer, request.capture_console, request.environment)
         return writer
+
+    def _repeat(self, run_id: int, request: RunRequest) -> LogWriter:
+        """`on_duplicate="repeat"`: the launch logs the next repetition of run `run_id`, which is
+        running again meanwhile (a writer of it still open in this process is let go first). Its
+        environment stays the one its first launch recorded."""
+        writer = self._reopened(
+            run_id, request.keep_each, request.auto_log_plt, request.system_metrics, False
+        )
+        writer.new_repetition()
+        run_context.attach(writer, request.capture_console, environment=False)
+        return writer
+
+    def _reopened(
+        self, run_id: int, keep_each: int, auto_log_plt: bool, system_metrics: bool, check: bool
+    ) -> LogWriter:
+        """The writer of run `run_id` set running again (`Store.reopen_run`, `check` its uniqueness)."""
+        sink = sink_for(self.location, self.commit_interval)
+        try:
+            let_go(sink, run_id)
+            point = self._store.reopen_run(run_id, check)
+        except BaseException:
+            sink.release(run_id)
+            raise
+        return self._writer(sink, run_id, keep_each, auto_log_plt, system_metrics, point)
 
     def _writer(
         self,
@@ -233,6 +308,8 @@ class ResultTable:
             from tallyboard.run import system_metrics as metrics
 
             writer.before_end(metrics.start(writer).stop)
+        for rule in self.rules:
+            writer.add_rule(rule)
         return writer
 
     def new_run(
@@ -250,9 +327,12 @@ class ResultTable:
         unique: bool | Mapping[str, Any] = True,
         capture_console: bool = False,
         environment: bool = True,
+        on_duplicate: OnDuplicate | None = None,
     ) -> LogWriter:
-        """Start a run and return its writer. Raises `DuplicateRunError` if a visible, non-failed run
-        has the same unique columns. `flush_each` is accepted for DeepBoard compatibility: commits
+        """Start a run and return its writer. When a visible, non-failed run has the same unique
+        columns and code, `on_duplicate` (None: the table's, "new" by default) says what happens:
+        a "new" run marked as its rerun, its next repetition ("repeat"), or `DuplicateRunError`
+        ("raise"). `flush_each` is accepted for DeepBoard compatibility: commits
         happen every `commit_interval` seconds instead, which bounds what a crash can lose by time.
 
         `unique=False` skips the check for this run, and later runs are not compared with it: each
@@ -265,6 +345,7 @@ class ResultTable:
             experiment_name, configfile, cli, comment, tag, flush_each=flush_each, keep_each=keep_each,
             auto_log_plt=auto_log_plt, disable=disable, system_metrics=system_metrics, unique=unique,
             capture_console=capture_console, environment=environment,
+            on_duplicate=None if on_duplicate is None else on_duplicate_choice(on_duplicate),
         )  # fmt: skip
         return self._start(request, debug=False)
 
@@ -310,14 +391,7 @@ class ResultTable:
         if keep_each < 1:
             raise ValueError(f"keep_each must be 1 or more, got {keep_each}")
         self._require(run_id)
-        sink = sink_for(self.location, self.commit_interval)
-        try:
-            let_go(sink, run_id)
-            point = self._store.reopen_run(run_id)
-        except BaseException:
-            sink.release(run_id)
-            raise
-        return self._writer(sink, run_id, keep_each, auto_log_plt, system_metrics, point)
+        return self._reopened(run_id, keep_each, auto_log_plt, system_metrics, True)
 
     def load_run(self, run_id: int) -> RunView:
         """An existing run, to read what it logged (and edit its note, tag, colour, tags, status)."""
@@ -335,17 +409,14 @@ class ResultTable:
         """The shown columns (in display order) and one row per run, hparams and results included;
         colours (`row_color`, a shown `color` column) as DeepBoard gives them, without '#'."""
         rows = self._store.runs(run_id=run_id, show_hidden=show_hidden or run_id is not None)
-        values = self._store.values("hparams", run_id)
-        for rid, results in self._store.values("results", run_id).items():
-            values.setdefault(rid, {}).update(results)
-        for rid, tags in self._store.run_tags(run_id).items():  # a shown `tags` column (an hparam of
-            values.setdefault(rid, {}).setdefault("tags", tags)  # that name, from before v6, wins)
+        hparams, results = self._store.values("hparams", run_id), self._store.values("results", run_id)
+        tags = self._store.run_tags(run_id)
         shown = [c for c in self._store.columns() if c.position is not None]
         data = []
         for row in rows:
-            fields, extra = row._asdict(), values.get(row.run_id, {})
-            fields["color"] = deepboard_color(row.color)
-            data.append([extra.get(c.name, fields.get(c.name)) for c in shown])
+            cells = {**row._asdict(), "color": deepboard_color(row.color), "tags": tags.get(row.run_id)}
+            cells.update(hparams=hparams.get(row.run_id, {}), results=results.get(row.run_id, {}))
+            data.append([run_cell(cells, c.name) for c in shown])
         return TableTuple(
             col_names=[c.alias for c in shown],
             col_ids=[c.name for c in shown],
@@ -373,6 +444,27 @@ class ResultTable:
         """Run `run_id`'s captured console lines (see `LogWriter.get_console`)."""
         self._require(run_id)
         return self.load_run(run_id).get_console(after=after, search=search)
+
+    def alerts(
+        self, run_id: int | None = None, level: str | None = None, since: float | None = None
+    ) -> list[Alert]:
+        """The alerts of one run (or of every run), oldest first; `level` keeps one level and
+        those above it ('warn': warnings and errors), `since` those from that time on (seconds
+        since the Unix epoch)."""
+        lowest = 0 if level is None else LEVELS.index(check_level(level))
+        return [
+            alert
+            for alert in self._store.alerts(run_id)
+            if LEVELS.index(alert.level) >= lowest and (since is None or alert.time >= since)
+        ]
+
+    def record_alert(self, alert: Alert) -> None:
+        """Write `alert` into its run at once, from outside the process logging it (`tallyboard
+        watch`): the run's own alerts come through its writer."""
+        self._refuse_if_read_only("record an alert")
+        self._require(alert.run_id)
+        text = QueuedText(alert.run_id, alert.title, alert.rep, alert.step, None, 0.0, KIND, encode(alert))
+        self._store.write_batch(Batch(texts=[text]))
 
     def compare(self, metric: str, by: str | Sequence[str] = (), **options: Any) -> Any:
         """Groups of runs (by the hparams `by`) compared on `metric`, as a pandas DataFrame: one row
@@ -407,13 +499,17 @@ class ResultTable:
         from tallyboard.analysis import comparison
 
         names = [by] if isinstance(by, str) else list(by)
-        known = {row.run_id for row in self._store.runs(show_hidden=True)}
+        known = {row.run_id: row.rerun_of for row in self._store.runs(show_hidden=True)}
         chosen = run_ids if run_ids is not None else [row.run_id for row in self._store.runs()]
         missing = [run_id for run_id in chosen if run_id not in known]
         if missing:
             raise NotFoundError(f"no run with id {missing[0]}")
         hparams = self._store.values("hparams")
-        runs = {run_id: hparams.get(run_id, {}) for run_id in chosen}
+        runs = comparison.with_originals(
+            {run_id: hparams.get(run_id, {}) for run_id in chosen},
+            known,
+            lambda run_id: hparams.get(run_id, {}),
+        )
 
         def points() -> list[tuple[int, int, float | None]]:
             return [
@@ -747,11 +843,18 @@ class ResultTable:
 
     # ---- the spool (store/spool.py) ------------------------------------------------------------
     def ship(self, timeout: float = 30.0) -> bool:
-        """With a spool: wait until what was flushed or closed so far is in the database; False if
-        that took longer than `timeout` (it ships later, on its own). Without one: True at once."""
+        """With a spool: wait until everything logged so far (the open runs' queues are flushed
+        into the spool first) is in the database or on the server; False if that took longer than
+        `timeout` (it ships later, on its own). Without one: True at once."""
         if self.spool is None:
             return True
+        from tallyboard.run.sink import all_sinks
         from tallyboard.store.spool_shipper import shipper_for
+
+        for sink in all_sinks():
+            if sink.key == self.location:  # the spool's writer: what it holds goes in first
+                with contextlib.suppress(RuntimeError):  # one stopped when idle holds nothing
+                    sink.flush()
 
         return shipper_for(self.spool).wait(timeout)
 

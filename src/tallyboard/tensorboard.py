@@ -305,14 +305,12 @@ class SummaryWriter:
 
     def close(self) -> None:
         """End the run as finished (a second close does nothing)."""
-        self._end(None)
-
-    def _end(self, status: str | None) -> None:
-        self._writer.close(status)  # type: ignore[arg-type]
+        self._writer.close()
         self._run.close_table()
 
     def __enter__(self) -> Self:
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        self._end("failed" if exc_type is not None else None)
+        self._writer.__exit__(exc_type, exc, tb)  # an exception passing fails the run and is kept
+        self._run.close_table()

@@ -19,7 +19,7 @@ from cli_runner import CLI_TIMEOUT_S, assert_one_line_error, run_cli
 from sample_tables import sample_table_in
 from tallyboard.store import open_store
 
-COMMANDS = ("serve", "demo", "runs", "export", "import", "copy")
+COMMANDS = ("serve", "demo", "runs", "export", "import", "copy", "watch")
 
 
 @pytest.fixture(scope="module")

@@ -225,5 +225,5 @@ def test_a_forked_child_leaving_a_with_block_and_exiting_ends_only_its_own_run(d
     assert runs(db_url) == {
         1: ("parent", "finished", 400),
         2: ("block", "finished", 100),
-        3: ("child", "failed", 20),  # left open by the child: its atexit ended it, and only it
+        3: ("child", "finished", 20),  # left open by the child: its exit(0) ended it, and only it
     }

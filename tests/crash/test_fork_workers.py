@@ -33,4 +33,4 @@ def test_pool_workers_that_never_close_their_runs_lose_nothing(tmp_path):
         " FROM runs r"
     ).fetchall()
     conn.close()
-    assert runs == [("failed", ROWS)] * 8  # ended as a process's exit ends an unclosed run
+    assert runs == [("finished", ROWS)] * 8  # ended as a normal exit ends an unclosed run

@@ -74,3 +74,20 @@ def test_the_process_ending_ends_the_run_failed_inside_fit_finished_after(table,
     assert "test/loss" in table.get_results(first).col_ids
     assert table.load_run(second).status == "failed"  # the process ended inside fit
     assert ended.returncode == crashed.returncode == 0
+
+
+def test_stop_on_alert_stops_fit_and_the_run_says_why(table):
+    from tallyboard.alerts import Threshold
+
+    rule = Threshold("train/loss", below=1e9, stop=True)  # fires at the first batch
+    callback = TallyboardCallback(table=table, experiment_name="stopped", rules=[rule], stop_on_alert=True)
+    fit(model(), [callback])
+    run = table.load_run(callback.writer.run_id)
+    assert [point.step for point in run.get_scalar("train/loss")] == [0]  # of 8 batches
+    alerts = table.alerts(run.run_id)
+    assert [(a.title, a.stop) for a in alerts] == [
+        ("train/loss crossed a threshold", True),
+        ("stopped early", False),
+    ]
+    assert alerts[1].text.startswith("Keras fit stopped training")
+    callback.write_result()

@@ -35,11 +35,11 @@ def test_two_epochs_log_hparams_metrics_checkpoints_and_results(table, results_o
     logger.write_result(extra=1.0)
     assert run.status == "finished"
     assert table.get_experiment_raw(logger.version)["experiment"] == "tiny-regression"
-    # "hidden" is a column of every run (the hidden flag), so the hparam is renamed, not refused.
+    # "hidden" is a column of every run (the hidden flag): the hparam keeps its name all the same
     hparams = run.get_hparams()
-    assert {key: hparams[key] for key in ("lr", "hparams/hidden", "fail_at_step")} == {
+    assert {key: hparams[key] for key in ("lr", "hidden", "fail_at_step")} == {
         "lr": 0.05,
-        "hparams/hidden": 4,
+        "hidden": 4,
         "fail_at_step": None,
     }
 
@@ -256,3 +256,20 @@ def test_tallyboard_run_id_names_the_run_to_continue(table, monkeypatch, tmp_pat
 def test_version_must_be_a_run_id(table):
     with pytest.raises(TypeError, match="version is the id of the run"):
         TallyboardLogger(table=table, version="version_3")
+
+
+def test_stop_on_alert_with_the_callback_stops_fit_and_the_run_says_why(table, tmp_path):
+    from tallyboard.alerts import Threshold
+    from tallyboard.integrations.lightning import StopOnAlert
+
+    rule = Threshold("train/loss", below=1e9, stop=True)  # fires at the first logged loss
+    logger = TallyboardLogger(table=table, experiment_name="stopped", rules=[rule], stop_on_alert=True)
+    trained = fit(logger, tmp_path, TinyRegression(), callbacks=[StopOnAlert()])
+    assert trained.global_step == 2  # of 8: Lightning logs a step's metrics after its batch-end hooks
+    alerts = table.alerts(logger.version)
+    assert [(a.title, a.stop) for a in alerts] == [
+        ("train/loss crossed a threshold", True),
+        ("stopped early", False),
+    ]
+    assert alerts[1].text.startswith("Lightning stopped training")
+    logger.write_result()

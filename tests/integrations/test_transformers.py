@@ -243,3 +243,22 @@ def test_training_hparams_are_the_changed_arguments(tmp_path):
     assert hparams["num_train_epochs"] == 2
     assert "adam_epsilon" not in hparams
     assert "max_steps" not in hparams  # left at its default
+
+
+def test_stop_on_alert_stops_the_trainer_and_the_run_says_why(table, tmp_path):
+    from tallyboard.alerts import Threshold
+
+    rule = Threshold("train/loss", below=1e9, stop=True)  # fires at the first logged loss
+    callback = TallyboardCallback(table=table, experiment_name="stopped", rules=[rule], stop_on_alert=True)
+    trainer = train(callback, tmp_path / "out")
+    assert trainer.state.global_step == 1  # of 8: stopped at the first log
+    alerts = table.alerts(callback.writer.run_id)
+    assert [(a.title, a.stop) for a in alerts] == [
+        ("train/loss crossed a threshold", True),
+        ("stopped early", False),
+    ]
+    assert alerts[1].text.startswith("the Trainer stopped training: train/loss crossed a threshold")
+    callback.write_result()
+    watching = TallyboardCallback(table=table, experiment_name="watched", rules=[rule])  # not opted in
+    assert train(watching, tmp_path / "out2").state.global_step == 8
+    watching.write_result()

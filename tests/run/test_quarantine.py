@@ -210,7 +210,7 @@ def test_a_version_2_table_gets_the_quarantine_and_keeps_its_runs_unique(db_url)
     )
     with tb.ResultTable(db_url, nocommit_action=tb.NoCommitAction.NOP) as table:
         with pytest.raises(tb.DuplicateRunError):
-            table.new_run("exp", cli={"lr": 1}, auto_log_plt=False)
+            table.new_run("exp", cli={"lr": 1}, auto_log_plt=False, on_duplicate="raise")
         refuse(db_url, "texts", "content", "'poison'")
         run = table.new_run("exp", cli={"lr": 2}, auto_log_plt=False)
         run.add_text("poison")

@@ -235,9 +235,11 @@ def test_hparams_refuse_containers_and_write_nothing(run, value):
     assert run.get_hparams() == {}
 
 
-def test_an_hparam_may_not_shadow_a_run_column(run):
-    with pytest.raises(ValueError, match="experiment"):
-        run.add_hparams(experiment="x")
+def test_an_hparam_named_like_a_run_column_is_an_hparam_and_shadows_nothing(table, run):
+    run.add_hparams(experiment="x", status="fine")
+    assert run.get_hparams() == {"experiment": "x", "status": "fine"}
+    row = table.get_experiment_raw(run.run_id)
+    assert (row["experiment"], row["status"]) == ("exp", "running")
 
 
 def test_write_result_finishes_and_makes_the_writer_read_only(table, run):

@@ -2,8 +2,8 @@
 line changed, and everything it logs reads back through `ResultTable`; then MLflow's rules (one
 active run, nested runs, tags, statuses, the tracking URI, what is not stored).
 
-MLflow itself is not installed in the test environment, so the script (scripts/mlflow_training.py)
-is written from MLflow's public documentation and checked against what that documentation promises.
+The same script run with the real MLflow is compared with this one in test_real_peers.py;
+here it is checked against what MLflow's documentation promises.
 """
 
 from __future__ import annotations

@@ -7,7 +7,8 @@ from collections.abc import Callable
 
 from tallyboard.store import Store, block_reads, open_store, schema
 from tallyboard.store.indexed_values import TYPED_COLUMNS
-from tallyboard.store.schema import BLOCKS_STEP, TYPED_VALUES_STEP
+from tallyboard.store.migrations import RUN_END_AND_RERUNS_COLUMNS
+from tallyboard.store.schema import BLOCKS_STEP, RUN_END_AND_RERUNS_STEP, TYPED_VALUES_STEP
 from tallyboard.store.tables import IMPORT_RUN_TABLES
 
 # The tables each schema version added (v4 changed columns only: its step runs again harmlessly).
@@ -25,6 +26,7 @@ TABLES_ADDED: dict[int, tuple[str, ...]] = {
 COLUMNS_ADDED: dict[int, dict[str, tuple[str, ...]]] = {
     8: {"texts": ("markdown",)},
     TYPED_VALUES_STEP + 1: {"hparams": TYPED_COLUMNS, "results": TYPED_COLUMNS},
+    RUN_END_AND_RERUNS_STEP + 1: {"runs": tuple(RUN_END_AND_RERUNS_COLUMNS)},
 }
 INDEXES_ADDED: dict[int, tuple[str, ...]] = {
     TYPED_VALUES_STEP + 1: ("hparams_by_value", "results_by_value", "runs_hidden"),
@@ -44,7 +46,7 @@ def _unshare_environments(store: Store) -> None:
 
 
 def _rows_per_point(store: Store) -> None:
-    """v13's blocks back into v1's `scalars` and v2's `scalar_blocks` summaries."""
+    """v14's blocks back into v1's `scalars` and v2's `scalar_blocks` summaries."""
     postgres = store.url.is_postgres
     rows = [
         (run_id, tag_id, rep, *row)

@@ -286,7 +286,7 @@ def test_two_hosts_racing_to_start_the_same_run_create_one(pg_url):
     racer = (
         "import sys, tallyboard as tb\n"
         "from tallyboard.store import DuplicateRunError\n"
-        "table = tb.ResultTable(sys.argv[1], nocommit_action=tb.NoCommitAction.NOP)\n"
+        "table = tb.ResultTable(sys.argv[1], nocommit_action=tb.NoCommitAction.NOP, on_duplicate='raise')\n"
         "try:\n"
         "    run = table.new_run('race', comment='same config')\n"
         "    run.write_result(ok=1)\n"

@@ -1,4 +1,4 @@
-"""`scalar_blocks` (schema v13): a series' blocks never overlap, their summaries equal their points,
+"""`scalar_blocks` (schema v14): a series' blocks never overlap, their summaries equal their points,
 the points are the last value logged at each step, and the bucketed reads built on them equal a
 brute-force computation over the points -- after overwrites, out-of-order steps, with NaN and
 infinities, gaps, negative steps, several repetitions and ranges that do not align with blocks --
@@ -321,7 +321,7 @@ def test_sigkill_during_the_migration_leaves_a_whole_old_or_whole_new_file_and_o
             (version,) = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
             names = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
             if version == "12":  # whole old: every row, nothing of the new table
-                assert "scalar_blocks_v13" not in names
+                assert "scalar_blocks_v14" not in names
                 assert conn.execute("SELECT COUNT(*) FROM scalars").fetchone() == (200_000,)
             else:  # whole new
                 assert version == str(SCHEMA_VERSION) and "scalars" not in names

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import io
 import math
+from typing import Any
 
 import pytest
 
 import tallyboard as tb
 from tallyboard.store import StoreError, open_store
 from tallyboard.store.spool import SpoolStore, batch_from_json, batch_to_json, decode, encode
-from tallyboard.store.spool_shipper import Destination, ship_once, shipper_for
+from tallyboard.store.spool_shipper import postgres_destination, ship_once, shipper_for
 
 pytestmark = pytest.mark.usefixtures("shippers_end_with_the_test")  # tests/conftest.py
 
@@ -27,8 +28,10 @@ def png() -> bytes:
     return buffer.getvalue()
 
 
-def spooled_table(url: str, spool: str) -> tb.ResultTable:
-    return tb.ResultTable(url, spool=spool, nocommit_action=tb.NoCommitAction.NOP, commit_interval=0.05)
+def spooled_table(url: str, spool: str, **options: Any) -> tb.ResultTable:
+    return tb.ResultTable(
+        url, spool=spool, nocommit_action=tb.NoCommitAction.NOP, commit_interval=0.05, **options
+    )
 
 
 def log_run(table: tb.ResultTable, name: str, steps: int) -> tb.LogWriter:
@@ -109,13 +112,13 @@ def test_a_shipment_sent_again_is_skipped_by_the_databases_watermark(pg_url, tmp
     run.close()
     entries = local.pending(0, 1000, 2**30)
     assert len(entries) >= 2 and local.pending(0, 1000, 1) == entries[:1]  # a byte budget, not less than one
-    destinations = [Destination(pg_url, local.state("spool_id"))]  # a process that dies after this:
+    destinations = [postgres_destination(pg_url, local.state("spool_id"))]  # a process that dies after this:
     first, _ = destinations[0].ship(entries)
-    destinations.append(Destination(pg_url, local.state("spool_id")))  # the next process
+    destinations.append(postgres_destination(pg_url, local.state("spool_id")))  # the next process
     again, created = destinations[1].ship(entries)
     assert again == first and created == [(run.run_id, 1, None)]  # known, for the spool to note
     assert table.database_run_id(run.run_id) is None  # the killed process never noted it
-    destinations.append(Destination(pg_url, local.state("spool_id")))
+    destinations.append(postgres_destination(pg_url, local.state("spool_id")))
     ship_once(local, destinations[2])
     assert table.database_run_id(run.run_id) == 1
     db = open_store(pg_url)
@@ -127,7 +130,7 @@ def test_a_shipment_sent_again_is_skipped_by_the_databases_watermark(pg_url, tmp
 def test_a_run_that_duplicates_one_in_the_database_is_shipped_hidden_and_marked(pg_url, tmp_path):
     with tb.ResultTable(pg_url, nocommit_action=tb.NoCommitAction.NOP) as table:
         table.new_run("same", auto_log_plt=False).close()
-    table = spooled_table(pg_url, str(tmp_path / "spool.db"))
+    table = spooled_table(pg_url, str(tmp_path / "spool.db"), on_duplicate="raise")
     run = table.new_run("same", auto_log_plt=False)  # unique in the spool, not in the database
     run.add_scalar("x", 1.0)
     run.close()
@@ -137,6 +140,20 @@ def test_a_run_that_duplicates_one_in_the_database_is_shipped_hidden_and_marked(
     assert duplicate.hidden == 1 and "duplicate of run 1" in duplicate.note
     assert db.scalars(duplicate.run_id, "x")[0][-1] == 1.0  # not lost
     db.close()
+
+
+def test_a_run_again_through_a_spool_ships_as_a_rerun_by_default(pg_url, tmp_path):
+    with tb.ResultTable(pg_url, nocommit_action=tb.NoCommitAction.NOP) as table:
+        table.new_run("same", auto_log_plt=False).close()
+    table = spooled_table(pg_url, str(tmp_path / "spool.db"))
+    run = table.new_run("same", auto_log_plt=False)
+    run.close()
+    assert table.ship(timeout=60)
+    db = open_store(pg_url)
+    shipped = db.run(table.database_run_id(run.run_id))
+    assert (shipped.hidden, shipped.rerun_of) == (0, 1)
+    db.close()
+    table.close()
 
 
 def test_a_spool_ships_to_one_database_only(pg_url, pg_database, tmp_path):

@@ -138,9 +138,8 @@ def test_the_uniqueness_check_of_a_new_run_reads_through_the_index(tmp_path, sql
     """A scan of every run at every start made a sweep's starts cost more with each run."""
     with open_store(tmp_path / "runs.db") as store:
         new_run(store, unique_key='["a"]')
-    check = next(
-        sql for _, sql in sqlite_statements if sql.startswith("SELECT run_id FROM runs WHERE substr")
-    )
+    start = "SELECT run_id, rerun_of FROM runs WHERE substr"
+    check = next(sql for _, sql in sqlite_statements if sql.startswith(start))
     with sqlite3.connect(tmp_path / "runs.db") as conn:
         plan = " ".join(row[-1] for row in conn.execute(f"EXPLAIN QUERY PLAN {check}"))
     conn.close()

@@ -90,7 +90,7 @@ def test_each_table_is_described_with_the_schema_version_that_creates_it() -> No
     for version, step in sorted(schema.MIGRATIONS.items()):
         for name in created_by.findall(step):
             since.setdefault(name, version + 1)
-    # v13 (in Python) replaces `scalars` and the old summaries by blocks under the summaries' name.
+    # v14 (in Python) replaces `scalars` and the old summaries by blocks under the summaries' name.
     for name in re.findall(r"DROP TABLE (\w+)", schema.BLOCKS_SWAP):
         del since[name]
     since.update(dict.fromkeys(re.findall(r"RENAME TO (\w+)", schema.BLOCKS_SWAP), schema.BLOCKS_STEP + 1))

@@ -155,6 +155,21 @@ def run_samples(
     return samples_from_series(runs, points(), summary)
 
 
+def with_originals(
+    runs: dict[int, dict[str, Any]],
+    rerun_of: dict[int, int | None],
+    hparams_of: Callable[[int], dict[str, Any]],
+) -> dict[int, dict[str, Any]]:
+    """The hparams by which each run is grouped (id -> hparams): a rerun (`new_run(on_duplicate=
+    "new")`, `rerun_of` N) takes run N's over its own, so that it lands in N's group whatever it
+    logged itself: running a configuration again adds a sample to it, never a group of its own."""
+    grouped = {}
+    for run_id, hparams in runs.items():
+        original = rerun_of.get(run_id)
+        grouped[run_id] = hparams if original is None else {**hparams, **hparams_of(original)}
+    return grouped
+
+
 def label_of(key: dict[str, Any]) -> str:
     return ", ".join(f"{name}={_shown(value)}" for name, value in key.items()) or "all runs"
 

@@ -1,4 +1,5 @@
-"""The `tallyboard` command: serve, demo, runs, compare, export, import, copy, artifacts, sync, migrate.
+"""The `tallyboard` command: serve, tokens, demo, runs, compare, export, import, copy, artifacts, sync,
+migrate, watch.
 
 Each command that works on a table is `ResultTable(path_or_url)` (`read_only=True` when it only
 reads) plus one public method of it (table.py), as sqlite-utils' CLI mirrors its library:
@@ -64,15 +65,42 @@ def _parser(
 
 def cmd_serve(args: argparse.Namespace) -> None:
     from tallyboard.exchange.target import require_existing
+    from tallyboard.store.location import Location
 
-    target = require_existing(args.target or default_target())  # before the dashboard's imports
+    given = args.target or default_target()
+    # before the dashboard's imports; a server accepting writes creates its table
+    target = Location.of(given) if args.accept_writes else require_existing(given)
     from tallyboard.dashboard import serve
 
     options: dict[str, Any] = {"host": args.host, "token": args.token, "read_only": args.read_only}
     options["artifacts"] = args.artifacts
+    options |= {"accept_writes": args.accept_writes, "write_tokens": args.write_token or ()}
+    options |= {"certfile": args.certfile, "keyfile": args.keyfile, "tokens_file": args.tokens}
     if args.port is not None:
         options["port"] = args.port
     serve(target, **options)
+
+
+def cmd_tokens(args: argparse.Namespace) -> None:
+    import time
+
+    from tallyboard.dashboard import tokens
+
+    path = args.file or tokens.default_file()
+    if args.action == "list":
+        for entry in tokens.read(path):
+            made = time.strftime("%Y-%m-%d %H:%M", time.localtime(entry.created))
+            print(f"{entry.name}\t{entry.kind}\tmade {made}")
+        return
+    if not args.name:
+        raise ValueError(f"`tallyboard tokens {args.action}` needs the token's name")
+    if args.action == "remove":
+        tokens.remove(path, args.name)
+        print(f"removed {args.name} from {path} (a running server accepts it until it restarts)")
+        return
+    token = tokens.add(path, args.name, "write" if args.write else "read")
+    print(f"{'write' if args.write else 'read'} token {args.name} (shown once; {path} keeps its hash):")
+    print(token)
 
 
 def cmd_demo(args: argparse.Namespace) -> None:
@@ -206,6 +234,27 @@ def cmd_migrate(args: argparse.Namespace) -> None:
         print(f"{table.location}: migrated from schema version {before} to {after}")
 
 
+def cmd_watch(args: argparse.Namespace) -> None:
+    import time
+
+    from tallyboard.alerts import parse_rule, register_alert_handler, wait_for_delivery, webhook
+    from tallyboard.alerts.webhook import message
+    from tallyboard.cli.watch import Watcher
+
+    rules = [parse_rule(text) for text in args.rule]  # a bad rule is refused before the table opens
+    for url in args.webhook or []:
+        register_alert_handler(webhook(url))
+    with _table(args.target or default_target(), read_only=args.no_record) as table:
+        watcher = Watcher(table, rules, every_run=args.all_runs, record=not args.no_record)
+        while True:
+            for alert in watcher.poll():
+                print(message(alert), flush=True)
+            wait_for_delivery(30.0)
+            if args.once:
+                return
+            time.sleep(args.interval)
+
+
 def cmd_artifacts(args: argparse.Namespace) -> None:
     from tallyboard.store.artifacts import describe
 
@@ -255,7 +304,8 @@ def build_parser() -> argparse.ArgumentParser:
         "serve",
         "Serve the dashboard of a result table (on 127.0.0.1 unless told otherwise).",
         "  tallyboard serve results.db\n  tallyboard serve results.db --port 8080 --read-only\n"
-        "  tallyboard serve postgresql://me@db-host/experiments --host 0.0.0.0 --token s3cret\n",
+        "  tallyboard serve postgresql://me@db-host/experiments --host 0.0.0.0 --token s3cret\n"
+        "  tallyboard serve results.db --host 0.0.0.0 --accept-writes --write-token w-s3cret\n",
         cmd_serve,
         progress=False,
     )
@@ -265,6 +315,31 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--token", help="access token (required, and generated if missing, off loopback)")
     serve.add_argument("--read-only", action="store_true", help="refuse every change from the browser")
     serve.add_argument("--artifacts", metavar="FOLDER_OR_URL", help=ARTIFACTS_HELP)
+    serve.add_argument(
+        "--accept-writes", action="store_true",
+        help="accept runs from remote clients, ResultTable('http://HOST:PORT') (docs/server.md)",
+    )  # fmt: skip
+    serve.add_argument(
+        "--write-token", action="append", metavar="TOKEN",
+        help="a token that may write (repeatable; one is generated and printed when none is given)",
+    )  # fmt: skip
+    serve.add_argument("--certfile", help="serve HTTPS with this certificate (PEM), with --keyfile")
+    serve.add_argument("--keyfile", help="the private key (PEM) of --certfile")
+    serve.add_argument("--tokens", metavar="FILE", help="read and write tokens of `tallyboard tokens`")
+
+    tokens = _parser(
+        commands,
+        "tokens",
+        "Make, list and remove the read and write tokens a server accepts (serve --tokens FILE).",
+        "  tallyboard tokens add cluster-a --write\n  tallyboard tokens add alice\n"
+        "  tallyboard tokens list\n  tallyboard tokens remove cluster-a\n",
+        cmd_tokens,
+        progress=False,
+    )
+    tokens.add_argument("action", choices=("add", "list", "remove"))
+    tokens.add_argument("name", nargs="?", help="the token's name (add, remove)")
+    tokens.add_argument("--write", action="store_true", help="a write token (add; default: a read token)")
+    tokens.add_argument("--file", help="the tokens file (default: ~/.config/tallyboard/tokens.json)")
 
     demo = _parser(
         commands,
@@ -428,6 +503,26 @@ def build_parser() -> argparse.ArgumentParser:
         progress=False,
     )
     migrate.add_argument("target", metavar="PATH_OR_URL", help="the table to migrate")
+
+    watch = _parser(
+        commands,
+        "watch",
+        "Evaluate alert rules on the runs other processes log into a table; print, record and post alerts.",
+        "  tallyboard watch results.db --rule nonfinite:train/loss\n"
+        "  tallyboard watch results.db --rule threshold:val/loss:above=5 --once --all-runs\n"
+        "  tallyboard watch postgresql://me@db-host/experiments --rule 'behind:val/acc:leader=12:mode=max'"
+        " --webhook https://chat.example/hook\n",
+        cmd_watch,
+        progress=False,
+    )
+    watch.add_argument("target", nargs="?", metavar="PATH_OR_URL", help=TARGET_HELP)
+    rule_help = "KIND:METRIC[:NAME=VALUE]...[:stop] (docs/alerts.md); repeat for more"
+    watch.add_argument("--rule", action="append", required=True, metavar="RULE", help=rule_help)
+    watch.add_argument("--interval", type=float, default=10.0, help="seconds between polls (default: 10)")
+    watch.add_argument("--once", action="store_true", help="evaluate what is logged now, then exit")
+    watch.add_argument("--all-runs", action="store_true", help="every run, not only the running ones")
+    watch.add_argument("--webhook", action="append", metavar="URL", help="post each alert to URL as JSON")
+    watch.add_argument("--no-record", action="store_true", help="only print and post alerts")
     return parser
 
 

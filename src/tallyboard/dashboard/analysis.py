@@ -41,7 +41,14 @@ def _samples(request: Request) -> tuple[str, list[comparison.RunSample]]:
     )
     queries = request.app.state.dashboard.queries
     rows = {row["run_id"]: row for row in queries.runs_of(run_ids)}
-    runs = {run_id: rows[run_id]["hparams"] for run_id in run_ids if run_id in rows}
+    rerun_of = {run_id: row.get("rerun_of") for run_id, row in rows.items()}
+    wanted = [original for original in rerun_of.values() if original]
+    originals = {row["run_id"]: row["hparams"] for row in queries.runs_of(wanted)}
+    runs = comparison.with_originals(
+        {run_id: rows[run_id]["hparams"] for run_id in run_ids if run_id in rows},
+        rerun_of,
+        lambda run_id: originals.get(run_id, {}),
+    )
     results = {run_id: rows[run_id]["results"] for run_id in runs}
     found = comparison.run_samples(
         metric, runs, results, lambda: queries.metric_points(list(runs), metric), summary

@@ -25,6 +25,7 @@ from tallyboard.dashboard.params import BadRequest, Json
 from tallyboard.dashboard.runs_table import MAX_CURSOR, BadCursor, RunsTable
 from tallyboard.errors import ArtifactError, FilterError
 from tallyboard.store import Store
+from tallyboard.store.alert_content import LEVELS as ALERT_LEVELS
 from tallyboard.store.dashboard_reads import STATUSES, DashboardQueries, RunsVersion, SeriesKey, SeriesOfRun
 from tallyboard.store.records import TEXT_KINDS
 
@@ -108,6 +109,7 @@ def _view(request: Request) -> dict[str, Any]:
         "search": params.text(request, "q", "", 200),
         "show_hidden": params.boolean(request, "hidden"),
         "run_ids": params.id_list(request, "ids", 10_000),
+        "experiment": params.text(request, "experiment", "", 1000) or None,
     }
 
 
@@ -118,6 +120,11 @@ def version(request: Request) -> Response:
 def version_json(version: RunsVersion) -> dict[str, Any]:
     """The runs' version as the pages compare it (any field changed: reload)."""
     return {"runs": version.last_run_id, "deleted": version.deleted, "updated_at": version.updated_at}
+
+
+def experiments(request: Request) -> Response:
+    """The experiments of the visible runs, the latest first: the views' project selector."""
+    return Json({"experiments": _dash(request).queries.experiments()})
 
 
 def run_tags(request: Request) -> Response:
@@ -434,7 +441,7 @@ def artifact_file(request: Request) -> Response:
     except ArtifactError as error:  # a damaged or hostile table: its hash is no hash
         return Json({"error": str(error)}, status_code=404)
     if not stored:
-        return Json({"error": f"artefact {name!r} is listed but its file is missing from {dash.artifacts}"},
+        return Json({"error": f"artefact {name!r} is listed but its file is missing from {blobs.location}"},
                     status_code=404)  # fmt: skip
     filename = name.rsplit("/", 1)[-1]
     headers = {
@@ -454,6 +461,25 @@ def texts(request: Request) -> Response:
     for item in items:
         item["html"] = markdown.render(item["content"]) if item["markdown"] else None
     return Json({"texts": items})
+
+
+def run_alerts(request: Request) -> Response:
+    """A run's alerts (store/alert_content.py), oldest first."""
+    run_id = params.path_id(request, "run_id")
+    return Json({"alerts": _dash(request).queries.alerts(run_id)})
+
+
+def alerts(request: Request) -> Response:
+    """Per run with alerts: how many, the highest level, and the latest (the runs table's marker)."""
+    order = {level: index for index, level in enumerate(ALERT_LEVELS)}
+    runs: dict[int, dict[str, Any]] = {}
+    for alert in _dash(request).queries.alerts():
+        mark = runs.setdefault(alert["run_id"], {"count": 0, "level": alert["level"]})
+        mark["count"] += 1
+        mark["latest"] = {"title": alert["title"], "time": alert["time"], "level": alert["level"]}
+        if order.get(alert["level"], 0) > order.get(mark["level"], 0):
+            mark["level"] = alert["level"]
+    return Json({"runs": {str(run_id): mark for run_id, mark in runs.items()}})
 
 
 # -- console and environment --------------------------------------------------------------------

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import re
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -23,10 +23,12 @@ from starlette.routing import Mount, Route
 from tallyboard.dashboard import analysis, api, params, stream
 from tallyboard.dashboard.assets import Assets, module_graph
 from tallyboard.dashboard.downsample import Downsampler
+from tallyboard.dashboard.ingest import Ingest, IngestGate
 from tallyboard.dashboard.openapi import openapi_schema
 from tallyboard.dashboard.params import MAX_ID, BadRequest, Json
 from tallyboard.dashboard.runs_table import RunsTable
 from tallyboard.dashboard.security import FRAGMENT_CSP, BodyTooLarge, SecurityMiddleware, usable_token
+from tallyboard.dashboard.tokens import KINDS, TokenEntry, TokenSet
 from tallyboard.errors import DamagedTableError
 from tallyboard.store import DatabaseUnreachable, open_for_dashboard
 from tallyboard.store.artifacts import location_for
@@ -72,13 +74,21 @@ def create_app(
     read_only: bool = False,
     live_interval: float = stream.INTERVAL,
     artifacts: str | None = None,
+    write_tokens: Sequence[str] = (),
+    tokens: Sequence[TokenEntry] = (),
 ) -> Starlette:
-    """The dashboard for the result table at `url_or_path` (a SQLite file or postgresql:// URL).
+    """The dashboard for the result table at `url_or_path` (a SQLite file or postgresql:// URL);
+    with `write_tokens` (or write tokens among `tokens`, a tokens file's: dashboard/tokens.py), it
+    also accepts writes of remote clients holding one (dashboard/ingest.py), and creates the table
+    if there is none. Any token of `tokens` opens the dashboard too.
 
     Raises FileNotFoundError for a missing SQLite file, ValueError for a file that is not a
     result table and for an empty or blank token, before anything is served."""
     token = usable_token(token)
     table = Location.of(url_or_path)
+    writers = TokenSet.of(list(tokens), ("write",), tuple(usable_token(t) or "" for t in write_tokens))
+    readers = TokenSet.of(list(tokens), ("read",), () if token is None else (token,))
+    ingest = Ingest(table, writers, readers) if writers else None
     queries, store = open_for_dashboard(table, read_only)  # creates nothing, migrates nothing
     csrf_secret = secrets.token_urlsafe(32)
     # Names the browser's saved layout; of the shown location, so the page holds no hash of a password.
@@ -123,6 +133,7 @@ def create_app(
         Route("/api/runs/count", api.runs_count),
         Route("/api/version", api.version),
         Route("/api/tags", api.run_tags),
+        Route("/api/experiments", api.experiments),
         Route("/api/columns", api.columns, methods=["GET"]),
         Route("/api/columns", api.save_columns, methods=["POST"]),
         Route("/api/runs/{run_id:sint}", api.run_detail, methods=["GET"]),
@@ -132,6 +143,8 @@ def create_app(
         Route("/api/runs/{run_id:sint}/scalar-events", api.scalar_events),
         Route("/api/runs/{run_id:sint}/media", api.media),
         Route("/api/runs/{run_id:sint}/texts", api.texts),
+        Route("/api/runs/{run_id:sint}/alerts", api.run_alerts),
+        Route("/api/alerts", api.alerts),
         Route("/api/runs/{run_id:sint}/histograms", api.histograms),
         Route("/api/runs/{run_id:sint}/console", api.console),
         Route("/api/runs/{run_id:sint}/environment", api.environment),
@@ -156,6 +169,8 @@ def create_app(
         # then the connections, so none is left to the garbage collector: the store's (read-only
         # too, where `store` is None) after the pool it lends to `queries`
         queries.store.close()
+        if ingest is not None:
+            ingest.close()
 
     app = Starlette(
         routes=routes,
@@ -171,7 +186,14 @@ def create_app(
     location = location_for(table, artifacts)  # where the files of `log_artifact` are
     app.state.dashboard = api.Dashboard(queries, RunsTable(queries), Downsampler(queries), store, location)
     app.state.hub = hub
-    app.add_middleware(SecurityMiddleware, csrf_secret=csrf_secret, token=token, read_only=read_only)
+    app.state.ingest = ingest
+    # a file's tokens, and write tokens, open the dashboard too, when it asks for a token at all
+    more = TokenSet.of(list(tokens), KINDS, tuple(write_tokens) if token or tokens else ())
+    app.add_middleware(
+        SecurityMiddleware, csrf_secret=csrf_secret, token=token, read_only=read_only, more_tokens=more
+    )
+    if ingest is not None:  # outside the dashboard's middleware: its own rules (dashboard/ingest.py)
+        app.add_middleware(IngestGate, ingest=ingest)
     return app
 
 

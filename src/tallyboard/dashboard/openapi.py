@@ -10,6 +10,7 @@ from typing import Any
 
 from tallyboard import __version__
 from tallyboard.dashboard.security import MAX_BODY
+from tallyboard.store.records import TEXT_KINDS
 
 
 def _q(name: str, kind: str, description: str, **schema: Any) -> dict[str, Any]:
@@ -105,6 +106,7 @@ VIEW_PARAMETERS = [
     _q("q", "string", "free text searched in visible cells"),
     _q("hidden", "boolean", "include hidden runs"),
     _q("ids", "string", "only these run ids (comma-separated)", pattern=r"^-?\d+(,-?\d+)*$"),
+    _q("experiment", "string", "only this experiment's runs, and only the columns they have values in"),
 ]
 
 
@@ -143,6 +145,11 @@ def openapi_schema() -> dict[str, Any]:
                 _json("the version"),
             ),
             "/api/tags": _get("Run tags in use, for autocompletion", [], _json("tags")),
+            "/api/experiments": _get(
+                "The experiments of the visible runs (name, runs, latest start), the latest first",
+                [],
+                _json("experiments"),
+            ),
             "/api/columns": {
                 **_get("Column preferences", [], _json("columns")),
                 **_post(
@@ -252,12 +259,22 @@ def openapi_schema() -> dict[str, Any]:
                 _json("media"),
             ),
             "/api/runs/{run_id}/texts": _get(
-                "A run's texts, HTML fragments or logged tables (content: JSON of columns and data)",
+                "A run's texts, HTML fragments, logged tables or alerts (content: JSON for the last two)",
                 [
                     _path("run_id"),
-                    _q("kind", "string", "text, fragment or table", enum=["text", "fragment", "table"]),
+                    _q("kind", "string", "text, fragment, table or alert", enum=list(TEXT_KINDS)),
                 ],
                 _json("texts; one logged with markdown=true also has html (rendered, sanitised)"),
+            ),
+            "/api/runs/{run_id}/alerts": _get(
+                "A run's alerts, oldest first (docs/alerts.md)",
+                [_path("run_id")],
+                _json("alerts: id, run_id, rep, step, time, title, text, level, rule, stop"),
+            ),
+            "/api/alerts": _get(
+                "The runs that have alerts: count, highest level and latest alert of each",
+                [],
+                _json("runs: {run id: {count, level, latest: {title, time, level}}}"),
             ),
             "/api/runs/{run_id}/console": _get(
                 "A run's captured console lines after an id (the live tail polls with the last one)",

@@ -29,12 +29,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from tallyboard.filter import column_resolver, parse_tree, run_cell, run_filter
+from tallyboard.filter import column_resolver, parse_tree, qualified, run_cell, run_filter
 from tallyboard.store import runs_sql, runs_walk
 from tallyboard.store.dashboard_reads import DashboardQueries, RunsVersion
 from tallyboard.store.indexed_values import BOOL, NUMBER, TEXT
 from tallyboard.store.records import Column
-from tallyboard.store.run_fields import RUN_ROW
+from tallyboard.store.run_fields import RUN_ROW, value_key
 from tallyboard.store.runs_sql import TRUE, Condition, Dialect, NotInSql, Translator
 from tallyboard.store.runs_walk import Position, Sort
 
@@ -118,10 +118,13 @@ class RunsTable:
             for table in ("hparams", "results")
         )
         listed = {c.name for c in self.queries.columns()}
-        sightings = [  # a name is an hparam column if it is an hparam anywhere
-            (name, kind, self.queries.read(runs_sql.FIRST_RUN.format(table=f"{kind}s"), [name])[0][0])
-            for kind, names in (("hparam", hparams), ("result", results - hparams))
-            for name in sorted(names - listed)
+        # a bare name is an hparam column if it is an hparam anywhere; `results.tag` is its own
+        keys = [("hparam", name, value_key("hparams", name)) for name in sorted(hparams)]
+        keys += [("result", name, value_key("results", name)) for name in sorted(results)]
+        sightings = [
+            (key, kind, self.queries.read(runs_sql.FIRST_RUN.format(table=f"{kind}s"), [name])[0][0])
+            for kind, name, key in keys
+            if key not in listed and not (kind == "result" and key == name and name in hparams)
         ]
         names = ValueNames(hparams, results, value_columns(sightings))
         self._names = (version, names)
@@ -158,10 +161,37 @@ class RunsTable:
         show_hidden: bool = False,
         run_ids: list[int] | None = None,
         after: str | None = None,
+        experiment: str | None = None,
     ) -> Page:
         """One page of rows after filtering and sorting: from `after` (a page's `next`) when given
-        and the view is answered in SQL, else from `offset`. Raises FilterError on a bad filter,
-        BadCursor on a bad cursor."""
+        and the view is answered in SQL, else from `offset`; with `experiment`, of that
+        experiment's runs only, and only the columns they have values in (`scoped_columns`).
+        Raises FilterError on a bad filter, BadCursor on a bad cursor."""
+        page = self._page(offset, limit, sort, descending, scoped(filter_text, experiment), search,
+                          show_hidden, run_ids, after)  # fmt: skip
+        if experiment is not None:
+            page.columns = self.scoped_columns(page.columns, experiment)
+        return page
+
+    def scoped_columns(self, columns: list[Column], experiment: str) -> list[Column]:
+        """The columns of one experiment's runs: every run column, and the hparams and results its
+        runs hold (a table of several projects shows each with its own columns, not all of them)."""
+        names = self.queries.value_names_of(experiment)
+        keys = {value_key(table, name) for table, held in names.items() for name in held}
+        return [column for column in columns if column.kind == "run" or column.name in keys]
+
+    def _page(
+        self,
+        offset: int,
+        limit: int,
+        sort: str | None,
+        descending: bool,
+        filter_text: str,
+        search: str,
+        show_hidden: bool,
+        run_ids: list[int] | None,
+        after: str | None,
+    ) -> Page:
         version = self.queries.runs_version()
         columns = self.columns(version)
         selects = (version, filter_text.strip(), search.strip(), show_hidden,
@@ -189,9 +219,11 @@ class RunsTable:
         search: str = "",
         show_hidden: bool = False,
         run_ids: list[int] | None = None,
+        experiment: str | None = None,
     ) -> int:
         """The exact number of runs a view holds (a page may only say "at least"): every run it
         selects is visited once, and the number kept for this version of the table."""
+        filter_text = scoped(filter_text, experiment)
         version = self.queries.runs_version()
         columns = self.columns(version)
         selects = (version, filter_text.strip(), search.strip(), show_hidden,
@@ -370,10 +402,21 @@ class RunsTable:
         return _sorted(rows, key, descending)
 
 
+def scoped(filter_text: str, experiment: str | None) -> str:
+    """The filter of a view scoped to one experiment (None: every experiment)."""
+    if experiment is None:
+        return filter_text
+    literal = '"' + experiment.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return f"experiment == {literal}" + (f" and ({filter_text})" if filter_text.strip() else "")
+
+
 def _sort_of(key: str, descending: bool, names: ValueNames) -> Sort:
     """Where the order of a view sorted by column `key` comes from (NotInSql: not from SQL)."""
     if key == "run_id":
         return Sort(descending=descending)
+    table, name = qualified(key)
+    if table is not None:
+        return Sort(table, name, descending)
     if key in TABLE_RUN_FIELDS or (key in names.hparams and key in names.results):
         raise NotInSql(f"sorting by {key!r}")
     table = "hparams" if key in names.hparams else "results" if key in names.results else None
@@ -461,7 +504,12 @@ def _sorted(rows: list[dict[str, Any]], name: str, descending: bool) -> list[dic
 
 
 def _public(row: dict[str, Any]) -> dict[str, Any]:
-    """A row as JSON: run fields plus `cells` for hparams and results."""
+    """A row as JSON: run fields plus `cells` for hparams and results, by column key (an hparam
+    named like a run column is `hparams.NAME`: run_fields.value_key)."""
     out = {k: v for k, v in row.items() if k not in ("hparams", "results")}
-    out["cells"] = {**row["results"], **row["hparams"]}
+    out["cells"] = {
+        value_key(table, name): value
+        for table in ("results", "hparams")
+        for name, value in row[table].items()
+    }
     return out

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hmac
 import json
+from collections.abc import Container
 from http.cookies import SimpleCookie
 from urllib.parse import parse_qsl, quote, unquote, urlencode
 
@@ -73,12 +74,19 @@ class SecurityMiddleware:
     """Pure ASGI middleware: refuses what is not allowed, adds security headers to the rest."""
 
     def __init__(
-        self, app: ASGIApp, *, csrf_secret: str, token: str | None = None, read_only: bool = False
+        self,
+        app: ASGIApp,
+        *,
+        csrf_secret: str,
+        token: str | None = None,
+        read_only: bool = False,
+        more_tokens: Container[str] = (),
     ) -> None:
         self.app = app
         self.csrf_secret = csrf_secret
         self.token = usable_token(token)
         self.read_only = read_only
+        self.more_tokens = more_tokens  # those of a tokens file (dashboard/tokens.py), if any
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -91,7 +99,7 @@ class SecurityMiddleware:
             await _send_json(send, status, {"error": message})
             return
         receive = _capped(receive)
-        if self.token and _query_token(scope) is not None:
+        if self._needs_token() and _query_token(scope) is not None:
             await self._redirect_with_cookie(scope, send)
             return
 
@@ -107,8 +115,16 @@ class SecurityMiddleware:
 
         await self.app(scope, receive, send_with_headers)
 
+    def _needs_token(self) -> bool:
+        return self.token is not None or bool(self.more_tokens)
+
+    def _is_token(self, given: str | None) -> bool:
+        return given is not None and (
+            (self.token is not None and _same(given, self.token)) or given in self.more_tokens
+        )
+
     def _refusal(self, scope: Scope, headers: dict[str, str]) -> tuple[int, str] | None:
-        if self.token is None:
+        if not self._needs_token():
             if _hostname(headers.get("host", "")) not in LOOPBACK_HOSTS:
                 return 421, "this dashboard answers on loopback host names only"
         elif not self._authorised(scope, headers):
@@ -125,9 +141,8 @@ class SecurityMiddleware:
         return None
 
     def _authorised(self, scope: Scope, headers: dict[str, str]) -> bool:
-        assert self.token is not None
         auth = headers.get("authorization", "")
-        if auth.startswith("Bearer ") and _same(auth[7:], self.token):
+        if auth.startswith("Bearer ") and self._is_token(auth[7:]):
             return True
         cookie = SimpleCookie()
         try:
@@ -136,23 +151,24 @@ class SecurityMiddleware:
             return False
         morsel = cookie.get(TOKEN_COOKIE)
         from_cookie = unquote(morsel.value) if morsel else None
-        return _same(from_cookie, self.token) or _same(_query_token(scope), self.token)
+        return self._is_token(from_cookie) or self._is_token(_query_token(scope))
 
     async def _redirect_with_cookie(self, scope: Scope, send: Send) -> None:
         """`?token=` worked: keep it in a cookie and drop it from the address bar."""
         query = [(k, v) for k, v in parse_qsl(scope.get("query_string", b"").decode()) if k != "token"]
         # One leading slash: '//evil.example/x' would be a scheme-relative redirect off this server.
         location = "/" + scope["path"].lstrip("/\\") + ("?" + urlencode(query) if query else "")
-        assert self.token is not None
+        given = _query_token(scope)  # kept when it is a token (else the request's cookie stays)
         # Percent-encoded: a token with spaces, quotes or ';' would otherwise break the cookie.
-        cookie = f"{TOKEN_COOKIE}={quote(self.token, safe='')}; HttpOnly; SameSite=Strict; Path=/"
+        cookie = f"{TOKEN_COOKIE}={quote(given or '', safe='')}; HttpOnly; SameSite=Strict; Path=/"
+        kept = [(b"set-cookie", cookie.encode())] if self._is_token(given) else []
         await send(
             {
                 "type": "http.response.start",
                 "status": 303,
                 "headers": [
                     (b"location", location.encode()),
-                    (b"set-cookie", cookie.encode()),
+                    *kept,
                     *COMMON_HEADERS,
                 ],
             }

@@ -10,11 +10,13 @@ from __future__ import annotations
 import ipaddress
 import secrets
 import socket
+from collections.abc import Sequence
 from types import FrameType
 from urllib.parse import quote
 
 from tallyboard.dashboard.app import create_app
 from tallyboard.dashboard.security import usable_token
+from tallyboard.dashboard.tokens import read as read_tokens
 from tallyboard.store.location import Location, LocationLike
 
 DEFAULT_PORT = 8765
@@ -56,26 +58,51 @@ def serve(
     token: str | None = None,
     read_only: bool = False,
     artifacts: str | None = None,
+    accept_writes: bool = False,
+    write_tokens: Sequence[str] = (),
+    certfile: str | None = None,
+    keyfile: str | None = None,
+    tokens_file: str | None = None,
 ) -> None:
     """Serve the dashboard for a result table until interrupted; prints the URL to open.
 
-    Raises FileNotFoundError when a SQLite file does not exist (nothing is created) and ValueError
-    for an empty or blank token."""
+    `accept_writes`: remote clients holding one of `write_tokens` or a write token of `tokens_file`
+    (`tallyboard tokens`) log into the table (one is generated and printed when there is none;
+    docs/server.md); the file's tokens open the dashboard. `certfile`/`keyfile`: serve HTTPS.
+
+    Raises FileNotFoundError when a SQLite file does not exist (nothing is created unless writes
+    are accepted) and ValueError for an empty or blank token."""
     import uvicorn
 
     token = usable_token(token)  # "" (from `--token "$UNSET"`) is an error, never "no token"
-    if not is_loopback(host) and token is None:
+    tokens = read_tokens(tokens_file) if tokens_file is not None else []
+    if not is_loopback(host) and token is None and not tokens:
         token = secrets.token_urlsafe(24)
+    if accept_writes and read_only:
+        raise ValueError("--accept-writes and --read-only contradict each other: choose one")
+    if (certfile is None) != (keyfile is None):
+        raise ValueError("HTTPS needs both --certfile and --keyfile")
+    generated = accept_writes and not write_tokens and not any(entry.kind == "write" for entry in tokens)
+    if generated:
+        write_tokens = [secrets.token_urlsafe(24)]
     table = Location.of(url_or_path)
-    app = create_app(table, token=token, read_only=read_only, artifacts=artifacts)
+    app = create_app(
+        table, token=token, read_only=read_only, artifacts=artifacts,
+        write_tokens=write_tokens if accept_writes else (), tokens=tokens,
+    )  # fmt: skip
     sock = _bind(host, port)
     shown_host = f"[{host.strip('[]')}]" if ":" in host else host
-    url = f"http://{shown_host}:{sock.getsockname()[1]}/"
-    if token:
-        url += f"?token={quote(token, safe='')}"
+    base = f"{'https' if certfile else 'http'}://{shown_host}:{sock.getsockname()[1]}/"
+    url = base + (f"?token={quote(token, safe='')}" if token else "")
     mode = " (read-only)" if read_only else ""
     print(f"tallyboard dashboard for {table}{mode}: {url}", flush=True)
-    config = uvicorn.Config(app, log_level="warning", access_log=False)
+    if accept_writes:
+        print(f"accepting writes: ResultTable({base.rstrip('/')!r}, token=WRITE_TOKEN)", flush=True)
+        if generated:
+            print(f"write token: {write_tokens[0]}", flush=True)
+    config = uvicorn.Config(
+        app, log_level="warning", access_log=False, ssl_certfile=certfile, ssl_keyfile=keyfile
+    )
     server = uvicorn.Server(config)
     stop = server.handle_exit
 

@@ -52,6 +52,7 @@ class Update:
     media: list[dict[str, Any]] = field(default_factory=list)
     texts: list[dict[str, Any]] = field(default_factory=list)
     version: dict[str, Any] | None = None  # the runs table's version, when any run row changed
+    alerts: list[dict[str, Any]] = field(default_factory=list)  # new alerts of any run, for runs tables
 
     def for_page(self, run_ids: set[int], metric: str | None, table: bool = False) -> dict[str, Any] | None:
         """The part of this update a page showing these runs (and metric, or the runs table) needs;
@@ -65,9 +66,11 @@ class Update:
         media = [item for item in self.media if item["run_id"] in run_ids]
         texts = [item for item in self.texts if item["run_id"] in run_ids]
         version = self.version if table else None
-        if not (series or runs or media or texts or version):
+        alerts = self.alerts if table else []
+        if not (series or runs or media or texts or version or alerts):
             return None
-        return {"series": series, "runs": runs, "media": media, "texts": texts, "version": version}
+        return {"series": series, "runs": runs, "media": media, "texts": texts, "version": version,
+                "alerts": alerts}  # fmt: skip
 
 
 @dataclass
@@ -104,6 +107,7 @@ class Hub:
         self._names: dict[SeriesKey, tuple[str, float]] = {}
         self._states: dict[int, dict[str, Any]] = {}
         self._items: tuple[int, int] | None = None
+        self._alerts_after: int | None = None  # the largest text id runs tables were told of
         self._version: RunsVersion | None = None
         self._table_pages = 0  # runs tables open: only then is the table's version asked
         self._watched: dict[int, Watch] = {}
@@ -131,6 +135,8 @@ class Hub:
                 self._states.update({s["run_id"]: s for s in self.queries.run_states(fresh)})
             if self._items is None:
                 self._items = self.queries.last_item_ids()
+            if table and self._alerts_after is None:
+                self._alerts_after = self._items[1]
             for run_id in run_ids:
                 watch = self._watched.setdefault(run_id, Watch(pages=0, since=self.tick))
                 watch.pages += 1
@@ -178,6 +184,7 @@ class Hub:
                 if version != self._version:
                     update.version = api.version_json(version)
                     self._version = version
+                self._poll_alerts(update)
             self.tick = update.tick
             self._updates.append(update)
             return update
@@ -219,6 +226,14 @@ class Hub:
         if texts > old_texts:
             update.texts = self.queries.new_items("texts", old_texts, texts, run_ids)
         self._items = (media, texts)
+
+    def _poll_alerts(self, update: Update) -> None:
+        """New alerts of any run (texts of kind 'alert'), for the runs tables' markers."""
+        _, texts = self.queries.last_item_ids()
+        after = texts if self._alerts_after is None else self._alerts_after
+        if texts > after:
+            update.alerts = self.queries.alerts(after=after, upto=texts)
+        self._alerts_after = texts
 
     # -- the loop that runs the poll -----------------------------------------------------------
     def start(self) -> None:
@@ -307,12 +322,13 @@ def _catch_up(
         "media": [],
         "texts": [],
         "version": None,
+        "alerts": [],
     }
 
 
 async def stream(request: Request) -> Response:
     """GET /api/stream?runs=1,2[&metric=loss][&after=RUN:TAG_ID:REP:STEP...][&table=1]: an event
-    stream of `update` events (series, runs, media, texts, version), `ping` and `reset`."""
+    stream of `update` events (series, runs, media, texts, version, alerts), `ping` and `reset`."""
     hub: Hub = request.app.state.hub
     run_ids = params.id_list(request, "runs", MAX_RUNS) or []
     table = params.boolean(request, "table")

@@ -112,23 +112,30 @@ class RowWriter:
 def read_rows(
     path: Path, layout: Layout, file_format: str, batch: int = 50_000
 ) -> Iterator[list[tuple[Any, ...]]]:
-    """The rows of one file as typed tuples in the layout's column order, `batch` rows at a time."""
+    """The rows of one file as typed tuples in the layout's column order, `batch` rows at a time.
+    A layout grows at its end only (never reordered): an older export that lacks its last columns,
+    all nullable, reads them as NULL (`runs.error` and `runs.rerun_of` came with schema v13)."""
     if not path.is_file():
         raise FileNotFoundError(f"the export has no {path.name}")
     if file_format == "parquet":
         import pyarrow.parquet as pq
 
         parquet = pq.ParquetFile(path)
-        for record_batch in parquet.iter_batches(batch_size=batch, columns=layout.names):
-            yield list(zip(*(column.to_pylist() for column in record_batch.columns), strict=True))
+        present = [name for name in layout.names if name in parquet.schema_arrow.names]
+        _check_columns(path, present, layout)
+        missing = [None] * (len(layout.names) - len(present))
+        for record_batch in parquet.iter_batches(batch_size=batch, columns=present):
+            columns = [column.to_pylist() for column in record_batch.columns]
+            yield [(*row, *missing) for row in zip(*columns, strict=True)]
         return
     with path.open(encoding="utf-8", newline="") as file:
         if file_format == "csv":
             csv.field_size_limit(MAX_CSV_FIELD)  # a git diff or an HTML fragment may be megabytes
             rows: Iterator[list[Any]] = csv.reader(file)
-            header = next(rows, None)
-            if header != layout.names:
-                raise ValueError(f"{path.name} has columns {header}, expected {layout.names}")
+            header = next(rows, None) or []
+            _check_columns(path, header, layout)
+            padding = [""] * (len(layout.names) - len(header))
+            rows = (row + padding for row in rows)
             parse: Callable[[Any, type, bool], Any] = _csv_value
         else:
             rows = ([record.get(name) for name in layout.names] for record in map(json.loads, file))
@@ -147,6 +154,14 @@ def read_rows(
                 chunk = []
         if chunk:
             yield chunk
+
+
+def _check_columns(path: Path, found: list[str], layout: Layout) -> None:
+    """Raise ValueError unless `found` is the layout's columns, or a start of them that leaves out
+    only nullable ones (an older export)."""
+    left_out = layout.columns[len(found) :]
+    if found != layout.names[: len(found)] or not all(nullable for _, _, nullable in left_out):
+        raise ValueError(f"{path.name} has columns {found}, expected {layout.names}")
 
 
 def _csv_cell(value: Any) -> Any:

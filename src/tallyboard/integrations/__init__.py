@@ -13,7 +13,7 @@ import dataclasses
 import logging
 import os
 from argparse import Namespace
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from importlib import import_module
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -23,6 +23,7 @@ from tallyboard.run.relaunch import record_launch, run_to_resume
 from tallyboard.store.location import Location
 
 if TYPE_CHECKING:  # pragma: no cover
+    from tallyboard.alerts.rules import Rule
     from tallyboard.run.writer import LogWriter
     from tallyboard.table import ResultTable
 
@@ -82,6 +83,9 @@ class FrameworkRun:
       failed if the process ends inside a phase (``in_phase``) or a crash already failed it.
     - Distribution: only the process that started or resumed the run ends it (``owner``). A process
       spawned to log into it (a ``ddp_spawn`` worker) attaches to it and detaches when done.
+    - Alerts: ``rules`` (tallyboard.alerts) are added to the run when it starts; with
+      ``stop_on_alert``, ``stop_early`` tells the adapter to stop training through its framework's
+      own mechanism once a rule with ``stop=True`` fired, and the run records that it stopped, and why.
     """
 
     def __init__(
@@ -93,6 +97,8 @@ class FrameworkRun:
         *,
         unique: bool = False,
         run_id: int | None = None,
+        rules: Sequence[Rule] = (),
+        stop_on_alert: bool = False,
     ) -> None:
         self._writer = writer
         self._table = table
@@ -104,6 +110,11 @@ class FrameworkRun:
         self._pid = os.getpid()  # a copy unpickled in another process attaches instead of starting
         self.owner = True
         self.in_phase = False
+        self.rules = list(rules)
+        self.stop_on_alert = stop_on_alert
+        self._stopped = False
+        if writer is not None:
+            self._add_rules(writer)
 
     def __getstate__(self) -> dict[str, Any]:
         """What a spawned process needs: the run's id and the table's location, not open connections."""
@@ -160,11 +171,29 @@ class FrameworkRun:
             unique: bool | dict[str, Any] = bool(self.unique)
             if self.unique and hparams:
                 unique = flat_hparams(hparams)
-            self._writer = table.new_run(self.experiment_name, unique=unique, **self.run_kwargs)
+            refuse = {"on_duplicate": "raise"} if self.unique else {}  # what opting in to uniqueness asks
+            self._writer = table.new_run(self.experiment_name, unique=unique, **{**refuse, **self.run_kwargs})
             record_launch(self._writer)
         self._run_id = self._writer.run_id
+        self._add_rules(self._writer)
         atexit.register(self._at_exit)
         return self._writer
+
+    def _add_rules(self, writer: LogWriter) -> None:
+        for rule in self.rules:
+            writer.add_rule(rule)
+
+    def stop_early(self, framework: str, step: int | None = None) -> bool:
+        """Whether the adapter should stop training now (opted in, and a stop rule fired); the
+        first time, the run records an alert 'stopped early' that names the rule's alert."""
+        if not (self.stop_on_alert and self.writable) or not self.writer.should_stop():
+            return False
+        reason = self.writer.stop_reason
+        if not self._stopped and reason is not None:
+            self._stopped = True
+            text = f"{framework} stopped training: {reason.title} ({reason.text})"
+            self.writer.alert("stopped early", text, level="warn", step=step)
+        return True
 
     def attach(self) -> LogWriter:
         """Log into the run another process started and ends (this one is a spawned worker)."""
@@ -174,7 +203,7 @@ class FrameworkRun:
         return self._writer
 
     def log_hparams(self, params: Mapping[str, Any]) -> None:
-        self.writer.add_hparams(_clear_of_run_fields(flat_hparams(params), "hparams"))
+        self.writer.add_hparams(flat_hparams(params))
 
     def log_metrics(self, metrics: Mapping[str, float], step: int | None, epoch: int | None) -> None:
         for tag, value in metrics.items():
@@ -197,7 +226,7 @@ class FrameworkRun:
         elif writer.status == "failed":
             writer.close("failed")
         else:
-            writer.write_result(**_clear_of_run_fields({**last_values(writer), **results}, "results"))
+            writer.write_result(**{**last_values(writer), **results})
         self._close_own_table()
 
     def release(self) -> None:
@@ -237,11 +266,3 @@ def last_values(writer: LogWriter) -> dict[str, float]:
         if len(series):
             values[tag] = float(series[-1])
     return values
-
-
-def _clear_of_run_fields(values: dict[str, Any], kind: str) -> dict[str, Any]:
-    """Frameworks name things freely; a name that is a column of every run (``hidden``, ``tag``,
-    ``status``...) is renamed ``<kind>/<name>`` rather than refused."""
-    from tallyboard.store.run_fields import RUN_FIELDS
-
-    return {f"{kind}/{name}" if name in RUN_FIELDS else name: value for name, value in values.items()}

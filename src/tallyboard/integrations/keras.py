@@ -13,7 +13,7 @@ fit restarted with ``initial_epoch`` continues the series), every epoch its ``va
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from numbers import Real
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +26,7 @@ except ImportError as error:
     raise missing_framework(error, "tallyboard.integrations.keras") from error
 
 if TYPE_CHECKING:  # pragma: no cover
+    from tallyboard.alerts.rules import Rule
     from tallyboard.run.writer import LogWriter
     from tallyboard.table import ResultTable
 
@@ -46,6 +47,8 @@ class TallyboardCallback(Callback):  # type: ignore[misc]
     ``table.new_run(experiment_name, **run_kwargs)``; ``run_id=`` continues an existing run, as do
     ``TALLYBOARD_RUN_ID`` and a requeued SLURM job. ``unique=True`` refuses (``DuplicateRunError``, when
     ``fit`` begins, before any batch) a run whose experiment, hparams and config match another's.
+    ``rules`` (tallyboard.alerts) watch the run; ``stop_on_alert=True`` stops ``fit``
+    (``model.stop_training``) after the batch at which one with ``stop=True`` is known to have fired.
     """
 
     def __init__(
@@ -56,10 +59,13 @@ class TallyboardCallback(Callback):  # type: ignore[misc]
         experiment_name: str = "keras",
         run_id: int | None = None,
         unique: bool = False,
+        rules: Sequence[Rule] = (),
+        stop_on_alert: bool = False,
         **run_kwargs: Any,
     ) -> None:
         super().__init__()
-        self._run = FrameworkRun(writer, table, experiment_name, run_kwargs, unique=unique, run_id=run_id)
+        self._run = FrameworkRun(writer, table, experiment_name, run_kwargs, unique=unique, run_id=run_id,
+                                 rules=rules, stop_on_alert=stop_on_alert)  # fmt: skip
         self._fitting = False
         self._epoch = 0
         self._step = 0
@@ -99,6 +105,8 @@ class TallyboardCallback(Callback):  # type: ignore[misc]
     def on_train_batch_end(self, batch: int, logs: Mapping[str, Any] | None = None) -> None:
         metrics = {f"train/{name}": value for name, value in _numbers(logs).items()}
         self._run.log_metrics(metrics, step=self._step, epoch=self._epoch)
+        if self._run.stop_early("Keras fit", self._step):
+            self.model.stop_training = True
         self._step += 1
 
     def on_epoch_end(self, epoch: int, logs: Mapping[str, Any] | None = None) -> None:

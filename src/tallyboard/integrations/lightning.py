@@ -20,13 +20,14 @@ import dataclasses
 import itertools
 import os
 from argparse import Namespace
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from tallyboard.extras import missing_framework
 from tallyboard.integrations import FrameworkRun
 
 try:
+    from lightning.pytorch.callbacks import Callback
     from lightning.pytorch.loggers import Logger
     from lightning.pytorch.loggers.logger import rank_zero_experiment
     from lightning.pytorch.loggers.utilities import _scan_checkpoints
@@ -44,6 +45,7 @@ def _rank() -> int:
 if TYPE_CHECKING:  # pragma: no cover
     from lightning.pytorch.callbacks import ModelCheckpoint
 
+    from tallyboard.alerts.rules import Rule
     from tallyboard.run.writer import LogWriter
     from tallyboard.table import ResultTable
 
@@ -63,6 +65,9 @@ class TallyboardLogger(Logger):
     ``unique=True`` refuses (``DuplicateRunError``, raised here, before any training) a run whose
     experiment, ``hparams`` and config match a visible, non-failed run; pass the hyperparameters
     that make the run what it is as ``hparams``, since Lightning only reports them inside ``fit``.
+
+    ``rules`` (tallyboard.alerts) watch the run; with ``stop_on_alert=True``, the callback
+    ``StopOnAlert()`` (a logger cannot stop a trainer) stops ``fit`` once one with ``stop=True`` fired.
     """
 
     def __init__(
@@ -76,6 +81,8 @@ class TallyboardLogger(Logger):
         unique: bool = False,
         hparams: Mapping[str, Any] | Namespace | None = None,
         log_model: bool | Literal["all"] = False,
+        rules: Sequence[Rule] = (),
+        stop_on_alert: bool = False,
         **run_kwargs: Any,
     ) -> None:
         super().__init__()
@@ -95,7 +102,8 @@ class TallyboardLogger(Logger):
             version = version if version is not None else _nth(launched, position)
             self._run = FrameworkRun(None, table, experiment_name, run_kwargs, run_id=version)
             return
-        self._run = FrameworkRun(writer, table, experiment_name, run_kwargs, unique=unique, run_id=version)
+        self._run = FrameworkRun(writer, table, experiment_name, run_kwargs, unique=unique, run_id=version,
+                                 rules=rules, stop_on_alert=stop_on_alert)  # fmt: skip
         params = _as_mapping(hparams)
         self._run.start(params)
         if params:
@@ -190,6 +198,20 @@ class TallyboardLogger(Logger):
     def write_result(self, **results: Any) -> None:
         """End the run now: its results row is each metric's last value, updated with ``results``."""
         self._run.finish(**results)
+
+
+class StopOnAlert(Callback):  # type: ignore[misc]
+    """Stops ``fit`` (``trainer.should_stop``) when a ``TallyboardLogger(stop_on_alert=True)`` of the
+    trainer says a rule with ``stop=True`` fired; the run records that it stopped early, and why."""
+
+    def on_train_batch_end(
+        self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        for logger in trainer.loggers:
+            if isinstance(logger, TallyboardLogger) and logger._run.stop_early(
+                "Lightning", trainer.global_step
+            ):
+                trainer.should_stop = True
 
 
 def _as_mapping(params: Any) -> dict[str, Any]:

@@ -21,7 +21,7 @@ import io
 import json
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from numbers import Real
 from typing import TYPE_CHECKING, Any, cast
 
@@ -38,6 +38,7 @@ except ImportError as error:
 if TYPE_CHECKING:  # pragma: no cover
     from transformers import TrainerControl, TrainerState, TrainingArguments
 
+    from tallyboard.alerts.rules import Rule
     from tallyboard.run.writer import LogWriter
     from tallyboard.table import ResultTable
 
@@ -157,6 +158,9 @@ class TallyboardCallback(TrainerCallback):
     ``unique=True`` starts the run when the ``Trainer`` is built, and refuses it there
     (``DuplicateRunError``, before any training) if a visible, non-failed run has the same
     experiment, changed arguments, model config and config.
+
+    ``rules`` (tallyboard.alerts) watch the run; ``stop_on_alert=True`` stops training
+    (``control.should_training_stop``) at the next log once one with ``stop=True`` fired.
     """
 
     def __init__(
@@ -166,10 +170,13 @@ class TallyboardCallback(TrainerCallback):
         table: str | os.PathLike[str] | ResultTable | None = None,
         experiment_name: str | None = None,
         unique: bool = False,
+        rules: Sequence[Rule] = (),
+        stop_on_alert: bool = False,
         **run_kwargs: Any,
     ) -> None:
         self._experiment_name = experiment_name
-        self._run = FrameworkRun(writer, table, experiment_name or "transformers", run_kwargs, unique=unique)
+        self._run = FrameworkRun(writer, table, experiment_name or "transformers", run_kwargs, unique=unique,
+                                 rules=rules, stop_on_alert=stop_on_alert)  # fmt: skip
 
     @property
     def writer(self) -> LogWriter:
@@ -224,6 +231,8 @@ class TallyboardCallback(TrainerCallback):
         # ours is the index of the epoch the step belongs to.
         epoch = None if state.epoch is None else max(0, math.ceil(state.epoch) - 1)
         self._run.log_metrics(cast("dict[str, float]", metrics), step=state.global_step, epoch=epoch)
+        if self._run.stop_early("the Trainer", state.global_step):
+            control.should_training_stop = True
 
     def on_predict(
         self,

@@ -1,5 +1,5 @@
 """How a process's open runs end when the process or a thread ends: atexit, SIGTERM/SIGINT,
-uncaught exceptions, a fork.
+uncaught exceptions, a non-zero exit, a fork.
 
 Why it is its own stage: the commit pipeline (sink.py) only moves records to the database; which
 runs end, with what status, and how long the end may wait, is decided here, once per process.
@@ -8,6 +8,12 @@ runs end, with what status, and how long the end may wait, is decided here, once
   open and restored when the last one closes. A second SIGTERM/SIGINT during a drain gives up
   draining (`_abandon_runs`): impatient users and schedulers get a quick exit, and the runs are
   marked failed on a connection of their own.
+- Which way a process ends decides how its open runs end, as every tracker does it: a normal exit
+  (the script's end, `sys.exit(0)`) finishes them, unless their user set another end status; an
+  uncaught exception, `sys.exit` with another code, or a signal fails them, and the run keeps how
+  (failure.py: the exception's type, message and traceback, the exit status, the signal). The
+  interpreter tells atexit hooks nothing of its exit code, so `sys.exit` is wrapped while runs are
+  open (`_sys_exit`): a `raise SystemExit(3)` of one's own is not seen, and exits as a normal end.
 - A forked child (a DataLoader worker, `os.fork()`) inherits copies of the parent's runs and hooks.
   The parent's runs are the parent's to end: the exit paths compare `os.getpid()` with the process
   that opened the run, so a child leaving a `with` block or running its atexit hooks neither marks
@@ -28,6 +34,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from tallyboard.errors import DatabaseUnwritable, NotDurableError
+from tallyboard.run import failure
 from tallyboard.run.sink import Sink, all_sinks
 from tallyboard.store import open_store
 from tallyboard.store.records import RunUpdate
@@ -63,7 +70,7 @@ class OpenRun(Protocol):
     @property
     def run_id(self) -> int: ...
 
-    def _end(self, status: str) -> None: ...
+    def _end(self, status: str, error: str | None = None) -> None: ...
 
 
 _open_runs: dict[int, tuple[OpenRun, Sink]] = {}  # id(writer) -> (writer, its sink)
@@ -108,16 +115,17 @@ def closed(run: OpenRun) -> None:
             _uninstall_hooks()
 
 
-def end_run(sink: Sink, run_id: int, status: str | None) -> None:
-    """Record the end of a run (status None: only let go of it, see `writer.let_go`) and drain the
-    queue (a second signal meanwhile gives up draining, see `_on_signal`); an unreachable database
-    is waited for `OUTAGE_WAIT` seconds, then reported with `NotDurableError` while the records
-    stay queued."""
+def end_run(sink: Sink, run_id: int, status: str | None, error: str | None = None) -> None:
+    """Record the end of a run (status None: only let go of it, see `writer.let_go`), with how it
+    failed if it did (`error`, failure.py), and drain the queue (a second signal meanwhile gives
+    up draining, see `_on_signal`); an unreachable database is waited for `OUTAGE_WAIT` seconds,
+    then reported with `NotDurableError` while the records stay queued."""
     global _draining
     if _abandoned:
         return
     if status is not None:
-        sink.put("run_updates", RunUpdate(run_id, {"status": status, "end_time": time.time()}), wait=False)
+        end = {"status": status, "end_time": time.time(), **({} if error is None else {"error": error})}
+        sink.put("run_updates", RunUpdate(run_id, end), wait=False)
     with _hooks_lock:  # threads may drain at once: a lost update would make a first signal a second
         _draining += 1
     try:
@@ -128,8 +136,9 @@ def end_run(sink: Sink, run_id: int, status: str | None) -> None:
         sink.release(run_id)
 
 
-def end_runs(status: str, thread_ident: int | None = None) -> None:
-    """End this process's open runs (those created by `thread_ident`, or all) with `status`, durably."""
+def end_runs(status: str, thread_ident: int | None = None, error: str | None = None) -> None:
+    """End this process's open runs (those created by `thread_ident`, or all) with `status` (and
+    how they failed, `error`), durably."""
     pid = os.getpid()
     with _hooks_lock:
         runs = [
@@ -139,14 +148,14 @@ def end_runs(status: str, thread_ident: int | None = None) -> None:
         ]
     for run in runs:
         try:
-            run._end(status)
+            run._end(status, error)
         except (NotDurableError, DatabaseUnwritable) as error:  # the text says it all, no traceback
             log.error("tallyboard: could not record that run %s ended (%s): %s", run.run_id, status, error)
         except Exception:  # an exit path must not hide the original error
             log.exception("tallyboard: could not record the end of a run")
 
 
-def _abandon_runs() -> None:
+def _abandon_runs(signum: int) -> None:
     """Give up draining: mark this process's open runs failed, each in a transaction of its own
     on a connection of its own (the writer thread may be mid-commit), and leave the queue. What is
     committed stays; the commit in flight lands whole or not at all."""
@@ -161,7 +170,9 @@ def _abandon_runs() -> None:
             store.retry_for = 0.0
             try:
                 for run_id in (run_id for run_id, at in entries if at == url):
-                    store.update_run(run_id, status="failed", end_time=time.time())
+                    store.update_run(
+                        run_id, status="failed", end_time=time.time(), error=failure.from_signal(signum)
+                    )
             finally:
                 store.close()
         except Exception as error:  # the process is going down; say why the status is stale
@@ -171,14 +182,15 @@ def _abandon_runs() -> None:
 # Each hook reads the hook it chains to first: ending the last open run uninstalls ours.
 def _excepthook(exc_type: type[BaseException], value: BaseException, tb: Any) -> None:
     previous = _previous.get("excepthook", sys.__excepthook__)
-    end_runs("failed", threading.main_thread().ident)
+    end_runs("failed", threading.main_thread().ident, failure.from_exception(value))
     previous(exc_type, value, tb)
 
 
 def _threading_excepthook(args: Any) -> None:
     previous = _previous.get("threading_excepthook", threading.__excepthook__)
     if args.thread is not None:
-        end_runs("failed", args.thread.ident)
+        error = None if args.exc_value is None else failure.from_exception(args.exc_value)
+        end_runs("failed", args.thread.ident, error)
     previous(args)
 
 
@@ -198,7 +210,7 @@ def _on_signal(signum: int, frame: Any, key: str) -> None:
     if _ending == "done":  # the runs are ended: pass the signal on
         _ending = ""
     elif _draining or _abandoned or _ending:
-        _abandon_runs()
+        _abandon_runs(signum)
         if previous is signal.default_int_handler:  # Ctrl-C twice: die of it, not mid-drain
             previous = signal.SIG_DFL
     elif signum == signal.SIGTERM and _open_runs:
@@ -226,7 +238,7 @@ def _end_then_signal_again(signum: int) -> None:
     process again, for `_on_signal` to pass on."""
     global _ending
     try:
-        end_runs("failed")
+        end_runs("failed", error=failure.from_signal(signum))
     finally:
         _ending = "done"
         os.kill(os.getpid(), signum)
@@ -256,15 +268,36 @@ def arm_signals() -> None:
                 signal.signal(signum, ours)
 
 
-# The status `_at_exit` ends runs with: the end status the run's user chose (`set_status`), else
-# 'failed' (see `LogWriter._end`).
+# The status `_at_exit` ends runs with after a normal exit: the end status the run's user chose
+# (`set_status`), else 'finished' (see `LogWriter._end`).
 AT_EXIT = "at-exit"
+_exit_code: list[Any] = []  # the code of the main thread's last `sys.exit` call (see `_sys_exit`)
+_interpreters_exit = sys.exit
+
+
+def _sys_exit(code: Any = None) -> None:
+    """`sys.exit` while runs are open: remember the code, for `_at_exit`, then exit as asked. Only
+    the main thread's call ends the process (another thread's ends that thread)."""
+    if threading.current_thread() is threading.main_thread():
+        _exit_code[:] = [code]
+    _previous.get("exit", _interpreters_exit)(code)
 
 
 def _at_exit() -> None:
-    """Runs still open when the interpreter exits never closed: they end with the end status
-    their user set (an adapter that saw training succeed), else as failed."""
-    end_runs(AT_EXIT)
+    """Runs still open when the interpreter exits never closed. After a normal exit they end with
+    the end status their user set (an adapter that saw training fail), else finished; after
+    `sys.exit` with another code than 0 they fail. A multiprocessing child runs this as a
+    finalizer while the exception of its target, if any, is passing (`sys.exc_info`): then they
+    fail with it."""
+    passing = sys.exc_info()[1]
+    clean = isinstance(passing, SystemExit) and not failure.exit_status(passing.code)
+    if passing is not None and not clean:
+        error = failure.from_exception(passing)
+    elif _exit_code and failure.exit_status(_exit_code[0]):
+        error = failure.from_exit(_exit_code[0])
+    else:
+        return end_runs(AT_EXIT)
+    return end_runs("failed", error=error)
 
 
 def _forget_parent() -> None:
@@ -274,6 +307,7 @@ def _forget_parent() -> None:
     global _hooks_lock, _draining, _abandoned, _ending
     _hooks_lock = threading.RLock()
     _draining, _abandoned, _ending = 0, False, ""
+    _exit_code.clear()
     if _open_runs:  # our hooks are installed while runs are open
         _open_runs.clear()
         _uninstall_hooks()
@@ -287,6 +321,9 @@ def _install_hooks() -> None:
     _previous["threading_excepthook"] = threading.excepthook
     sys.excepthook = _excepthook
     threading.excepthook = _threading_excepthook
+    _previous["exit"] = sys.exit
+    _exit_code.clear()
+    setattr(sys, "exit", _sys_exit)  # noqa: B010 (typeshed's sys.exit never returns; ours calls it)
     atexit.register(_at_exit)
     arm_signals()
 
@@ -294,6 +331,7 @@ def _install_hooks() -> None:
 def _uninstall_hooks() -> None:
     _restore(sys, "excepthook", _excepthook, "excepthook")
     _restore(threading, "excepthook", _threading_excepthook, "threading_excepthook")
+    _restore(sys, "exit", _sys_exit, "exit")
     atexit.unregister(_at_exit)
     if threading.current_thread() is threading.main_thread():
         for key, signum, ours in _SIGNALS:

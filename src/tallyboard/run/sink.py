@@ -45,6 +45,7 @@ import sys
 import threading
 import time
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 from tallyboard.errors import DatabaseUnwritable, NotDurableError
@@ -126,7 +127,13 @@ class Sink:
         commit_interval: float = DEFAULT_COMMIT_INTERVAL,
         idle_stop: float | None = None,
         max_queue_bytes: int = MAX_QUEUE_BYTES,
+        clock: Callable[[], float] = time.monotonic,
+        start: bool = True,
     ) -> None:
+        """`clock` is what every rule of the sink reads time from (monotonic seconds), as `Stat`
+        takes one: with `start=False` and a clock of their own, tests drive the writer one `turn()`
+        at a time and move time themselves, so each timing rule is checked without waiting."""
+        self._clock = clock
         self.store = store
         self.commit_interval = commit_interval
         self.idle_stop = idle_stop  # None: runs until stop(); else see `_idle_exit`
@@ -135,7 +142,7 @@ class Sink:
         self.key: Location | None = None  # its key in the registry of shared sinks
         self.identity: tuple[int, int] | None = None  # the SQLite file it writes (see sink_for)
         self.pid = os.getpid()
-        self._idle_since = time.monotonic()
+        self._idle_since = clock()
         # The series that asked for room since the last take (limit > 0), in the order they asked:
         # the only ones the next take visits.
         self._active: list[SeriesQueue] = []
@@ -162,7 +169,8 @@ class Sink:
         self._stopping = False
         _all_sinks.add(self)
         self._thread = threading.Thread(target=self._run, name="tallyboard-sink", daemon=True)
-        self._thread.start()
+        if start:
+            self._thread.start()
 
     # ---- the training thread's side -------------------------------------------------------------
     def track(self, queue: SeriesQueue) -> SeriesQueue:
@@ -205,6 +213,7 @@ class Sink:
         flight), or, while the database is unreachable, until it is back; never raises for that,
         never drops a row; raises `DatabaseUnwritable` once the sink gave up."""
         self._check_process()
+        self._raise_if_gave_up()
         with self._cond:
             while queue is None or len(queue.rows) >= queue.limit:
                 if queue is not None and self._grant(queue):
@@ -234,8 +243,7 @@ class Sink:
         try:
             while self._taken == taken:
                 self._raise_if_gave_up()
-                if not self._thread.is_alive():
-                    raise RuntimeError("the tallyboard writer thread has stopped")
+                self._raise_if_writer_stopped()
                 self._cond.wait(1.0)
         finally:
             self._waiting -= 1
@@ -243,6 +251,11 @@ class Sink:
     def _raise_if_gave_up(self) -> None:
         if self._gave_up is not None:
             raise self._gave_up
+
+    def _raise_if_writer_stopped(self) -> None:
+        """A writer thread that ended (not one never started: `turn()` drives that sink)."""
+        if self._thread.ident is not None and not self._thread.is_alive():
+            raise RuntimeError("the tallyboard writer thread has stopped")
 
     def _check_process(self) -> None:
         if self.pid != os.getpid():
@@ -257,21 +270,20 @@ class Sink:
         (or the database is already unreachable), keep trying for `wait` seconds, then raise
         `NotDurableError`: the records stay queued and are written once the database is back."""
         self._check_process()
-        deadline = time.monotonic() + wait
+        deadline = self._clock() + wait
         with self._cond:
             self._requested += 1
             target, failures = self._requested, self._failures
             self._cond.notify_all()
             while self._committed < target:
                 self._raise_if_gave_up()
-                if self._failures > failures and time.monotonic() >= deadline:
+                if self._failures > failures and self._clock() >= deadline:
                     raise NotDurableError(self._outage_text())
-                if not self._thread.is_alive():
-                    raise RuntimeError("the tallyboard writer thread has stopped")
-                self._cond.wait(max(0.05, min(1.0, deadline - time.monotonic())))
+                self._raise_if_writer_stopped()
+                self._cond.wait(max(0.05, min(1.0, deadline - self._clock())))
 
     def _outage_text(self) -> str:
-        down = 0.0 if self._down_since is None else time.monotonic() - self._down_since
+        down = 0.0 if self._down_since is None else self._clock() - self._down_since
         text = (
             f"tallyboard could not write to {self.store.url} for {down:.0f} s ({self._error}); "
             f"{self.pending():,} records wait in memory, not yet durable: they are written when the "
@@ -305,7 +317,7 @@ class Sink:
         only from its request for room to the next take."""
         with _sinks_lock:
             self.users -= 1
-            self._idle_since = time.monotonic()
+            self._idle_since = self._clock()
 
     # ---- the budget --------------------------------------------------------------------------------
     def _budget_rows(self) -> int:
@@ -351,22 +363,41 @@ class Sink:
                     self._committed == self._requested
                     and not self._stopping
                     and not self._waiting
-                    and time.monotonic() < due
+                    and self._clock() < due
                 ):
-                    self._cond.wait(due - time.monotonic())
+                    self._cond.wait(due - self._clock())
                 request, stopping = self._requested, self._stopping
-            last_start = time.monotonic()
-            size = self._commit()
-            with self._cond:
-                if size is not None:
-                    self._committed = max(self._committed, request)
-                self._cond.notify_all()
+            last_start = self._clock()
+            size = self.turn(request)
             if self._gave_up is not None:
                 return
-            if (stopping and size is not None) or (size == 0 and self._idle_exit()):
+            if size is None:  # a flush() or a producer waiting for room wakes it to try again
+                with self._cond:
+                    self._cond.wait(self.backoff())
+            elif (stopping and size is not None) or (size == 0 and self._idle_exit()):
                 if not stopping:
                     self.store.close()
                 return
+
+    def turn(self, request: int | None = None) -> int | None:
+        """One commit of the writer thread: what is queued (after any batch to send again), then
+        the flush requests up to `request` (all made so far by default) count as done. The rows
+        written, or None when the commit failed. The thread calls it on its schedule; a test calls
+        it on a sink made with `start=False`."""
+        if request is None:
+            with self._cond:
+                request = self._requested
+        size = self._commit()
+        with self._cond:
+            if size is not None:
+                self._committed = max(self._committed, request)
+            self._cond.notify_all()
+        return size
+
+    def backoff(self) -> float:
+        """Seconds the writer waits after a failed commit: the interval doubled per failure in a
+        row (`_streak`, 0 again after a success), never more than `MAX_BACKOFF`."""
+        return min(MAX_BACKOFF, self.commit_interval * 2.0 ** min(self._streak, 6))
 
     def _idle_exit(self) -> bool:
         """Whether a shared sink with no runs left should end; decided under the registry's lock,
@@ -374,7 +405,7 @@ class Sink:
         if self.idle_stop is None or self.users > 0:
             return False
         with _sinks_lock:
-            idle = time.monotonic() - self._idle_since >= self.idle_stop
+            idle = self._clock() - self._idle_since >= self.idle_stop
             if self.users > 0 or not idle or self._records or any(q.rows for q in self._active):
                 return False
             if self.key is not None and _sinks.get(self.key) is self:
@@ -394,7 +425,7 @@ class Sink:
                 return written
             if not resent:
                 self._resend.append(batch)
-            start = time.monotonic()
+            start = self._clock()
             try:
                 self.store.write_batch(batch)
             except Exception as error:
@@ -407,7 +438,7 @@ class Sink:
                 return None
             self._resend.pop(0)
             written += len(batch)
-            self._succeeded(len(batch), time.monotonic() - start)
+            self._succeeded(len(batch), self._clock() - start)
             reason = self.store.unwritable(failed=False)  # a deleted file takes writes: only a look tells
             if reason is not None:
                 self._give_up(reason)
@@ -450,15 +481,16 @@ class Sink:
         if size >= 1000 and seconds > 0:  # slower at once (the loss window), faster by steps
             self._rate = min(size / seconds, self._rate * RATE_STEP)
         if self._down_since is not None:
-            down = time.monotonic() - self._down_since
+            down = self._clock() - self._down_since
             log.warning("tallyboard: %s accepts writes again after %.0f s", self.store.url, down)
             self._down_since = None
 
     def _failed(self, error: Exception) -> None:
         """The database did not take the batch at the head of `_resend` (unreachable, disk full,
         ...): it stays there to be sent again unchanged; say so without a traceback every time (now,
-        then every `REPORT_EVERY` seconds), and back off; a flush() wakes the writer to try again."""
-        now = time.monotonic()
+        then every `REPORT_EVERY` seconds); the writer then waits `backoff()`, or less if a flush()
+        wakes it to try again."""
+        now = self._clock()
         reason = self.store.unwritable(failed=True)
         if reason is None:
             self._unwritable_since = None
@@ -477,8 +509,6 @@ class Sink:
                 self._reported = now
                 log.warning("%s", self._outage_text())
             self._cond.notify_all()
-            backoff = min(MAX_BACKOFF, self.commit_interval * 2 ** min(self._streak, 6))
-            self._cond.wait(backoff)
 
     def _give_up(self, reason: str) -> None:
         """The database will not take writes again: stop the writer, and make every logging call,
@@ -496,7 +526,10 @@ class Sink:
         with self._cond:
             self._stopping = True
             self._cond.notify_all()
-        self._thread.join()
+        if self._thread.ident is None:  # driven by turn(): the last one is the caller's
+            self.turn()
+        else:
+            self._thread.join()
         self.store.close()
 
 

@@ -1,5 +1,9 @@
 """What a run is started with, and the row it starts as: the options of `new_run`, the captured
-fields (config, CLI, command, git) and the uniqueness key.
+fields (config, CLI, command, git), the uniqueness key and what a duplicate does.
+
+The key holds the table's unique columns and the code's state (the git commit and a hash of the
+diff): a script edited since its last run is another configuration, not a duplicate. What a run
+whose key is taken does is `on_duplicate` (`OnDuplicate`).
 
 Why apart from `table.py`: `ResultTable` is the facade that opens stores and hands out writers;
 deciding what a new run's row holds is the write path's first step, and the two start methods
@@ -8,6 +12,7 @@ deciding what a new run's row holds is the write path's first step, and the two 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import time
@@ -16,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
-from typing import IO, Any
+from typing import IO, Any, Literal
 
 from tallyboard.run import capture, git_cache
 from tallyboard.store.run_fields import UNIQUE_CANDIDATES, RunRow
@@ -24,6 +29,22 @@ from tallyboard.values import check_text, to_int
 
 # DeepBoard's names for the same columns, accepted in `unique_columns`.
 DEEPBOARD_NAMES = {"config": "config_path", "commit_hash": "git_commit", "diff": "git_diff"}
+
+
+# What `new_run` does when a visible, non-failed run has its unique key: "raise" `DuplicateRunError`
+# (DeepBoard's rule), start a "new" run marked as a rerun of that run (`rerun_of`, grouped with it
+# by the statistics), or "repeat" that run (its next repetition).
+OnDuplicate = Literal["raise", "new", "repeat"]
+ON_DUPLICATE: tuple[OnDuplicate, ...] = ("raise", "new", "repeat")
+DEFAULT_ON_DUPLICATE: OnDuplicate = "new"
+
+
+def on_duplicate_choice(value: str) -> OnDuplicate:
+    """`value` if it is one of `ON_DUPLICATE`, else a ValueError naming them."""
+    for choice in ON_DUPLICATE:
+        if value == choice:
+            return choice
+    raise ValueError(f"on_duplicate must be one of {ON_DUPLICATE}, got {value!r}")
 
 
 class NoCommitAction(Enum):
@@ -53,6 +74,7 @@ class RunRequest:
     unique: bool | Mapping[str, Any] = True
     capture_console: bool = False
     environment: bool = True
+    on_duplicate: OnDuplicate | None = None  # None: the table's
 
     def check_counts(self) -> None:
         for what, count in (("keep_each", self.keep_each), ("flush_each", self.flush_each)):
@@ -137,4 +159,14 @@ def unique_key(
     key = [canonical(name) for name in unique_columns]
     if isinstance(unique, Mapping) and unique:
         key.append(json.dumps(dict(unique), sort_keys=True, default=str))
+    key.append({"code": code_state(fields)})
     return json.dumps(key)
+
+
+def code_state(fields: dict[str, Any]) -> list[str | None]:
+    """The state of the code a run starts from, as its key holds it: the git commit and the sha256
+    of the diff (a hash: a diff can run to megabytes, a key is indexed by its first 256
+    characters). None for each outside a repository."""
+    diff = fields.get("git_diff")
+    digest = None if diff is None else hashlib.sha256(diff.encode("utf-8", "surrogatepass")).hexdigest()
+    return [fields.get("git_commit"), digest]

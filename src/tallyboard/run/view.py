@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from tallyboard.media import open_png
+from tallyboard.run import failure
 from tallyboard.run.exit_paths import await_the_signal
 from tallyboard.store import Store
 from tallyboard.store.records import ArtifactRow, ConsoleLine, MediaRow
@@ -32,7 +33,8 @@ END_STATUSES = ("finished", "failed")
 LOGGING_METHODS = frozenset({
     "add_scalar", "add_image", "add_figure", "detect_and_log_figures", "add_text", "add_fragment",
     "add_table", "add_histogram", "add_console_line", "record_environment", "add_hparams",
-    "update_results", "write_result", "new_repetition", "log_artifact", "log_artifacts",
+    "update_results", "write_result", "new_repetition", "log_artifact", "log_artifacts", "add_rule",
+    "alert",
 })  # fmt: skip
 
 
@@ -180,7 +182,7 @@ class RunView:
         return self._store.artifacts(self._run_id)
 
     # ---- ending: nothing to end here; a LogWriter overrides `_end` -----------------------------------
-    def _end(self, status: str | None) -> None:
+    def _end(self, status: str | None, error: str | None = None) -> None:
         """A run that is not written here is never ended from here."""
 
     def flush(self) -> None:
@@ -235,7 +237,12 @@ class RunView:
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        self.close("failed" if exc_type is not None else None)
+        """Leaving the block closes the run; an exception passing through fails it and is kept as
+        how it failed (`error`)."""
+        if exc is None:
+            self.close()
+        else:
+            self._end("failed", failure.from_exception(exc))
 
     # ---- reading back ---------------------------------------------------------------------------
     def get_scalar(self, tag: str, repetition: int | None = None) -> list[Scalar]:
@@ -327,6 +334,12 @@ class RunView:
     @property
     def status(self) -> str:
         return self._row().status
+
+    @property
+    def error(self) -> dict[str, str] | None:
+        """How the run failed ({"type", "message", "traceback"}: an uncaught exception, a non-zero
+        exit, a signal), None if it did not fail so (it runs, finished, or was set failed)."""
+        return failure.read(self._row().error)
 
     @property
     def tag(self) -> str | None:

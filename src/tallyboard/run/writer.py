@@ -18,8 +18,8 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from tallyboard.run.alerting import AlertCalls
 from tallyboard.run.exit_paths import AT_EXIT, closed, end_run, opened
-from tallyboard.run.logging_calls import RecordLogging
 from tallyboard.run.sink import NullSink, SeriesQueue, Sink
 from tallyboard.store import Location, Store
 from tallyboard.store.records import (
@@ -28,8 +28,8 @@ from tallyboard.store.records import (
     QueuedValue,
     ResumePoint,
     RunUpdate,
+    ScalarRow,
 )
-from tallyboard.store.run_fields import RUN_FIELDS
 from tallyboard.values import (
     INT64_MAX,
     INT64_MIN,
@@ -64,14 +64,15 @@ def let_go(sink: Sink, run_id: int) -> None:
 class _Series(SeriesQueue):
     """The state of one tag in the current repetition; `rows` is drained by the sink."""
 
-    __slots__ = ("calls",)
+    __slots__ = ("calls", "watch")
 
     def __init__(self, run_id: int, tag: str) -> None:
         super().__init__(run_id, tag)
         self.calls = 0
+        self.watch: list[ScalarRow] | None = None  # run/alerting.py: the rows rules have yet to see
 
 
-class LogWriter(RecordLogging):
+class LogWriter(AlertCalls):
     """Everything logged for one run. Obtained from `ResultTable.new_run` or `new_debug_run`
     (`load_run` gives a `RunView`, to read). A context manager: leaving the block closes the run,
     as failed if an exception is passing through.
@@ -158,9 +159,10 @@ class LogWriter(RecordLogging):
         if self._keep_each != 1 and calls % self._keep_each:
             return None
         rows = series.rows
-        rows.append(
-            (self._rep, step, epoch, walltime, None if scalar_value != scalar_value else scalar_value)
-        )
+        row = (self._rep, step, epoch, walltime, None if scalar_value != scalar_value else scalar_value)
+        rows.append(row)
+        if (watch := series.watch) is not None:  # rules watch the tag (run/alerting.py takes it there)
+            watch.append(row)
         if len(rows) >= series.limit:  # room from the sink, or its back-pressure (see sink.SeriesQueue)
             self._sink.wait_for_room(series)
         if flush:  # after: a series the sink does not look at yet joins the take by asking for room
@@ -177,6 +179,7 @@ class LogWriter(RecordLogging):
             raise TypeError(f"tag must be a non-empty string, got {tag!r}")
         check_key("add_scalar tag", tag)
         series = self._series[tag] = _Series(self._run_id, tag)
+        series.watch = self._watch_of(tag)
         self._sink.track(series)
         return series
 
@@ -187,9 +190,7 @@ class LogWriter(RecordLogging):
         for name, value in values.items():  # validate all before queueing any
             if not isinstance(name, str) or not name:
                 raise TypeError(f"{kind} names must be non-empty strings, got {name!r}")
-            check_key(f"{kind} name", name)
-            if name in RUN_FIELDS:
-                raise ValueError(f"{name!r} is a column of every run; choose another {kind} name")
+            check_key(f"{kind} name", name)  # any name: one like a run column is `hparams.NAME`
             rows.append(QueuedValue(self._run_id, name, json_value(name, value)))
         if rows:
             self._change_row(lambda store: store.put_values(kind, rows), [(kind, row) for row in rows])
@@ -293,27 +294,30 @@ class LogWriter(RecordLogging):
     def flush(self) -> None:
         """Return once everything logged so far is committed to the database (artefacts copied)."""
         if not self._disabled:
+            self._evaluate_alerts()
             self._wait_for_artifacts()
             self._sink.flush()
 
-    def _end(self, status: str | None) -> None:
-        """Final status + end time, drain, become read-only; a second end is a no-op. In a forked
-        child the run is the parent's to end: the child's copy only becomes read-only. Status None
-        drains and lets go without ending the run (a newer writer of the run takes over; `detach`)."""
+    def _end(self, status: str | None, error: str | None = None) -> None:
+        """Final status + end time (+ how it failed: `error`, failure.py), drain, become read-only;
+        a second end is a no-op. In a forked child the run is the parent's to end: the child's copy
+        only becomes read-only. Status None drains and lets go without ending the run (a newer
+        writer of the run takes over; `detach`)."""
         if self._read_only:
             return
         if self.pid != os.getpid():
             self._read_only = True
             return
         if status == AT_EXIT:
-            status = self._chosen_end or "failed"
+            status = self._chosen_end or "finished"
         for stop in self._stoppers:  # see before_end
             stop()
+        self._evaluate_alerts(last=True)
         self._read_only = True
         if self._uploader is not None:
             self._uploader.close()  # waits for the copies first
         try:
-            end_run(self._live_sink, self._run_id, status)
+            end_run(self._live_sink, self._run_id, status, error if status == "failed" else None)
         finally:
             closed(self)
             if _writing.get((self._sink.key, self._run_id)) is self:

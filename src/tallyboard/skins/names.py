@@ -13,8 +13,6 @@ from argparse import Namespace
 from collections.abc import Mapping
 from typing import Any
 
-from tallyboard.store.run_fields import RUN_FIELDS
-
 Scalar = str | int | float | bool | None
 
 
@@ -43,9 +41,3 @@ def scalar(value: Any) -> Scalar:
     if isinstance(value, (list, tuple)):
         return json.dumps(value, default=str)
     return str(value)
-
-
-def clear_of_run_fields(values: Mapping[str, Any], kind: str) -> dict[str, Any]:
-    """A peer's user names things freely; a name that is a column of every run (`status`, `tag`,
-    `note`...) becomes '<kind>/<name>' rather than refused when the run ends."""
-    return {f"{kind}/{name}" if name in RUN_FIELDS else name: value for name, value in values.items()}

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tallyboard.errors import ArtifactError
-from tallyboard.skins.names import clear_of_run_fields, flat, scalar
+from tallyboard.skins.names import flat, scalar
 from tallyboard.skins.not_stored import NotStored, not_stored_method
 from tallyboard.skins.wandb_data import Artifact, Histogram, Html, Image, NotStoredMedia, Table
 from tallyboard.values import to_int
@@ -362,9 +362,10 @@ class Run:
         return metric
 
     def alert(self, title: str, text: str, level: Any = None, wait_duration: Any = None) -> None:
-        """Recorded in the run as a text tagged 'alerts' (nobody is notified)."""
-        heading = f"**{getattr(level, 'value', level) or 'INFO'}: {title}**"
-        self._writer.add_text(f"{heading}\n\n{text}", self._step, tag="alerts", markdown=True)
+        """`run.alert` (tallyboard/alerts): recorded in the run, shown by the dashboard and handed to
+        the alert handlers; another of the same title within `wait_duration` (seconds or a
+        timedelta; a minute by default, as W&B's) is held back."""
+        self._writer.alert(title, text, level or "info", self._step, wait_duration)
 
     # ---- files --------------------------------------------------------------------------------------
     def save(self, glob_str: str, base_path: str | None = None, policy: str = "live") -> list[str]:
@@ -411,10 +412,10 @@ class Run:
     # ---- the end ------------------------------------------------------------------------------------
     def _write_config(self, changes: dict[str, Any]) -> None:
         values = {name: scalar(value) for name, value in flat(changes).items()}
-        self._writer.add_hparams(clear_of_run_fields(values, "hparams"))
+        self._writer.add_hparams(values)
 
     def _write_summary(self, changes: dict[str, Any]) -> None:
-        self._writer.update_results(**clear_of_run_fields(_summary_results(changes), "results"))
+        self._writer.update_results(**_summary_results(changes))
 
     def _at_end(self) -> None:
         """However the run ends: the files asked for, the summary as results, what was not stored."""
@@ -425,12 +426,20 @@ class Run:
                 self._writer.log_artifacts(self._dir)
         except ArtifactError as error:
             self._not_stored.skip("saved files", str(error), stacklevel=2)
-        self._writer.update_results(**clear_of_run_fields(self.summary.results(), "results"))
+        self._writer.update_results(**self.summary.results())
         self._not_stored.report_to(self._writer)
 
     def finish(self, exit_code: int | None = None, quiet: bool | None = None) -> None:
         """End the run: failed for a non-zero `exit_code`, else finished; a second call does nothing."""
-        self._writer.close("failed" if exit_code not in (None, 0) else None)
+        self._end(None if exit_code in (None, 0) else "failed", None)
+
+    def _end(self, status: str | None, error: BaseException | None) -> None:
+        """End the run with `status`; an exception leaving its `with` block fails it and is kept
+        as how it failed (the traceback on its page, as for a core run)."""
+        if error is None:
+            self._writer.close(status)  # type: ignore[arg-type]
+        else:
+            self._writer.__exit__(type(error), error, error.__traceback__)
         self._launched.close_table()
         for artifact in self._artifacts:  # copied into the artefact store by now
             artifact.discard_new_files()
@@ -440,7 +449,7 @@ class Run:
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        self.finish(exit_code=1 if exc_type is not None else 0)
+        self._end("failed" if exc is not None else None, exc)
 
 
 def _summary_results(changes: dict[str, Any]) -> dict[str, Any]:

@@ -31,7 +31,7 @@ from typing import IO, Any
 
 from tallyboard.errors import ArtifactError
 from tallyboard.store.base import Store
-from tallyboard.store.location import Location
+from tallyboard.store.location import Location, without_password
 from tallyboard.store.records import ArtifactRow
 
 CHUNK = 1 << 20  # bytes read, hashed and written at a time
@@ -204,9 +204,9 @@ class FsspecBlobs(Blobs):
             import fsspec
         except ImportError as error:  # pragma: no cover - fsspec is in the [artifacts] extra
             raise ArtifactError(
-                f"artefacts at {url!r} need fsspec: pip install 'tallyboard[artifacts]'"
+                f"artefacts at {without_password(url)!r} need fsspec: pip install 'tallyboard[artifacts]'"
             ) from error
-        self.location = url
+        self.location = without_password(url)  # what messages and progress bars name
         self.fs, self.root = fsspec.core.url_to_fs(url)
         self.root = self.root.rstrip("/")
 

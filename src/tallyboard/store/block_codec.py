@@ -1,6 +1,6 @@
 """A block of scalar points packed into the columns of one `scalar_blocks` row, and back.
 
-Why these encodings (schema v13; bench/blocks.py measures them): a point is a step, a walltime in
+Why these encodings (schema v14; bench/blocks.py measures them): a point is a step, a walltime in
 milliseconds, a float64 value and, where logged, an epoch. Steps and walltimes mostly grow by a
 constant, so they are stored as little-endian int64 deltas (the first one absolute). Values are raw
 little-endian float64 (`array('d')`): random mantissas do not compress, and raw bytes keep every

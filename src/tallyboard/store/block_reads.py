@@ -2,7 +2,7 @@
 
 Why one module: `get_scalar`, the query API, the dashboard, export and copy all read the points of
 a series in step order, from some step to some other. Because the blocks of a series never overlap
-and are keyed by `first_step` (schema v13), that is one index range scan from the block holding
+and are keyed by `first_step` (schema v14), that is one index range scan from the block holding
 the first step asked for, read a page of blocks at a time (bounded memory: a page is at most
 `PAGE_BLOCKS` blocks of decoded points), each block decoded by store/block_codec.py and cut to the
 range. `read` is whatever runs a statement for the caller (the store's `execute` under its lock, or

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from tallyboard.errors import DatabaseUnreachable
 from tallyboard.filter import Node
-from tallyboard.store import block_reads
+from tallyboard.store import alert_content, block_reads
 from tallyboard.store import environments as environment_rows
 from tallyboard.store import histograms as histogram_rows
 from tallyboard.store.block_codec import unpack, unpack_deltas, unpack_values, value_or_none
@@ -326,6 +326,29 @@ class DashboardQueries:
         """The column preferences (alias, position; position None = hidden)."""
         return [Column(*row) for row in self._all("SELECT name, kind, alias, position FROM columns")]
 
+    def experiments(self) -> list[dict[str, Any]]:
+        """The experiments of the visible runs: name, runs and latest start, the latest first (the
+        dashboard's views open on it, scoped to one experiment)."""
+        rows = self._all(
+            "SELECT experiment, COUNT(*), MAX(start_time) FROM runs WHERE hidden = 0 AND run_id <> -1"
+            " GROUP BY experiment ORDER BY MAX(start_time) DESC, experiment"
+        )
+        return [{"experiment": name, "runs": runs, "latest": latest} for name, runs, latest in rows]
+
+    def value_names_of(self, experiment: str) -> dict[str, set[str]]:
+        """{'hparams': names, 'results': names} that the runs of one experiment hold."""
+        return {
+            table: {
+                row[0]
+                for row in self._all(
+                    f"SELECT DISTINCT v.name FROM {table} v JOIN runs r ON r.run_id = v.run_id"
+                    " WHERE r.experiment = ?",
+                    [experiment],
+                )
+            }
+            for table in ("hparams", "results")
+        }
+
     def run_tags(self) -> list[str]:
         """Distinct run tags, for autocompletion."""
         return [row[0] for row in self._all("SELECT DISTINCT tag FROM runs WHERE tag <> '' ORDER BY tag")]
@@ -542,6 +565,15 @@ class DashboardQueries:
         for text in texts:
             text["markdown"] = bool(text["markdown"])
         return texts
+
+    def alerts(
+        self, run_id: int | None = None, after: int = 0, upto: int | None = None
+    ) -> list[dict[str, Any]]:
+        """Alerts (store/alert_content.py) as dicts with their text `id`: of one run or of all,
+        those with an id in (after, upto], oldest first."""
+        rows = self._all(*alert_content.query(run_id, after, upto))
+        return [{"id": text_id, **alert_content.decode(rid, rep, content)._asdict()}
+                for text_id, rid, rep, content in rows]  # fmt: skip
 
     def console(self, run_id: int, after: int, limit: int, search: str | None) -> list[dict[str, Any]]:
         """A run's console lines after id `after` (see `Store.console`), as dicts."""

@@ -1,6 +1,7 @@
 """A result table's location: the value that names it, and what is at it, found out without writing.
 
-`Location` is what the user typed -- a SQLite file's path, a `postgresql://` URL, or `spool:PATH`
+`Location` is what the user typed -- a SQLite file's path, a `postgresql://` URL, a tallyboard
+server's `http(s)://` URL (logged to through a spool: store/http_shipping.py) or `spool:PATH`
 (store/spool.py) -- parsed once where it enters (ResultTable, the CLI, copy, serve, the spool).
 Why a value of its own: a URL may carry a password, and a location ends up in errors, log lines,
 progress bars and the dashboard's start line, which end up in CI logs, terminals and bug reports.
@@ -42,6 +43,7 @@ DEEPBOARD_TABLES = frozenset({"experiments", "results", "logs"})  # SQLite names
 MAX_LISTED_TABLES = 5
 NO_FILE = "no file"
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+HTTP_SCHEMES = ("http://", "https://")  # a tallyboard server accepting writes (docs/server.md)
 SPOOL_PREFIX = "spool:"  # "spool:" + the spool file's path (store/spool.py)
 HIDDEN = "***"
 # A query parameter that holds a secret: `password`, and libpq's `sslpassword` (a client key's).
@@ -87,8 +89,9 @@ def _hide_query(text: str) -> str:
     return f"{base}?{'&'.join(shown)}"
 
 
-def _shown(text: str) -> str:
-    """`text` with the password of a URL (in its user part or as `password=`) replaced by `***`."""
+def without_password(text: str) -> str:
+    """`text` with the password of a URL (in its user part or as `password=`) replaced by `***`:
+    for any URL a message may name, a table's or an artefact store's."""
     scheme, separator, rest = text.partition("://")
     if not separator:
         return text
@@ -122,10 +125,11 @@ class Location:
         if not isinstance(text, str):
             raise TypeError(f"a location is a path or URL as text, not {type(text).__name__}")
         location = cls(text)
-        if "://" in text and not is_postgres_url(text):
+        if "://" in text and not is_postgres_url(text) and not location.is_http:
             raise NotAResultTable(
-                f"{location} is no location of a result table: give a SQLite file's path or a "
-                "postgresql://[USER[:PASSWORD]@]HOST[:PORT]/DATABASE URL"
+                f"{location} is no location of a result table: give a SQLite file's path, a "
+                "postgresql://[USER[:PASSWORD]@]HOST[:PORT]/DATABASE URL or a tallyboard server's "
+                "http(s)://HOST:PORT URL"
             )
         if is_postgres_url(text) and _ambiguous(text.partition("://")[2]):
             raise NotAResultTable(
@@ -144,6 +148,11 @@ class Location:
         return is_postgres_url(self._text)
 
     @property
+    def is_http(self) -> bool:
+        """A tallyboard server (`tallyboard serve --accept-writes`), logged to through a spool."""
+        return self._text.startswith(HTTP_SCHEMES)
+
+    @property
     def spool_path(self) -> str | None:
         """The spool file's path, for a spool's location; else None."""
         return self._text.removeprefix(SPOOL_PREFIX) if self._text.startswith(SPOOL_PREFIX) else None
@@ -151,7 +160,8 @@ class Location:
     @property
     def sqlite_path(self) -> str | None:
         """The SQLite file's path (nothing in it to hide), for a SQLite table; else None."""
-        return None if self.is_postgres or self.spool_path is not None else self._text
+        remote = self.is_postgres or self.is_http
+        return None if remote or self.spool_path is not None else self._text
 
     def scrub(self, message: str) -> str:
         """`message` (a driver's error about this location) without the password: libpq quotes the
@@ -165,7 +175,7 @@ class Location:
         return message
 
     def __str__(self) -> str:
-        return _shown(self._text)
+        return without_password(self._text)
 
     def __repr__(self) -> str:
         return f"Location({str(self)!r})"

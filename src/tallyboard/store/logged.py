@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 from itertools import repeat
 from typing import TYPE_CHECKING, Any
 
-from tallyboard.store import block_reads
+from tallyboard.store import alert_content, block_reads
 from tallyboard.store import environments as environment_rows
 from tallyboard.store import histograms as histogram_rows
 from tallyboard.store.block_codec import Points, value_or_none
@@ -210,6 +210,11 @@ class LoggedReads(Engine):
             TextRow(*row)
             for row in self._records("texts x", "x", "text_id", _TEXT_COLUMNS, run_id, kind, filters)
         ]
+
+    def alerts(self, run_id: int | None = None) -> list[alert_content.Alert]:
+        """The alerts of one run, or of every run, oldest first (texts of kind 'alert')."""
+        with self._lock:
+            return alert_content.read(self, run_id)
 
     def histograms(
         self, run_id: int, tag: str | None = None, repetition: int | None = None

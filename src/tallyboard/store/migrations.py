@@ -23,7 +23,8 @@ from tallyboard.store.schema import (
     ENVIRONMENT_LINKS,
     ENVIRONMENT_LINKS_SWAP,
     MIGRATIONS,
-    SCALAR_BLOCKS_V13,
+    RUN_END_AND_RERUNS_STEP,
+    SCALAR_BLOCKS_V14,
     SCHEMA_V1,
     SHARED_ENVIRONMENTS_STEP,
     TYPED_VALUE_INDEXES,
@@ -186,18 +187,39 @@ def shared_environments(store: Engine) -> None:
         store.execute(sql)
 
 
-# ---- v12 -> v13: scalars as blocks of points (store/block_codec.py) ------------------------------
+# ---- v12 -> v13: runs.error and runs.rerun_of -------------------------------------------------
+# Why in Python: as for texts.markdown, the step must be safe on a table that has the columns (two
+# processes migrating one PostgreSQL table), which SQLite's ADD COLUMN cannot say.
+RUN_END_AND_RERUNS_COLUMNS = {"error": "TEXT", "rerun_of": "BIGINT"}
+
+
+def run_end_and_reruns(store: Engine) -> None:
+    if store.url.is_postgres:
+        for name, kind in RUN_END_AND_RERUNS_COLUMNS.items():
+            store.execute(f"ALTER TABLE runs ADD COLUMN IF NOT EXISTS {name} {kind}")
+    else:
+        present = {row[1] for row in store.execute("PRAGMA table_info(runs)")}
+        for name, kind in RUN_END_AND_RERUNS_COLUMNS.items():
+            if name not in present:
+                store.execute(f"ALTER TABLE runs ADD COLUMN {name} {kind}")
+    if not store.execute("SELECT 1 FROM columns WHERE name = 'rerun_of'"):  # hidden by default
+        store.execute(
+            "INSERT INTO columns (name, kind, alias, position) VALUES ('rerun_of', 'run', 'Rerun Of', NULL)"
+        )
+
+
+# ---- v13 -> v14: scalars as blocks of points (store/block_codec.py) ------------------------------
 # Why in Python: the blocks are packed by the codec. The old rows are read in key order a chunk at a
 # time (keyset paging) and each series cut into blocks of BLOCK_POINTS, so memory stays bounded by
 # a chunk whatever the table's size; the whole step is one transaction, like every other, so a
-# process killed in it leaves the file at v12 and the next open starts the step again.
+# process killed in it leaves the file at v13 and the next open starts the step again.
 SCALARS_CHUNK = 50_000
 
 
 def scalars_as_blocks(store: Engine) -> None:
     blob = "BYTEA" if store.url.is_postgres else "BLOB"  # the {blob} of each engine's DDL types
-    store.execute(SCALAR_BLOCKS_V13.format(table="scalar_blocks_v13", blob=blob).strip())
-    fill_blocks(store, "scalar_blocks_v13", squeeze=not store.url.is_postgres)
+    store.execute(SCALAR_BLOCKS_V14.format(table="scalar_blocks_v14", blob=blob).strip())
+    fill_blocks(store, "scalar_blocks_v14", squeeze=not store.url.is_postgres)
     for sql in _statements(BLOCKS_SWAP, {}):
         store.execute(sql)
     if store.url.is_postgres:  # points as rows for SQL users (SQLite: points_view.materialise)
@@ -206,8 +228,8 @@ def scalars_as_blocks(store: Engine) -> None:
 
 
 def fill_blocks(store: Engine, table: str, squeeze: bool, rows_from: str = "scalars") -> None:
-    """Fill `table` (of `scalar_blocks`' v13 shape) with the blocks of every series of `rows_from`
-    (v12's `scalars`, one row per point; `squeeze`: zlib'd integer columns, block_codec.pack), a
+    """Fill `table` (of `scalar_blocks`' v14 shape) with the blocks of every series of `rows_from`
+    (v13's `scalars`, one row per point; `squeeze`: zlib'd integer columns, block_codec.pack), a
     chunk of rows at a time."""
     insert = open_blocks.INSERT_BLOCK.format(table=table)
     select = f"SELECT run_id, tag_id, rep, step, epoch, walltime_ms, value FROM {rows_from}"
@@ -243,7 +265,7 @@ OLDER_BLOCKS = "temp.scalar_blocks"
 
 
 def read_older_scalars_as_blocks(store: Engine) -> None:
-    store.execute(SCALAR_BLOCKS_V13.format(table=OLDER_BLOCKS, blob="BLOB").strip())
+    store.execute(SCALAR_BLOCKS_V14.format(table=OLDER_BLOCKS, blob="BLOB").strip())
     fill_blocks(store, OLDER_BLOCKS, squeeze=True)
 
 
@@ -254,5 +276,6 @@ PYTHON_MIGRATIONS: dict[int, Callable[[Engine], None]] = {
     7: markdown_flag_on_texts,
     TYPED_VALUES_STEP: typed_values,
     SHARED_ENVIRONMENTS_STEP: shared_environments,
+    RUN_END_AND_RERUNS_STEP: run_end_and_reruns,
     BLOCKS_STEP: scalars_as_blocks,
 }

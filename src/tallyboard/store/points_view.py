@@ -1,6 +1,6 @@
 """Scalar points as rows, for users who query the database with SQL (docs/result-table.md).
 
-Why: since schema v13 a series is stored as blocks of packed points, which no SQL reads as they
+Why: since schema v14 a series is stored as blocks of packed points, which no SQL reads as they
 are. On PostgreSQL the integer columns are stored raw (TOAST compresses them on the server), so
 SQL can decode them: two SQL functions read an int64 and a float64 out of a BYTEA, and the view
 `scalar_points` unnests every block into rows (run_id, tag_id, tag, rep, step, epoch,
@@ -19,7 +19,7 @@ from tallyboard.store import block_reads
 
 POINT_COLUMNS = ("run_id", "tag_id", "tag", "rep", "step", "epoch", "walltime_ms", "value")
 
-# Created with the v13 schema on PostgreSQL (migrations.scalars_as_blocks). `|` and `<<` share one
+# Created with the v14 schema on PostgreSQL (migrations.scalars_as_blocks). `|` and `<<` share one
 # precedence in PostgreSQL, hence every shift in its parentheses.
 _BYTE = "(get_byte(data, at + {k})::bigint << {shift})"
 # The i-th number of an integer column: the running sum of its deltas, or itself where the column

@@ -33,8 +33,9 @@ class QueuedMedia(NamedTuple):
     png: bytes
 
 
-# The kinds of `texts` rows: text, an HTML fragment, a logged table (JSON, store/table_content.py).
-TEXT_KINDS = ("text", "fragment", "table")
+# The kinds of `texts` rows: text, an HTML fragment, a logged table (JSON, store/table_content.py),
+# an alert (JSON, store/alert_content.py).
+TEXT_KINDS = ("text", "fragment", "table", "alert")
 
 
 class QueuedText(NamedTuple):

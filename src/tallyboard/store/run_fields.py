@@ -11,6 +11,11 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple, get_type_hints
 
+from tallyboard.filter import qualified
+from tallyboard.store.schema import RUN_END_AND_RERUNS_STEP
+
+V13 = RUN_END_AND_RERUNS_STEP + 1  # the version that added `error` and `rerun_of` (renumber in schema.py)
+
 
 class RunField(NamedTuple):
     """One column of `runs`.
@@ -22,6 +27,7 @@ class RunField(NamedTuple):
     unique: it may be one of the table's unique columns (`ResultTable(unique_columns=...)`).
     cell: short enough for a cell of the runs table (the dashboard lists runs with these).
     long: text that can run to megabytes (a config file, a diff): left out of run queries.
+    since: the schema version that added it (a table read as it is, older, answers NULL for it).
     """
 
     name: str
@@ -34,6 +40,7 @@ class RunField(NamedTuple):
     unique: bool = False
     cell: bool = False
     long: bool = False
+    since: int = 1
 
 
 RUN_ROW: tuple[RunField, ...] = (
@@ -56,6 +63,10 @@ RUN_ROW: tuple[RunField, ...] = (
     RunField("config_content", str, True, None, long=True),
     RunField("unique_key", str, True, None),
     RunField("updated_at", float, False, None),
+    # How the run failed (v13): JSON {"type", "message", "traceback"}, set when it ends (run/exit_paths.py).
+    RunField("error", str, True, None, editable=True, long=True, since=V13),
+    # The run this one runs again (v13): `new_run(on_duplicate="new")` met run N's configuration.
+    RunField("rerun_of", int, True, "Rerun Of", cell=True, since=V13),
 )
 FIELDS = {field.name: field for field in RUN_ROW}
 
@@ -84,6 +95,8 @@ class RunRow(NamedTuple):
     config_content: str | None
     unique_key: str | None
     updated_at: float
+    error: str | None
+    rerun_of: int | None
 
 
 def check_record(record: type, fields: tuple[RunField, ...]) -> None:
@@ -110,6 +123,29 @@ DEFAULT_UNIQUE_COLUMNS = ("experiment", "config_path", "config_hash", "cli", "co
 LISTED_FIELDS = (*(f.name for f in RUN_ROW if f.cell), "updated_at")
 # Everything a run's page shows: all but the bookkeeping of uniqueness.
 DETAIL_FIELDS = tuple(name for name in RUN_FIELDS if name != "unique_key")
+
+
+# Names of the run columns a table shows (its fields and `tags`): an hparam or result of one of
+# these names is the column `hparams.NAME` / `results.NAME` (see `value_key`).
+COLUMN_NAMES = frozenset((*RUN_FIELDS, "tags"))
+
+
+def value_key(table: str, name: str) -> str:
+    """The column key of hparam or result `name` (`table` 'hparams' or 'results'): the name itself,
+    or `table.name` when a run column has that name, or the name itself reads as qualified
+    (filter.qualified). So any name may be an hparam, and none hides a run column: one rule for
+    the runs table, the filter language, the query API and every adapter."""
+    if name in COLUMN_NAMES or qualified(name)[0] is not None:
+        return f"{table}.{name}"
+    return name
+
+
+def select_list(names: tuple[str, ...], version: int | None) -> str:
+    """The SELECT list of these run fields in a table of schema `version` (None: the current one):
+    a field the table is too old to have reads as NULL (reading commands leave it as it is)."""
+    return ", ".join(
+        name if version is None or FIELDS[name].since <= version else f"NULL AS {name}" for name in names
+    )
 
 
 def typed(names: tuple[str, ...]) -> tuple[tuple[str, type, bool], ...]:

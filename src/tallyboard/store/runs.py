@@ -15,7 +15,13 @@ from typing import Any
 from tallyboard.errors import DuplicateRunError, NotFoundError
 from tallyboard.store.engine import Engine
 from tallyboard.store.records import DEBUG_RUN_ID, Column, ResumePoint
-from tallyboard.store.run_fields import EDITABLE_RUN_FIELDS, RUN_FIELDS, RunRow, empty_text_as_null
+from tallyboard.store.run_fields import (
+    EDITABLE_RUN_FIELDS,
+    RUN_FIELDS,
+    RunRow,
+    empty_text_as_null,
+    select_list,
+)
 from tallyboard.store.schema import UNIQUE_KEY_PREFIX
 from tallyboard.store.tables import BY_NAME, RUN_TABLES
 
@@ -29,13 +35,17 @@ class RunRows(Engine):
     """The `Store` methods of run rows, on the engine's primitives alone."""
 
     # ---- runs ----------------------------------------------------------------------------
-    def create_run(self, fields: dict[str, Any], debug: bool = False, durable: bool = True) -> int:
+    def create_run(
+        self, fields: dict[str, Any], debug: bool = False, durable: bool = True, rerun: bool = False
+    ) -> int:
         """Insert a run and its first repetition; `fields` maps `runs` columns to values (start_time
         required).
 
         A debug run replaces run `DEBUG_RUN_ID` and everything logged under it. Otherwise, when
         `fields['unique_key']` is not None and a visible run that is not failed has the same key,
-        raise `DuplicateRunError` -- checked and inserted in one transaction.
+        raise `DuplicateRunError` -- checked and inserted in one transaction -- or, with `rerun`,
+        insert the run as a rerun of that run (`rerun_of`: the first run of the key, so that the
+        runs of one configuration form one group, however often it runs again).
 
         A new run's id is one more than the largest id in the table (or 1), chosen under the runs
         lock rather than by the engine: SQLite's rowid would follow the debug run's -1 with 0, and
@@ -55,12 +65,17 @@ class RunRows(Engine):
 
         def insert() -> int:
             self._lock_runs()
-            if debug:
-                self._delete_run(DEBUG_RUN_ID)
-            else:
-                self._refuse_duplicate(fields.get("unique_key"))
             cols = ["updated_at", *names]
             values = [now, *(fields[name] for name in names)]
+            if debug:
+                self._delete_run(DEBUG_RUN_ID)
+            elif rerun:
+                same = self._same_key(fields.get("unique_key"))
+                if same is not None:
+                    cols.append("rerun_of")
+                    values.append(same[1] or same[0])
+            else:
+                self._refuse_duplicate(fields.get("unique_key"))
             if "run_id" not in fields:
                 cols.append("run_id")
                 values.append(DEBUG_RUN_ID if debug else self._next_run_id())
@@ -87,26 +102,33 @@ class RunRows(Engine):
     def _refuse_duplicate(self, unique_key: str | None, run_id: int | None = None) -> None:
         """Inside the runs lock: raise `DuplicateRunError` if a visible run other than `run_id` that
         is not failed has this unique key (NULL, the debug run's key, never matches)."""
+        same = self._same_key(unique_key, run_id)
+        if same is not None:
+            raise DuplicateRunError(same[0])
+
+    def _same_key(self, unique_key: str | None, run_id: int | None = None) -> tuple[int, int | None] | None:
+        """Inside the runs lock: (run_id, rerun_of) of the first visible run other than `run_id`
+        that is not failed and has this unique key, None if there is none."""
         if unique_key is None:
-            return
+            return None
         # The prefix through the index (schema v3), then the whole key, as `unique_key || ''`: given
         # `unique_key = ?`, SQLite would put the key into the prefix's expression too (constant
         # propagation), which then no index matches, and read every run.
         same = self.execute(
-            f"SELECT run_id FROM runs WHERE substr(unique_key, 1, {UNIQUE_KEY_PREFIX})"
+            f"SELECT run_id, rerun_of FROM runs WHERE substr(unique_key, 1, {UNIQUE_KEY_PREFIX})"
             f" = substr(?, 1, {UNIQUE_KEY_PREFIX}) AND unique_key || '' = ? AND hidden = 0"
             " AND status <> 'failed' AND run_id <> ? ORDER BY run_id LIMIT 1",
             (unique_key, unique_key, DEBUG_RUN_ID if run_id is None else run_id),
         )
-        if same:
-            raise DuplicateRunError(same[0][0])
+        return (same[0][0], same[0][1]) if same else None
 
-    def reopen_run(self, run_id: int) -> ResumePoint:
+    def reopen_run(self, run_id: int, check: bool = True) -> ResumePoint:
         """Set a run back to 'running' (no end time) and return where its logging stopped.
 
         Like `create_run`, atomic with a uniqueness check: a failed run whose configuration was
-        run again since cannot come back to life beside that run (`DuplicateRunError`). Raises
-        `KeyError` for an unknown run."""
+        run again since cannot come back to life beside that run (`DuplicateRunError`); `check`
+        False skips it (a run repeated because its configuration ran again). Raises `KeyError`
+        for an unknown run."""
         self.ready_for_writing()
 
         def reopen() -> ResumePoint:
@@ -114,9 +136,9 @@ class RunRows(Engine):
             row = self.execute("SELECT unique_key, hidden FROM runs WHERE run_id = ?", (run_id,))
             if not row:
                 raise NotFoundError(f"no run with id {run_id}")
-            if not row[0][1]:
+            if check and not row[0][1]:
                 self._refuse_duplicate(row[0][0], run_id)
-            self._update_run(run_id, {"status": "running", "end_time": None})
+            self._update_run(run_id, {"status": "running", "end_time": None, "error": None})
             return self._resume_point(run_id)
 
         with self._lock:
@@ -212,7 +234,8 @@ class RunRows(Engine):
     ) -> list[RunRow]:
         """Rows of `runs` ordered by run id (all columns), visible ones unless `show_hidden`: every
         run, one, or `run_ids`."""
-        select = f"SELECT {', '.join(RUN_FIELDS)} FROM runs" + ("" if show_hidden else " WHERE hidden = 0")
+        fields = select_list(RUN_FIELDS, self.schema_version)
+        select = f"SELECT {fields} FROM runs" + ("" if show_hidden else " WHERE hidden = 0")
         return [RunRow(*row) for row in self._rows_of_runs(select, "run_id", run_id, run_ids)]
 
     def values(

@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from tallyboard.filter import Node, constant, truthy
+from tallyboard.filter import Node, constant, qualified, truthy
 from tallyboard.store.indexed_values import BOOL, EMPTY_TEXT, NAN, NUMBER, TEXT
 
 # Run fields a filter may name, by how their cell compares ('tags', a list, is not translated).
@@ -36,7 +36,7 @@ RUN_FIELD_KINDS = {
     **dict.fromkeys(
         ("experiment", "tag", "config_path", "comment", "config_hash", "note", "color", "status"), "text"
     ),
-    **dict.fromkeys(("run_id", "start_time", "end_time"), "number"),
+    **dict.fromkeys(("run_id", "start_time", "end_time", "rerun_of"), "number"),
     "hidden": "bool",
 }
 FLIPPED = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "=": "==", "!=": "!="}
@@ -132,17 +132,24 @@ class Translator:
 
     # -- one column against a literal ---------------------------------------------------------
     def cell(self, name: str, op: str, literal: Any) -> Condition:
+        table, bare = qualified(name)
+        if table is not None:  # `hparams.tag`: that table only
+            return self.value_condition(bare, op, literal, table)
         if name in RUN_FIELD_KINDS:
             return self.run_field(name, RUN_FIELD_KINDS[name], op, literal)
         if name == "tags":
             raise NotInSql("the tags column")
+        return self.value_condition(name, op, literal)
+
+    def value_condition(self, name: str, op: str, literal: Any, table: str | None = None) -> Condition:
+        """Runs whose hparam or result `name` (of `table` only, if given) compares so."""
         holds_for_none = (op in ("==", "=") and literal is None) or (op == "!=" and literal is not None)
         if holds_for_none:  # true for a missing cell: the negation of a condition on present ones
             inner = self.value_test("==" if op == "!=" else "!=", literal)
             assert inner is not None  # `!= null` and `== literal` always have a test
-            return self.negated(self.value_cell(name, *inner))
+            return self.negated(self.value_cell(name, *inner, table))
         test = self.value_test(op, literal)
-        return self.value_cell(name, *test) if test is not None else FALSE
+        return self.value_cell(name, *test, table) if test is not None else FALSE
 
     def value_test(self, op: str, literal: Any) -> tuple[str, list[Any]] | None:
         """SQL over the value row `v` for which `op literal` holds (None: it holds for none)."""
@@ -177,8 +184,9 @@ class Translator:
             return f"v.value_rank = {NUMBER} AND v.value_number {op} ?", [float(literal)]
         raise NotInSql(op)
 
-    def value_cell(self, name: str, test: str, params: list[Any]) -> Condition:
-        """Runs whose cell `name` (their hparam, else their result) passes `test`."""
+    def value_cell(self, name: str, test: str, params: list[Any], table: str | None = None) -> Condition:
+        """Runs whose cell `name` (their hparam, else their result; of `table` only, if given)
+        passes `test`."""
 
         def among(table: str, test: str = test, test_params: list[Any] = params) -> Condition:
             if self.per_run:  # the test comes before the name in this statement
@@ -186,10 +194,11 @@ class Translator:
             ids = f"SELECT v.run_id FROM {table} v WHERE v.name = ? AND ({test})"
             return Condition(self.dialect.among.replace("{ids}", ids), [name, *test_params])
 
-        if name in self.hparams and name in self.results:  # an hparam hides a result of the same name
+        if table is None and name in self.hparams and name in self.results:  # an hparam hides a result
             parts = [among("hparams"), among("results"), self.negated(among("hparams", "1 = 1", []))]
             return _joined("or", [parts[0], _joined("and", parts[1:])])
-        table = "hparams" if name in self.hparams else "results" if name in self.results else None
+        if table is None:
+            table = "hparams" if name in self.hparams else "results" if name in self.results else None
         if table is None:
             return FALSE  # nobody has a value for it
         found = among(table)

@@ -33,7 +33,7 @@ Conventions every reader relies on:
 - `runs.updated_at` changes with every edit of a run's row, hparams or results, so live views
   can ask for "what changed since T";
 - `media.kind` is 'image' or 'figure'; `texts.kind` is 'text', 'fragment' (HTML) or 'table' (a
-  logged table as JSON, store/table_content.py);
+  logged table as JSON, store/table_content.py) or 'alert' (an alert as JSON, store/alert_content.py);
 - `columns` lists every column the result table can show: `kind` is 'run' (a column of `runs`),
   'hparam' or 'result'; `position` NULL means hidden from the default view;
 - `meta` holds 'schema_version' (integer as text) and 'unique_columns' (JSON array of names);
@@ -82,7 +82,7 @@ Conventions every reader relies on:
   object is kept once, in `environment_contents` (`sha256`: the hex sha256 of its UTF-8 JSON text,
   `content`: that text), and `environments` holds the run's `sha256` (store/environments.py);
   a text stays when the last run linking to it is deleted;
-- `scalar_blocks` (v13; it replaces v1's `scalars`, one row per point, and v2's `scalar_blocks`,
+- `scalar_blocks` (v14; it replaces v1's `scalars`, one row per point, and v2's `scalar_blocks`,
   a min/max of every 256 steps) holds each scalar series (run_id, tag_id, rep) as blocks of points,
   keyed by their `first_step`. The blocks of a series never overlap: `first_step` <=
   `last_step` < the next block's `first_step`, and inside a block the steps strictly increase, so a
@@ -110,9 +110,13 @@ Conventions every reader relies on:
   transaction that deletes one. With the largest run id and the latest `updated_at` (two index
   seeks) it tells a reader that the runs changed without counting them (`COUNT(*)` reads every
   run: 25 ms at 100,000 on every page of the dashboard).
+- `runs.error` (v13) is how a failed run failed, as the JSON object {"type", "message",
+  "traceback"} (`run/exit_paths.py`: an uncaught exception, a non-zero exit, a signal), NULL for a
+  run that did not fail so; `runs.rerun_of` (v13) is the run this one runs again
+  (`on_duplicate="new"`), NULL for a first run. Both are added in Python (migrations.run_end_and_reruns).
 """
 
-SCHEMA_VERSION = 13
+SCHEMA_VERSION = 14
 UNIQUE_KEY_PREFIX = 256
 BLOCK_BITS = 8
 BLOCK_STEPS = 1 << BLOCK_BITS  # steps per row of scalar_blocks (why 256: docs/dashboard.md)
@@ -374,11 +378,15 @@ ENVIRONMENT_LINKS_SWAP = """
 DROP TABLE environments;
 ALTER TABLE environments_v12 RENAME TO environments"""
 
-# v13: scalars as blocks of points (store/block_codec.py). The table is built from `scalars` in
+# v13: how a run failed, and which run it runs again (columns of `runs`, added in Python:
+# migrations.run_end_and_reruns).
+RUN_END_AND_RERUNS_STEP = 12  # the version it upgrades from (renumber here only)
+
+# v14: scalars as blocks of points (store/block_codec.py). The table is built from `scalars` in
 # Python (migrations.scalars_as_blocks), then takes the old summaries' name.
-BLOCKS_STEP = 12  # the version it upgrades from
+BLOCKS_STEP = 13  # the version it upgrades from
 BLOCK_POINTS = 1024  # points per block the writer fills before it starts the next one
-SCALAR_BLOCKS_V13 = """
+SCALAR_BLOCKS_V14 = """
 CREATE TABLE {table} (
     run_id        BIGINT NOT NULL,
     tag_id        INTEGER NOT NULL,
@@ -399,7 +407,7 @@ CREATE TABLE {table} (
 BLOCKS_SWAP = """
 DROP TABLE scalar_blocks;
 DROP TABLE scalars;
-ALTER TABLE scalar_blocks_v13 RENAME TO scalar_blocks"""
+ALTER TABLE scalar_blocks_v14 RENAME TO scalar_blocks"""
 
 # MIGRATIONS[n] upgrades a store at version n to n + 1. Version 1 is the first released schema.
 MIGRATIONS: dict[int, str] = {

@@ -1,7 +1,9 @@
-"""The node-local spool: logging goes on while the central PostgreSQL database is out of reach.
+"""The node-local spool: logging goes on while the central database or server is out of reach.
 
 `ResultTable(url, spool=PATH)` (or `$TALLYBOARD_SPOOL`) logs into a SQLite file on the node and a
-background shipper (store/spool_shipper.py) moves what was committed there to `url`, later.
+background shipper (store/spool_shipper.py) moves what was committed there to `url`, later: a
+PostgreSQL database, or a tallyboard server over HTTP (store/http_shipping.py), which always logs
+through a spool.
 
 Why it is built this way:
 - The spool is an ordinary SQLite result table, written by the unchanged SQLite engine through the
@@ -19,8 +21,9 @@ Why it is built this way:
   value, base64), other numbers as JSON (NaN and infinities as NaN/Infinity, which Python reads
   back exactly). No pickle: a spool file is data, never code.
 - The spool must reach its database after this process is gone (`tallyboard sync`), so it keeps
-  the database's URL as given, password included (`Location.secret()`), in `spool_state`, which
-  no copy, export or dashboard reads; everything else shows it through `Location`, without it.
+  the database's URL as given, password included (`Location.secret()`), and a server's write
+  token, in `spool_state`, which no copy, export or dashboard reads, in a file only its owner may
+  read (mode 0600, `keep_private`); everything else shows it through `Location`, without it.
 - Written only locally, never shipped: quarantined records (the spool's own rejects), the column
   layout (`set_columns`). Resuming a run by id is refused: the id of a spool is not the database's.
 """
@@ -28,6 +31,7 @@ Why it is built this way:
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import sys
@@ -54,19 +58,32 @@ SPOOL_DDL = (
 
 
 def location(
-    spool_path: str | os.PathLike[str], target: Location, unique_columns: tuple[str, ...]
+    spool_path: str | os.PathLike[str],
+    target: Location,
+    unique_columns: tuple[str, ...],
+    token: str | None = None,
 ) -> Location:
     """Bind the spool file at `spool_path` to `target` (the first time, creating it with these
     unique columns; a spool bound to another database is refused) and return the location
-    `open_store` opens it by."""
-    if not target.is_postgres:
+    `open_store` opens it by. `token` is a server's write token (kept for the shipper and
+    `tallyboard sync`, as a database's password is; the last one given counts)."""
+    if not (target.is_postgres or target.is_http):
         raise ValueError(
-            f"a spool ships to a postgresql:// database, not {str(target)!r} (a SQLite table is"
-            " local already: log to it directly)"
+            f"a spool ships to a postgresql:// database or an http(s):// tallyboard server, not"
+            f" {str(target)!r} (a SQLite table is local already: log to it directly)"
         )
     path = os.path.abspath(os.fspath(spool_path))
-    SpoolStore(path, unique_columns, target=target).close()
+    SpoolStore(path, unique_columns, target=target, token=token).close()
     return Location(SPOOL_PREFIX + path)
+
+
+def keep_private(path: str) -> None:
+    """Make a spool file and its WAL and shared-memory files readable by their owner only: the
+    spool keeps the database's password, and the files were made with the process's umask
+    (0644 as a rule). SQLite gives a WAL file it creates later the mode of the table file."""
+    for each in (path, f"{path}-wal", f"{path}-shm"):
+        with contextlib.suppress(FileNotFoundError):
+            os.chmod(each, 0o600)
 
 
 def encode(value: Any) -> str:
@@ -157,13 +174,14 @@ class SpoolStore(SqliteStore):
         unique_columns: tuple[str, ...] = (),
         access: Access = Access.WRITE,
         target: Location | None = None,
+        token: str | None = None,
     ) -> None:
         super().__init__(path, unique_columns=unique_columns, access=access)
         if access is not Access.READ:
             with self._lock:
-                self.atomic(lambda: self._bind(target))
+                self.atomic(lambda: self._bind(target, token))
 
-    def _bind(self, target: Location | None) -> None:
+    def _bind(self, target: Location | None, token: str | None = None) -> None:
         if target is None and not self.execute("SELECT 1 FROM sqlite_master WHERE name = 'spool_state'"):
             raise StoreError(f"{self.path!r} is not a spool: it was never bound to a database")
         for statement in SPOOL_DDL:
@@ -175,9 +193,13 @@ class SpoolStore(SqliteStore):
                 " give each database a spool file of its own"
             )
         if bound is None and target is not None:
+            keep_private(self.path)  # before the password is in it: only its owner may read it
             self._set_state("target", target.secret())
             self._set_state("spool_id", str(uuid.uuid4()))  # names this spool in the database
             self._set_state("shipped", "0")
+        if token is not None and token != self.state("token"):
+            keep_private(self.path)  # a spool made before it kept no secret yet
+            self._set_state("token", token)
 
     def bound_to(self) -> tuple[Location, str]:
         """(the database this spool ships to, the id that names the spool there)."""
@@ -216,14 +238,17 @@ class SpoolStore(SqliteStore):
             self.atomic(both)
 
     # ---- the writes that are shipped ------------------------------------------------------------
-    def create_run(self, fields: dict[str, Any], debug: bool = False, durable: bool = True) -> int:
-        """The database creates the run, with its first repetition, when the journal's entry ships;
-        the repetition queued by a writer (`durable=False`) ships after it."""
+    def create_run(
+        self, fields: dict[str, Any], debug: bool = False, durable: bool = True, rerun: bool = False
+    ) -> int:
+        """The database creates the run, with its first repetition, when the journal's entry ships
+        (a `rerun` as the rerun of the database's run of its key); the repetition queued by a
+        writer (`durable=False`) ships after it."""
         self.ready_for_writing()
 
         def create() -> int:
-            run_id = SqliteStore.create_run(self, fields, debug, durable)
-            self._journal("create_run", {"run": run_id, "fields": fields, "debug": debug})
+            run_id = SqliteStore.create_run(self, fields, debug, durable, rerun)
+            self._journal("create_run", {"run": run_id, "fields": fields, "debug": debug, "rerun": rerun})
             return run_id
 
         with self._lock:
@@ -248,7 +273,7 @@ class SpoolStore(SqliteStore):
     def write_batch(self, batch: Batch) -> None:
         self._journaled("batch", batch_to_json(batch), lambda: SqliteStore.write_batch(self, batch))
 
-    def reopen_run(self, run_id: int) -> ResumePoint:
+    def reopen_run(self, run_id: int, check: bool = True) -> ResumePoint:
         raise StoreError(
             "resuming a run is not supported through a spool: its run id is the spool's, not the"
             " database's; resume it from the database URL once the spool has been shipped"

@@ -1,5 +1,8 @@
 """Shipping a spool (store/spool.py) to its PostgreSQL database: exactly once, in order, later.
 
+(A spool bound to a tallyboard server ships there instead, over HTTP: store/http_shipping.py; the
+server applies what it receives with `Destination`, on its own store of either engine.)
+
 Exactly once: the database keeps, for each spool (named by a uuid the spool records), the seq of
 the last journal entry it holds: `tallyboard_spools.shipped`, the watermark. One shipment is one
 PostgreSQL transaction that locks the spool's watermark row (SELECT ... FOR UPDATE), skips entries
@@ -23,15 +26,17 @@ is. Training never waits for any of it: the shipper is a thread of its own with 
 from __future__ import annotations
 
 import atexit
+import copy
 import logging
 import os
 import threading
 import time
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Protocol, cast
 
 from tallyboard.errors import DuplicateRunError
+from tallyboard.store.base import Store
 from tallyboard.store.location import LocationLike
-from tallyboard.store.postgres import SCHEMA_LOCK, PostgresStore
 from tallyboard.store.records import ArtifactRow, Batch, QueuedRecord, QueuedValue, ScalarRow
 from tallyboard.store.spool import ShippedRun, SpoolStore, batch_from_json, decode
 
@@ -51,38 +56,84 @@ DDL = (
 )
 
 
-class Destination:
-    """The spool's database: one connection, and the map of the spool's run ids to the database's."""
+class Shipping(Protocol):
+    """Where a shipper ships a spool: its database (`Destination`), or a tallyboard server that
+    applies the entries to its own (store/http_shipping.py)."""
 
-    def __init__(self, database: LocationLike, spool_id: str) -> None:
-        self.db = PostgresStore(database, retry_for=RETRY_FOR)
+    def ship(self, entries: list[tuple[int, float, str, str]]) -> tuple[int, list[ShippedRun]]:
+        """Apply `entries` exactly once; (the watermark after them, runs the spool has yet to note)."""
+
+    def close(self) -> None:
+        """Let go of what the destination holds open."""
+
+
+def destination_for(spool: SpoolStore) -> Shipping:
+    """Where the spool ships: a server for an http(s) location, else its PostgreSQL database."""
+    target, spool_id = spool.bound_to()
+    if target.is_http:
+        from tallyboard.store.http_shipping import HttpDestination
+
+        return HttpDestination(target, spool_id, spool.state("token"))
+    return postgres_destination(target, spool_id)
+
+
+def postgres_destination(database: LocationLike, spool_id: str) -> Destination:
+    from tallyboard.store.postgres import PostgresStore
+
+    db = PostgresStore(database, retry_for=RETRY_FOR)
+    try:
+        return Destination(db, spool_id)
+    except BaseException:  # the shipper retries with a new one: this one's connection is closed
+        db.close()
+        raise
+
+
+class Destination:
+    """The spool's database: one connection (a store of either engine: a tallyboard server applies
+    the entries it receives with one, dashboard/ingest.py), and the map of the spool's run ids to
+    the database's."""
+
+    def __init__(self, db: Store, spool_id: str) -> None:
+        self.db = db
         self.spool_id = spool_id
-        try:
-            self.db.atomic(self._create_tables)
-            # Runs shipped before (by a process that may have died before noting them in the spool)
-            known = self.db.execute(
-                "SELECT spool_run, run_id, duplicate_of FROM tallyboard_spool_runs WHERE spool_id = ?",
-                (spool_id,),
-            )
-        except BaseException:  # the shipper retries with a new one: this one's connection is closed
-            self.db.close()
-            raise
+        self.db.atomic(self._create_tables)
+        # Runs shipped before (by a process that may have died before noting them in the spool)
+        known = self.known_runs()
         self.runs: dict[int, int] = {spool_run: run_id for spool_run, run_id, _ in known}
-        self._unnoted = [ShippedRun(*row) for row in known]  # for the spool's copy, with the next shipment
+        self._unnoted = known  # for the spool's copy, with the next shipment
+
+    def known_runs(self) -> list[ShippedRun]:
+        """Every run of the spool the database holds."""
+        rows = self.db.execute(
+            "SELECT spool_run, run_id, duplicate_of FROM tallyboard_spool_runs WHERE spool_id = ?"
+            " ORDER BY spool_run",
+            (self.spool_id,),
+        )
+        return [ShippedRun(*row) for row in rows]
+
+    def watermark(self) -> int:
+        """The seq of the last entry of the spool the database holds (0: none)."""
+        rows = self.db.execute("SELECT shipped FROM tallyboard_spools WHERE spool_id = ?", (self.spool_id,))
+        return int(rows[0][0]) if rows else 0
 
     def _create_tables(self) -> None:
-        """Under the schema lock: two shippers racing to CREATE TABLE IF NOT EXISTS both create it."""
-        self.db._advisory_lock(SCHEMA_LOCK)
+        """Under the schema lock: two shippers racing to CREATE TABLE IF NOT EXISTS both create it
+        (SQLite's write transaction is that lock already)."""
+        if self.db.url.is_postgres:
+            from tallyboard.store.postgres import SCHEMA_LOCK, PostgresStore
+
+            cast(PostgresStore, self.db)._advisory_lock(SCHEMA_LOCK)
         for statement in DDL:
             self.db.execute(statement)
 
     def close(self) -> None:
         self.db.close()
 
-    def ship(self, entries: list[tuple[int, float, str, str]]) -> tuple[int, list[ShippedRun]]:
+    def ship(self, entries: Sequence[tuple[int, float, str, Any]]) -> tuple[int, list[ShippedRun]]:
         """Apply `entries` (seq order) in one transaction, skipping those the database has; return
         the watermark after it and the runs the spool has yet to note: those it created, and the
-        first time those shipped before."""
+        first time those shipped before. An entry's arguments are the journal's JSON text, or that
+        JSON decoded (and checked: store/entry_checks.py) by a server."""
         db, spool_id = self.db, self.spool_id
 
         def work() -> tuple[int, list[ShippedRun]]:
@@ -92,8 +143,9 @@ class Destination:
                 " ON CONFLICT (spool_id) DO NOTHING",
                 (spool_id,),
             )
+            lock = " FOR UPDATE" if db.url.is_postgres else ""  # SQLite's transaction locks the file
             shipped = db.execute(
-                "SELECT shipped FROM tallyboard_spools WHERE spool_id = ? FOR UPDATE", (spool_id,)
+                f"SELECT shipped FROM tallyboard_spools WHERE spool_id = ?{lock}", (spool_id,)
             )[0][0]
             created: list[ShippedRun] = []
             runs = dict(self.runs)
@@ -101,11 +153,14 @@ class Destination:
             for seq, _, op, args in entries:
                 if seq <= shipped:
                     continue
+                # a server's are decoded; copied, as `batch_from_json` takes from it and a retried
+                # attempt (a busy database, a group that failed) decodes again
+                fields = decode(args) if isinstance(args, str) else copy.copy(args)
                 if op == "batch":
-                    batches.append(batch_from_json(decode(args)))
+                    batches.append(batch_from_json(fields))
                     continue
                 self._write(batches, runs)
-                self._apply(op, decode(args), runs, created)
+                self._apply(op, fields, runs, created)
             self._write(batches, runs)
             watermark = max(shipped, entries[-1][0])
             db.execute("UPDATE tallyboard_spools SET shipped = ? WHERE spool_id = ?", (watermark, spool_id))
@@ -132,7 +187,7 @@ class Destination:
         the list of its `ArtifactRow` fields."""
         db = self.db
         if op == "create_run":
-            run_id, duplicate_of = self._create_run(args["fields"], args["debug"])
+            run_id, duplicate_of = self._create_run(args["fields"], args["debug"], args.get("rerun", False))
             runs[args["run"]] = run_id
             created.append(ShippedRun(args["run"], run_id, duplicate_of))
             db.execute(
@@ -175,10 +230,10 @@ class Destination:
         batches.clear()
         self.db.write_batch(merged)
 
-    def _create_run(self, fields: dict[str, Any], debug: bool) -> tuple[int, int | None]:
+    def _create_run(self, fields: dict[str, Any], debug: bool, rerun: bool) -> tuple[int, int | None]:
         """The run in the database: (its id, the run it duplicates or None)."""
         try:
-            return self.db.create_run(fields, debug), None
+            return self.db.create_run(fields, debug, rerun=rerun), None
         except DuplicateRunError as duplicate:
             note = f"duplicate of run {duplicate.run_id}, started while the database was out of reach"
             if fields.get("note"):
@@ -191,7 +246,7 @@ class Destination:
             return run_id, duplicate.run_id
 
 
-def ship_once(spool: SpoolStore, destination: Destination, limit: int = ENTRIES_PER_SHIPMENT) -> int:
+def ship_once(spool: SpoolStore, destination: Shipping, limit: int = ENTRIES_PER_SHIPMENT) -> int:
     """Ship up to `limit` pending entries; return how many were pending (0: the spool is shipped)."""
     entries = spool.pending(int(spool.state("shipped") or 0), limit, SHIPMENT_BYTES)
     if entries:
@@ -204,7 +259,7 @@ def ship_all(spool_path: str) -> int:
     """Ship everything the spool at `spool_path` holds (`tallyboard sync`); return the entries shipped."""
     spool = SpoolStore(spool_path)
     try:
-        destination = Destination(*spool.bound_to())
+        destination = destination_for(spool)
         try:
             total = 0
             while moved := ship_once(spool, destination):
@@ -256,13 +311,13 @@ class Shipper:
 
     def _loop(self) -> None:
         spool = SpoolStore(self.path)
-        destination: Destination | None = None
+        destination: Shipping | None = None
         backoff, failing_since, reported = FIRST_BACKOFF, None, 0.0
         while not self._stopping:
             serving = self._asked
             try:
                 if destination is None:
-                    destination = Destination(*spool.bound_to())
+                    destination = destination_for(spool)
                 moved = ship_once(spool, destination)
             except Exception as error:  # the database out of reach (or refusing): keep the spool, retry
                 if destination is not None:

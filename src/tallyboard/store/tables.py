@@ -108,7 +108,7 @@ TABLES: tuple[Table, ...] = (
         record=QueuedValue,
     ),
     Table("columns", ("name",), ("kind", "alias", "position"), record=Column),
-    # A series' points as blocks (schema v13, store/block_codec.py): the `Batch` rows of
+    # A series' points as blocks (schema v14, store/block_codec.py): the `Batch` rows of
     # `scalars` become these rows (store/open_blocks.py).
     Table(
         "scalar_blocks",

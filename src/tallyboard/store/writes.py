@@ -20,6 +20,7 @@ from tallyboard.store import histograms as histogram_rows
 from tallyboard.store import open_blocks
 from tallyboard.store.indexed_values import UPSERT_VALUE, with_types
 from tallyboard.store.records import Batch, QueuedValue, ScalarRow
+from tallyboard.store.run_fields import value_key
 from tallyboard.store.runs import RunRows
 
 # Seconds -> whole milliseconds, to the nearest (halves away from zero): SQLite's ROUND adds 0.5 to
@@ -114,7 +115,7 @@ class BatchWrites(RunRows):
             "INSERT INTO columns (name, kind, alias, position)"
             " SELECT ?, ?, ?, COALESCE(MAX(position), -1) + 1 FROM columns WHERE true"
             " ON CONFLICT (name) DO NOTHING",
-            [(name, kind[:-1], name) for name in dict.fromkeys(name for _, name, _ in rows)],
+            [(key, kind[:-1], key) for key in dict.fromkeys(value_key(kind, name) for _, name, _ in rows)],
         )
         now = time.time()
         touched = {run_id for run_id, _, _ in rows}

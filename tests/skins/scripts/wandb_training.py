@@ -66,7 +66,8 @@ confusion = wandb.Table(columns=["true", "predicted", "count"])
 for true in range(3):
     for guess in range(3):
         confusion.add_data(true, guess, int(((val_y == true) & (predicted == guess)).sum()))
-wandb.log({"confusion": confusion, "inputs": wandb.Image(rng.random((8, 8, 3)), caption="noise")})
+noise = rng.integers(0, 256, size=(8, 8, 3), dtype=np.uint8)
+wandb.log({"confusion": confusion, "inputs": wandb.Image(noise, caption="noise")})
 run.summary["best_val_acc"] = best
 np.save(os.path.join(wandb.run.dir, "weights.npy"), weights)
 if best < 0.99:

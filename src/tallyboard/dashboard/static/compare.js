@@ -34,7 +34,8 @@ async function start() {
   }
   const page = await TB.getJSON(`/api/runs?ids=${runIds.join(",")}&limit=50&hidden=1`);
   runs = page.rows;
-  hparamNames = page.columns.filter((c) => c.kind === "hparam").map((c) => c.name);
+  // only the hparams these runs have: a table of several experiments has many more
+  hparamNames = page.columns.filter((c) => c.kind === "hparam").map((c) => c.name).filter((n) => runs.some((r) => Object.hasOwn(r.cells, n)));
   runs.forEach((r, i) => { r.colour = r.color || TB.color(i); });
   nameRuns(runs, hparamNames);
   const details = await Promise.all(runs.map((r) => TB.getJSON(`/api/runs/${r.run_id}`)));

@@ -2,13 +2,15 @@
 // error bars, the importance table (computed on the server) and the runs that pass the brushes.
 // Plain SVG; user text enters only through textContent and attribute values.
 import * as TB from "./common.js";
+import { experimentScope, experimentSelect } from "./experiments.js";
 
 const { el } = TB;
-const DEFAULTS = { runs: "", filter: "", metric: "", summary: "final", k: "5", goal: "max", x: "", logx: "auto", logy: "auto" };
+const DEFAULTS = { runs: "", filter: "", experiment: "", metric: "", summary: "final", k: "5", goal: "max", x: "", logx: "auto", logy: "auto" };
 const state = TB.readState(DEFAULTS);
 const main = document.getElementById("main");
 const SVG = "http://www.w3.org/2000/svg";
 const brushes = new Map(); // axis name -> [lo, hi] in axis units (numeric) or a Set of categories
+let picker = null; // the experiment selector, when the page shows a filtered table of several
 let runs = [], axes = [], values = new Map(), summaries = new Map(), metricNames = [];
 
 document.getElementById("nav-hparams").classList.add("active");
@@ -23,7 +25,12 @@ function svg(tag, attrs, ...children) {
 
 async function start() {
   const ids = state.runs.split(",").filter((s) => /^-?\d+$/.test(s));
-  const query = ids.length ? `ids=${ids.join(",")}&hidden=1` : `filter=${encodeURIComponent(state.filter)}`;
+  let query = ids.length ? `ids=${ids.join(",")}&hidden=1` : `filter=${encodeURIComponent(state.filter)}`;
+  if (!ids.length) { // the filtered table's runs: of one experiment when it holds several
+    const { experiments, scope } = await experimentScope(state.experiment);
+    if (scope !== null) query += `&experiment=${encodeURIComponent(scope)}`;
+    picker = experimentSelect(experiments, scope, (value) => { save({ experiment: value }); location.reload(); });
+  }
   const page = await TB.getJSON(`/api/runs?${query}&limit=1000`);
   runs = page.rows;
   if (runs.length < 2) {
@@ -127,6 +134,7 @@ function controls() {
     options.map(([v, t]) => el("option", { value: v, selected: state[key] === v }, t)));
   return el("aside", { class: "card side" },
     el("h3", {}, `${runs.length} runs`),
+    picker ? el("label", {}, "Experiment", picker) : null,
     el("label", {}, "Result", select("hp-metric", "metric", metricNames.map((m) => [m, m]))),
     el("label", {}, "Summary", select("hp-summary", "summary", [["final", "final value"], ["best", "best value"], ["last_k", "mean of last k"]])),
     el("label", {}, "k", el("input", { type: "text", id: "hp-k", value: state.k, onchange: async (e) => { save({ k: e.target.value }); await loadMetric(); } })),

@@ -1,12 +1,15 @@
 // The run page: info with autosave, charts per metric (live, zoomable), media, texts, config, git.
 import * as TB from "./common.js";
+import { runAlerts } from "./alerts.js";
 import { ChartBoard, chartCard } from "./board.js";
 import { Chart, tooLong } from "./charts.js";
 import { chartGroup, nameTooLong, GROUP_MIN } from "./chart-names.js";
 import { CHART_DEFAULTS, chartControls, chartSettings, stateSelect } from "./chart-settings.js";
 import { show as showHistograms } from "./histograms.js";
 import { live } from "./live.js";
+import { failureCard } from "./run-failure.js";
 import { runTabs } from "./run-logs.js";
+import { tableTabs } from "./run-tables.js";
 import { aggregate } from "./series-math.js";
 import { MetricSeries } from "./series.js";
 
@@ -15,7 +18,7 @@ const runId = Number(location.pathname.split("/").pop()); // the server routes o
 const DEFAULTS = { tab: "scalars", ...CHART_DEFAULTS, reps: "minmax" };
 const state = TB.readState(DEFAULTS);
 const main = document.getElementById("main");
-let run = null;
+let run = null, alerts = null;
 
 const settings = () => ({ ...chartSettings(state), bands: state.reps !== "mean" });
 const save = (changes) => { Object.assign(state, changes); TB.writeState(state, DEFAULTS); };
@@ -29,7 +32,8 @@ async function start() {
     main.replaceChildren(el("div", { class: "empty-state" }, e.message)); return;
   }
   document.title = `Run ${runId} · tallyboard`;
-  main.replaceChildren(el("div", { class: "layout" }, sidebar(), el("section", {}, title(), tabs())));
+  alerts = runAlerts(runId);
+  main.replaceChildren(el("div", { class: "layout" }, sidebar(), el("section", {}, title(), failureCard(run.error), alerts.element, tabs())));
   if (run.status === "running") follow();
   showTab(state.tab);
 }
@@ -74,7 +78,7 @@ function sidebar() {
     run.repetitions.length > 1 ? el("label", {}, "Repetitions", reps) : null);
 }
 
-const EXTRA_TABS = runTabs;
+const EXTRA_TABS = [...tableTabs, ...runTabs];
 const TABS = [["scalars", "Scalars"], ["image", "Images"], ["figure", "Figures"], ["text", "Text"],
   ["fragment", "Fragments"], ["histogram", "Histograms"], ["hparams", "HParams"], ["config", "Config"],
   ["reproduce", "Reproduce"], ["artifacts", "Artifacts"]].concat(EXTRA_TABS.map(([k, label]) => [k, label]));
@@ -163,6 +167,7 @@ function follow() {
     update: (data) => {
       if (state.tab === "scalars") liveScalars(data.series);
       const kinds = [...data.media, ...data.texts].map((item) => item.kind);
+      if (kinds.includes("alert")) alerts.refresh();
       if (kinds.includes(state.tab)) showTab(state.tab);
     },
     reset: () => { if (state.tab === "scalars" && loaded) loaded.reload(); },

@@ -1,12 +1,15 @@
 // The runs table: server-side sort/filter/paging, column preferences, selection, live refresh.
 import * as TB from "./common.js";
+import { markRuns } from "./alerts.js";
+import { experimentScope, experimentSelect } from "./experiments.js";
 import { live as stream } from "./live.js";
 
 const { el } = TB;
-const DEFAULTS = { sort: "run_id", desc: "0", filter: "", q: "", hidden: "0", offset: "0", limit: "100" };
+const DEFAULTS = { sort: "run_id", desc: "0", filter: "", q: "", hidden: "0", offset: "0", limit: "100", experiment: "" };
 const state = TB.readState(DEFAULTS);
 const selected = new Set();
 let page = null, version = null, columnsOpen = false;
+let scope = null; // the experiment shown (experiments.js), null for every run
 const live = document.getElementById("live");
 
 document.getElementById("nav-runs").classList.add("active");
@@ -42,7 +45,7 @@ function update(changes) {
 }
 
 // What selects the view's runs (a page's count), and the whole view (its pages' cursors).
-const selects = () => ({ filter: state.filter, q: state.q, hidden: state.hidden === "1" });
+const selects = () => ({ filter: state.filter, q: state.q, hidden: state.hidden === "1", ...(scope === null ? {} : { experiment: scope }) });
 const viewKey = () => JSON.stringify([state.sort, state.desc, state.limit, selects()]);
 // A page of a big view is read from where the page before ended (its `next` cursor): page N costs
 // what page 1 costs. The cursors of the pages seen, by offset, for the current view only.
@@ -173,6 +176,7 @@ function row(run) {
 
 function render() {
   table.replaceChildren(header(), el("tbody", {}, page.rows.map(row)));
+  markRuns(table);
   // For benchmarks: when the first rows were drawn, in ms since the navigation began.
   if (!performance.getEntriesByName("tallyboard:first-rows").length) performance.mark("tallyboard:first-rows");
   if (!page.rows.length) table.append(el("tbody", {}, el("tr", {}, el("td", { colspan: 99, class: "empty-state" }, "no runs match"))));
@@ -215,7 +219,7 @@ function openWith(path) {
 }
 
 function openHparams() {
-  location.href = selected.size >= 2 ? `/hparams?runs=${[...selected].join(",")}` : `/hparams?filter=${encodeURIComponent(state.filter)}`;
+  location.href = selected.size >= 2 ? `/hparams?runs=${[...selected].join(",")}` : `/hparams?filter=${encodeURIComponent(state.filter)}&experiment=${encodeURIComponent(scope === null ? "*" : scope)}`;
 }
 
 function openCompare() {
@@ -259,11 +263,22 @@ function follow() {
     update: (data) => {
       const now = data.version;
       if (now && version && ["runs", "deleted", "updated_at"].some((k) => now[k] !== version[k])) load();
+      if (data.alerts && data.alerts.length) markRuns(table, true);
     },
     reset: () => load(),
   });
 }
-load().then(() => {
+const toolbar = document.querySelector("#main .toolbar");
+experimentScope(state.experiment).then(({ experiments, scope: chosen }) => {
+  scope = chosen;
+  const picker = experimentSelect(experiments, scope, (value) => {
+    scope = value === "*" ? null : value;
+    selected.clear();
+    update({ experiment: value, offset: "0" });
+  });
+  if (picker) toolbar.prepend(picker);
+  return load();
+}).then(() => {
   follow();
   // Tag suggestions for editing wait for the first screen: they are not part of it.
   TB.getJSON("/api/tags").then((r) => tagOptions.replaceChildren(...r.tags.map((t) => el("option", { value: t }))));

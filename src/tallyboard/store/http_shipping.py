@@ -1,0 +1,140 @@
+"""Shipping a spool (store/spool.py) to a tallyboard server over HTTP: the client of docs/server.md.
+
+`ResultTable("https://tracker:8765")` logs into a node-local spool exactly as a spool in front of
+PostgreSQL does, and the spool's shipper thread (store/spool_shipper.py) hands its journal entries
+to `HttpDestination` instead of a database connection. The server (`tallyboard serve DB
+--accept-writes`, dashboard/ingest.py) applies them with the same code the PostgreSQL shipper
+uses, so the guarantees are the same ones, with the server in the database's place:
+
+- Exactly once, in order: an entry's idempotency key is (spool id, seq). The server keeps each
+  spool's watermark in its own table in the same transaction as the rows; a request cut off
+  anywhere (server killed, network cut, answer lost) is wholly applied or not at all, and the
+  next request from this process, a restarted one or `tallyboard sync` skips what the server has.
+- Run ids and uniqueness are the server's, decided atomically when a run's start arrives; the
+  answer maps the spool's run ids to the server's, and opening a destination asks for the whole
+  map again (an answer lost after the commit must not lose it).
+- The wire is the journal itself: each entry's arguments travel as the journal wrote them (the
+  batch format of `spool.batch_to_json`, derived from store/tables.py), so the wire follows the
+  tables whenever they change. One request is a gzip-compressed JSON document.
+
+Only the standard library (`urllib`, `gzip`, `json`): the logging path imports nothing else.
+TLS is `https://` with the system's certificates (`SSL_CERT_FILE` names another bundle).
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import os
+import re
+import urllib.error
+import urllib.parse
+import urllib.request
+from typing import Any
+
+from tallyboard.errors import StoreError
+from tallyboard.store.location import Location
+from tallyboard.store.spool import ShippedRun
+
+API = "/api/ingest/v1"  # the protocol's version is in its paths (docs/server.md)
+REQUEST_TIMEOUT = 30.0  # seconds one request may take before the shipper backs off and retries
+COMPRESS_LEVEL = 1  # the shipper shares the training process's CPUs: fast over small
+
+
+def default_spool(server: Location) -> str:
+    """The spool of a server when none is given: one file per server and user on this node,
+    `$XDG_CACHE_HOME/tallyboard/spools/` (else `~/.cache/...`), named by the server's address.
+    Shared by the processes that log to that server, so a restarted job ships what a killed one
+    left; its folder is created here."""
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    folder = os.path.join(cache, "tallyboard", "spools")
+    os.makedirs(folder, exist_ok=True)
+    address = urllib.parse.urlsplit(server.secret())
+    name = re.sub(r"[^A-Za-z0-9.-]+", "_", f"{address.hostname}-{address.port or address.scheme}")
+    digest = hashlib.sha256(str(server).rstrip("/").encode()).hexdigest()[:12]
+    return os.path.join(folder, f"{name}-{digest}.db")
+
+
+class ShippingRefused(StoreError):
+    """The server answered with an error (its status and message); the shipper retries later."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(f"the server answered {status}: {message}")
+        self.status = status
+
+
+def entries_document(entries: list[tuple[int, float, str, str]]) -> bytes:
+    """The body of one shipment: {"entries": [[seq, logged_at, op, args], ...]}, args inlined as the
+    journal holds them (JSON text already: no second encoding)."""
+    items = ",".join(
+        f"[{seq},{float(logged_at)!r},{json.dumps(op)},{args}]" for seq, logged_at, op, args in entries
+    )
+    return ('{"entries":[' + items + "]}").encode("utf-8")
+
+
+def shipped_runs(rows: Any) -> list[ShippedRun]:
+    """The server's [[spool_run, run_id, duplicate_of], ...] as records (anything else: an error)."""
+    if not isinstance(rows, list):
+        raise StoreError(f"the server answered runs as {type(rows).__name__}, not a list")
+    try:
+        return [
+            ShippedRun(int(spool_run), int(run_id), None if dup is None else int(dup))
+            for spool_run, run_id, dup in rows
+        ]
+    except (TypeError, ValueError) as error:
+        raise StoreError(
+            f"the server answered runs that are not [spool_run, run_id, duplicate_of]: {error}"
+        ) from None
+
+
+class HttpDestination:
+    """A tallyboard server as the destination of one spool (`spool_shipper.Shipping`)."""
+
+    def __init__(self, server: Location, spool_id: str, token: str | None) -> None:
+        self.server = server
+        self.base = server.secret().rstrip("/") + f"{API}/spools/{spool_id}"
+        self.token = token
+        # Runs the server created for this spool before (an answer may have been lost after its
+        # commit): noted by the spool with the next shipment, as `Destination` does.
+        answer = self._request("GET", self.base)
+        self._unnoted = shipped_runs(answer.get("runs"))
+
+    def close(self) -> None:
+        """Nothing held open: each request is its own connection."""
+
+    def ship(self, entries: list[tuple[int, float, str, str]]) -> tuple[int, list[ShippedRun]]:
+        """Post `entries` (seq order) and return the server's watermark and the runs it created."""
+        body = gzip.compress(entries_document(entries), COMPRESS_LEVEL)
+        answer = self._request("POST", self.base + "/entries", body)
+        watermark = answer.get("shipped")
+        if not isinstance(watermark, int):
+            raise StoreError(f"the server answered no watermark: {answer!r:.200}")
+        created, self._unnoted = self._unnoted + shipped_runs(answer.get("runs")), []
+        return watermark, created
+
+    def _request(self, method: str, url: str, body: bytes | None = None) -> dict[str, Any]:
+        headers = {"Accept": "application/json"}
+        if body is not None:
+            headers |= {"Content-Type": "application/json", "Content-Encoding": "gzip"}
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        request = urllib.request.Request(url, data=body, headers=headers, method=method)
+        try:
+            with urllib.request.urlopen(request, timeout=REQUEST_TIMEOUT) as response:
+                answer = json.loads(response.read())
+        except urllib.error.HTTPError as error:
+            raise ShippingRefused(error.code, _message(error)) from None
+        except (OSError, ValueError) as error:  # unreachable, cut off, timed out, not JSON
+            raise StoreError(f"cannot reach the tallyboard server {self.server}: {error}") from None
+        if not isinstance(answer, dict):
+            raise StoreError(f"the server {self.server} answered {type(answer).__name__}, not an object")
+        return answer
+
+
+def _message(error: urllib.error.HTTPError) -> str:
+    """The server's {"error": ...} of a refusal, or its reason."""
+    try:
+        return str(json.loads(error.read(4096))["error"])
+    except Exception:
+        return str(error.reason)
