@@ -50,6 +50,7 @@ from starlette.testclient import TestClient
 
 import tallyboard as tb
 from tallyboard.dashboard import create_app
+from tallyboard.store import block_reads
 
 BASE = "http://127.0.0.1"
 WIDTH = 1000  # a wide chart, in pixels
@@ -119,8 +120,8 @@ def bench_chart(path: Path | str, points: int, repeats: int, engine: str = "SQLi
     reference_ms = median_ms(every_point, max(3, repeats // 2))
     reference_bytes = len(every_point(0))
     key = _series_key(key_rows[0])
-    scan_sql = "SELECT MIN(value), MAX(value) FROM scalars WHERE run_id = ? AND tag_id = ? AND rep = ?"
-    scan_ms = median_ms(lambda _: queries._all(scan_sql, [key.run_id, key.tag_id, key.rep]), 3)
+    ids = (key.run_id, key.tag_id, key.rep)  # a scan of every point: each block decoded
+    scan_ms = median_ms(lambda _: [max(points.values) for points in block_reads.blocks(queries._all, ids)], 3)
     sizes = []
 
     def chart(i: int) -> None:  # a new width each time: no answer comes from the cache

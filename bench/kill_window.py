@@ -23,6 +23,8 @@ import textwrap
 import time
 from pathlib import Path
 
+from tallyboard.store.block_codec import unpack_deltas
+
 PROMISE = 1.0
 CHILD = textwrap.dedent("""
     import sys, time
@@ -47,10 +49,13 @@ def trial(folder: Path, index: int) -> float:
     proc.communicate()
     conn = sqlite3.connect(db)
     try:
-        (last_ms,) = conn.execute("SELECT max(walltime_ms) FROM scalars").fetchone()
+        last = conn.execute(
+            "SELECT walltime_data FROM scalar_blocks ORDER BY last_step DESC LIMIT 1"
+        ).fetchone()
     finally:
         conn.close()
-    return killed - (last_ms or 0) / 1000
+    last_ms = unpack_deltas(last[0])[-1] if last else 0  # its series' last point (steps grow with time)
+    return killed - last_ms / 1000
 
 
 def main() -> None:

@@ -29,7 +29,15 @@ from urllib.parse import quote
 import psycopg
 
 import tallyboard as tb
-from tallyboard.store.postgres import SCALAR_COLUMNS, SCALAR_TYPES  # the schema's exact types
+from tallyboard.store import open_store
+from tallyboard.store.migrations import fill_blocks
+
+# The reference: v12's row-per-point `scalars`, as `ref_scalars` beside the table (`fresh_schema`).
+ROWS_DDL = """CREATE TABLE IF NOT EXISTS ref_scalars (run_id BIGINT NOT NULL, tag_id INTEGER NOT NULL,
+    rep INTEGER NOT NULL, step BIGINT NOT NULL, epoch BIGINT, walltime_ms BIGINT NOT NULL,
+    value DOUBLE PRECISION, PRIMARY KEY (run_id, tag_id, rep, step))"""
+SCALAR_COLUMNS = "run_id, tag_id, rep, step, epoch, walltime_ms, value"
+SCALAR_TYPES = ("int8", "int4", "int4", "int8", "int8", "int8", "float8")  # binary COPY: exact types
 
 PROCESSES = 8
 SCALARS_PER_PROCESS = 250_000
@@ -42,7 +50,7 @@ def _rows(run_id: int, tag_id: int, count: int):
 
 def raw_copy(url: str, run_id: int, tag_id: int, count: int) -> None:
     """The reference writer: one connection, one binary COPY of `count` rows, one commit."""
-    sql = f"COPY scalars ({SCALAR_COLUMNS}) FROM STDIN (FORMAT BINARY)"
+    sql = f"COPY ref_scalars ({SCALAR_COLUMNS}) FROM STDIN (FORMAT BINARY)"
     with psycopg.connect(url) as conn, conn.cursor() as cur, cur.copy(sql) as copy:
         copy.set_types(SCALAR_TYPES)
         for row in _rows(run_id, tag_id, count):
@@ -102,6 +110,8 @@ def fresh_schema(database_url: str) -> str:
         admin.execute(f'CREATE SCHEMA "{schema}"')
     url = f"{database_url}?options={quote('-csearch_path=' + schema)}"
     tb.ResultTable(url)  # creates the tables, with the default unique columns
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(ROWS_DDL)
     return url
 
 
@@ -113,10 +123,15 @@ def prepare_series(url: str) -> int:
     run.close()
     with psycopg.connect(url) as conn:
         tag_id = conn.execute("SELECT tag_id FROM tags WHERE name = 'train/loss'").fetchone()[0]
-        conn.execute("DELETE FROM scalars")
+        conn.execute("DELETE FROM scalar_blocks")
+        conn.execute("DELETE FROM ref_scalars")
     raw_copy(url, run.run_id, tag_id, SERIES_POINTS)
+    store = open_store(url)
+    store.atomic(lambda: fill_blocks(store, "scalar_blocks", squeeze=False, rows_from="ref_scalars"))
+    store.close()
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("VACUUM ANALYZE scalars")
+        conn.execute("VACUUM ANALYZE ref_scalars")
+        conn.execute("VACUUM ANALYZE scalar_blocks")
     raw_fetch(url, run.run_id)  # warm the server's cache, so that the first timed read is not cold
     return run.run_id
 
@@ -126,7 +141,7 @@ def raw_fetch(url: str, run_id: int) -> float:
     with psycopg.connect(url) as conn:
         start = time.perf_counter()
         rows = conn.execute(
-            "SELECT rep, step, walltime_ms, value FROM scalars"
+            "SELECT rep, step, walltime_ms, value FROM ref_scalars"
             " WHERE run_id = %s AND tag_id = (SELECT tag_id FROM tags WHERE name = 'train/loss')"
             " ORDER BY rep, step",
             (run_id,),

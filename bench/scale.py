@@ -4,8 +4,8 @@ Sizes (one row of the printed table each): 10^6, 10^7 and 10^8 scalars, with 10^
 runs (20 hparams and 5 results each). Per size:
 - write: throughput of the LAST 1,000,000 scalars appended to the table, through the public API
   (`ResultTable.new_run` / `add_scalar` / `close`, which returns once they are durable), and
-  disk bytes per scalar (pages in use of the whole file / scalars; PostgreSQL: the scalars and
-  scalar_blocks relations);
+  disk bytes per scalar (pages in use of the whole file / scalars; PostgreSQL: the scalar_blocks
+  relation, TOAST and index included);
 - chart: the first /api/series of that 1,000,000-point series from a fresh app (COLD: wall and
   CPU time, bench/dashboard.py's `cold_chart_ms`), then a zoomed range of 1,000 steps (warm);
 - runs: one page of /api/runs sorted by a result and filtered by an hparam, from a fresh app
@@ -29,7 +29,8 @@ How the tables are built: everything but the measured million is bulk content wr
 database by plain SQL into the real schema: runs, repetitions, tags, hparams and results (with
 their typed copies: store/typed_values.py) and the column list by INSERTs, each series by one
 INSERT ... SELECT over a recursive CTE of its steps (100 runs x 100 tags, every 10th run with 3
-repetitions), and `scalar_blocks` by the schema's own v1 -> v2 backfill statement. No ANALYZE is
+repetitions) into a `scalars` table of rows, which the v13 -> v14 migration's own code then packs
+into `scalar_blocks` (`migrations.fill_blocks`) before it is dropped. No ANALYZE is
 run: the tables are measured as the store left them.
 SQLite tables are cached under --cache (default bench/.scale-cache/, gitignored) and reused;
 the appended run is deleted again afterwards, so the cached file stays the bulk content.
@@ -66,10 +67,10 @@ import tallyboard as tb
 from dashboard import BASE, NOP, WIDTH, cold_chart_ms, median_ms  # bench/dashboard.py
 from tallyboard.dashboard import create_app
 from tallyboard.exchange.export import export_table
-from tallyboard.store import open_store
+from tallyboard.store import Store, open_store
 from tallyboard.store.copy import copy_table
 from tallyboard.store.indexed_values import UPSERT_VALUE, with_types
-from tallyboard.store.schema import BACKFILL_BLOCKS
+from tallyboard.store.migrations import fill_blocks
 from tallyboard.store.tables import RUN_TABLES
 
 BULK_RUNS = 100  # runs that hold the bulk scalars
@@ -155,6 +156,12 @@ def _for_psycopg(sql: str) -> str:
     return sql.replace("%", "%%").replace("?", "%s")
 
 
+# The rows of the bulk series before they become blocks (v12's `scalars`, without its key: the
+# series are written in key order).
+ROWS_DDL = """CREATE TABLE scalars (run_id BIGINT, tag_id INTEGER, rep INTEGER, step BIGINT, epoch BIGINT,
+    walltime_ms BIGINT, value DOUBLE PRECISION, PRIMARY KEY (run_id, tag_id, rep, step))"""
+
+
 def _series_sql(postgres: bool) -> str:
     """One series of `count` steps (value: a deterministic saw-tooth, epoch every 100 steps)."""
     first = "CAST(0 AS BIGINT)" if postgres else "0"
@@ -206,6 +213,7 @@ def build(url: str, size: Size, appended: int) -> int:
     )
     steps = (size.scalars - appended) // (BULK_RUNS * BULK_TAGS)
     written = 0
+    bulk.execute(ROWS_DDL)  # rows first, by SQL; packed into blocks below as the v14 migration packs them
     if steps > 0:
         sql = _series_sql(bulk.postgres)
         for run_id in range(1, BULK_RUNS + 1):
@@ -215,13 +223,20 @@ def build(url: str, size: Size, appended: int) -> int:
                     count = steps // rep_count + (steps % rep_count if rep == 0 else 0)
                     bulk.execute(sql, (count, run_id, tag_id, rep, tag_id))
                     written += count
-        bulk.execute(BACKFILL_BLOCKS)
     if bulk.postgres:  # ids were given explicitly: move the sequences past them
         for table, column in (("runs", "run_id"), ("tags", "tag_id")):
             sequence = f"pg_get_serial_sequence('{table}', '{column}')"
             bulk.execute(f"SELECT setval({sequence}, (SELECT MAX({column}) FROM {table}))")
     bulk.finish()
+    store = open_store(url)
+    store.atomic(lambda: _rows_into_blocks(store))
+    store.close()
     return written
+
+
+def _rows_into_blocks(store: Store) -> None:
+    fill_blocks(store, "scalar_blocks", squeeze=not store.url.is_postgres)
+    store.execute("DROP TABLE scalars")
 
 
 def _hparam(i: int, k: int) -> object:
@@ -307,7 +322,7 @@ def append_series(url: str, points: int) -> tuple[int, float]:
 def disk_bytes(url: str) -> int:
     if url.startswith("postgres"):
         with psycopg.connect(url) as conn:
-            sql = "SELECT pg_total_relation_size('scalars') + pg_total_relation_size('scalar_blocks')"
+            sql = "SELECT pg_total_relation_size('scalar_blocks')"
             return conn.execute(sql).fetchone()[0]
     with contextlib.closing(sqlite3.connect(url)) as conn:
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")

@@ -21,11 +21,17 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import closing
 
 import tallyboard as tb
 from tallyboard.store import open_store
+from tallyboard.store.points_view import materialise
 
 TAGS10 = [f"train/metric{i}" for i in range(10)]
+# The references' table: v13's one row per point (tallyboard stores blocks since v14).
+ROWS_DDL = """CREATE TABLE IF NOT EXISTS ref_scalars (run_id BIGINT NOT NULL, tag_id INTEGER NOT NULL,
+    rep INTEGER NOT NULL, step BIGINT NOT NULL, epoch BIGINT, walltime_ms BIGINT NOT NULL,
+    value DOUBLE PRECISION, PRIMARY KEY (run_id, tag_id, rep, step)) WITHOUT ROWID"""
 
 
 def fresh(folder: str, name: str) -> str:
@@ -38,9 +44,10 @@ def fresh(folder: str, name: str) -> str:
 
 def raw_executemany(path: str, tags: list[str], steps: int) -> float:
     """Seconds to build the rows and insert them in one transaction, as a hand-written logger would."""
-    open_store(path).close()  # the same schema
+    open_store(path).close()  # the same schema, and v12's rows beside it
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute(ROWS_DDL)
     tag_ids = []
     for tag in tags:
         conn.execute("INSERT INTO tags (name) VALUES (?)", (tag,))
@@ -53,7 +60,7 @@ def raw_executemany(path: str, tags: list[str], steps: int) -> float:
         for tag_id in tag_ids:
             append((1, tag_id, 0, step, None, int((clock() - start) * 1000), 0.5))
     conn.execute("BEGIN")
-    conn.executemany("INSERT INTO scalars VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+    conn.executemany("INSERT INTO ref_scalars VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
     conn.execute("COMMIT")
     conn.close()
     return clock() - start
@@ -158,7 +165,14 @@ def reads(folder: str, points: int, reps: int) -> None:
     run.close()
     conn = sqlite3.connect(path)
     tag_id = conn.execute("SELECT tag_id FROM tags WHERE name = 'train/loss'").fetchone()[0]
-    sql = "SELECT step, value FROM scalars WHERE run_id = ? AND tag_id = ? ORDER BY rep, step"
+    conn.execute(ROWS_DDL)  # the same points as v12's rows, the reference's table
+    materialise(conn)
+    conn.execute(
+        "INSERT INTO ref_scalars"
+        " SELECT run_id, tag_id, rep, step, epoch, walltime_ms, value FROM temp.scalar_points"
+    )
+    conn.commit()
+    sql = "SELECT step, value FROM ref_scalars WHERE run_id = ? AND tag_id = ? ORDER BY rep, step"
 
     def raw() -> None:
         conn.execute(sql, (run.run_id, tag_id)).fetchall()
@@ -200,6 +214,8 @@ def startup(folder: str, runs: int) -> None:
         run.add_scalar("train/loss", 1.0)
         run.close()
         ours.append(time.perf_counter() - start)
+    with closing(sqlite3.connect(path)) as conn, conn:
+        conn.execute(ROWS_DDL)
     raw = []
     for i in range(runs):
         start = time.perf_counter()
@@ -208,7 +224,7 @@ def startup(folder: str, runs: int) -> None:
         conn.execute(
             "INSERT INTO runs (experiment, start_time, updated_at) VALUES (?, ?, ?)", ("r", 0.0, 0.0)
         )
-        conn.execute("INSERT INTO scalars VALUES (?, 1, 0, 0, NULL, 0, 1.0)", (1000 + i,))
+        conn.execute("INSERT INTO ref_scalars VALUES (?, 1, 0, 0, NULL, 0, 1.0)", (1000 + i,))
         conn.execute("COMMIT")
         conn.close()
         raw.append(time.perf_counter() - start)

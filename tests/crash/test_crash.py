@@ -44,7 +44,8 @@ def runs(db_url):
     """{run_id: (experiment, status, scalar count)} as committed in the file."""
     conn = sqlite3.connect(db_url)
     rows = conn.execute(
-        "SELECT r.run_id, r.experiment, r.status, (SELECT count(*) FROM scalars s WHERE s.run_id = r.run_id)"
+        "SELECT r.run_id, r.experiment, r.status,"
+        " (SELECT COALESCE(SUM(n), 0) FROM scalar_blocks s WHERE s.run_id = r.run_id)"
         " FROM runs r ORDER BY r.run_id"
     ).fetchall()
     conn.close()
@@ -147,7 +148,7 @@ def test_four_processes_write_one_file_while_a_reader_holds_a_transaction(db_url
     tb.ResultTable(db_url).close()
     reader = sqlite3.connect(db_url, isolation_level=None)
     reader.execute("BEGIN")
-    assert reader.execute("SELECT count(*) FROM scalars").fetchone() == (0,)
+    assert reader.execute("SELECT COALESCE(SUM(n), 0) FROM scalar_blocks").fetchone() == (0,)
     body = """
         run = table.new_run("gpu", comment=os.environ["RANK"])
         for step in range(20_000):
@@ -160,7 +161,9 @@ def test_four_processes_write_one_file_while_a_reader_holds_a_transaction(db_url
     procs = [launch(db_url, body, env={**os.environ, "RANK": str(rank)}) for rank in range(4)]
     results = [finish(proc, timeout=120) for proc in procs]
     assert [code for code, _, _ in results] == [0, 0, 0, 0], [err for _, _, err in results]
-    assert reader.execute("SELECT count(*) FROM scalars").fetchone() == (0,)  # still its old snapshot
+    assert reader.execute("SELECT COALESCE(SUM(n), 0) FROM scalar_blocks").fetchone() == (
+        0,
+    )  # still its old snapshot
     reader.execute("COMMIT")
     assert sorted(runs(db_url).values()) == [("gpu", "finished", 20_000)] * 4
     assert reader.execute("SELECT count(*) FROM texts").fetchone() == (16,)

@@ -29,7 +29,8 @@ def test_pool_workers_that_never_close_their_runs_lose_nothing(tmp_path):
         pool.join()
     conn = sqlite3.connect(db)
     runs = conn.execute(
-        "SELECT r.status, (SELECT count(*) FROM scalars s WHERE s.run_id = r.run_id) FROM runs r"
+        "SELECT r.status, (SELECT COALESCE(SUM(n), 0) FROM scalar_blocks s WHERE s.run_id = r.run_id)"
+        " FROM runs r"
     ).fetchall()
     conn.close()
     assert runs == [("finished", ROWS)] * 8  # ended as a normal exit ends an unclosed run

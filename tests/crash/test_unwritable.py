@@ -16,6 +16,7 @@ import textwrap
 import pytest
 
 from tallyboard.run.sink import GIVE_UP_AFTER, MAX_BACKOFF
+from tallyboard.store.points_view import materialise
 
 SCRIPT = textwrap.dedent("""
     import sys, time
@@ -69,7 +70,8 @@ def committed_steps(db: str, copy_to: str) -> list[int]:
             shutil.copyfile(db + end, copy_to + end)
     conn = sqlite3.connect(copy_to)
     try:
-        return [step for (step,) in conn.execute("SELECT step FROM scalars ORDER BY step")]
+        materialise(conn)
+        return [step for (step,) in conn.execute("SELECT step FROM scalar_points ORDER BY step")]
     finally:
         conn.close()
 

@@ -21,7 +21,7 @@ import pytest
 import tallyboard as tb
 from cli_runner import assert_one_line_error, run_cli
 from tallyboard.store import open_store
-from tallyboard.store.writes import walltime_ms as stored_walltime_ms
+from tallyboard.store.block_codec import walltime_ms as stored_walltime_ms
 
 WRITER = Path(__file__).with_name("deepboard_writer.py")
 

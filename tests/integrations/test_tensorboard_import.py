@@ -257,7 +257,7 @@ def test_a_run_whose_import_failed_before_its_first_commit_is_imported_again(tmp
     write_event_file(logdir / "run" / "events.out.tfevents.1700000000.host")
     target = str(tmp_path / "target.db")
     tb.ResultTable(target, nocommit_action=tb.NoCommitAction.NOP).close()
-    refuse(target, "scalars")
+    refuse(target, "scalar_blocks")
     failed = run_cli("import", "tensorboard", logdir, "--into", target, "--quiet", check=False)
     assert_one_line_error(failed, "disk full")
     assert counts(target) == {"run": (0, 0)}

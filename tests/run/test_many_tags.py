@@ -79,7 +79,7 @@ def test_a_new_tag_costs_the_sink_a_few_looks_at_series_however_many_tags_exist(
     assert looks <= 16  # the producer's 2, its request for room, and one visit by a take
     assert len(commits) <= 2 + count // (MIN_BUDGET_ROWS // 2)  # a tag takes at most 2 rows of budget
     assert sum(commits) == count
-    assert store.execute("SELECT COUNT(*), COUNT(DISTINCT tag_id) FROM scalars") == [(count, count)]
+    assert store.execute("SELECT SUM(n), COUNT(DISTINCT tag_id) FROM scalar_blocks") == [(count, count)]
 
 
 def test_a_new_tag_that_fits_the_budget_waits_for_no_commit(store):

@@ -53,7 +53,7 @@ def refuse(db_url: str, table: str, column: str, bad: str) -> None:
 
 
 def test_rejected_records_are_quarantined_and_hold_back_nothing(table, db_url, caplog):
-    refuse(db_url, "scalars", "value", "666")
+    refuse(db_url, "scalar_blocks", "highest", "666")  # a block holding a 666 among ones
     refuse(db_url, "texts", "content", "'poison'")
     refuse(db_url, "hparams", "name", "'bad'")
     refuse(db_url, "runs", "note", "'poison'")

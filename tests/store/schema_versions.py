@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
-from tallyboard.store import Store, open_store
+from tallyboard.store import Store, block_reads, open_store, schema
 from tallyboard.store.indexed_values import TYPED_COLUMNS
 from tallyboard.store.migrations import RUN_END_AND_RERUNS_COLUMNS
-from tallyboard.store.schema import RUN_END_AND_RERUNS_STEP, TYPED_VALUES_STEP
+from tallyboard.store.schema import BLOCKS_STEP, RUN_END_AND_RERUNS_STEP, TYPED_VALUES_STEP
 from tallyboard.store.tables import IMPORT_RUN_TABLES
 
 # The tables each schema version added (v4 changed columns only: its step runs again harmlessly).
@@ -44,7 +45,32 @@ def _unshare_environments(store: Store) -> None:
     store.execute("ALTER TABLE environments_v11 RENAME TO environments")
 
 
-RESHAPED: dict[int, Callable[[Store], None]] = {12: _unshare_environments}
+def _rows_per_point(store: Store) -> None:
+    """v14's blocks back into v1's `scalars` and v2's `scalar_blocks` summaries."""
+    postgres = store.url.is_postgres
+    rows = [
+        (run_id, tag_id, rep, *row)
+        for run_id, tag_id, rep in store.execute("SELECT DISTINCT run_id, tag_id, rep FROM scalar_blocks")
+        for points in block_reads.blocks(store.execute, (run_id, tag_id, rep))
+        for row in block_reads.rows(points)
+    ]
+    if postgres:
+        store.execute("DROP VIEW scalar_points")
+    store.execute("DROP TABLE scalar_blocks")
+    scalars = re.search(r"CREATE TABLE scalars \(.*?\) \{without_rowid\}", schema.SCHEMA_V1, re.S)
+    assert scalars is not None
+    without_rowid = "" if postgres else "WITHOUT ROWID"
+    store.execute(scalars.group(0).format(without_rowid=without_rowid))
+    store.executemany(
+        "INSERT INTO scalars (run_id, tag_id, rep, step, epoch, walltime_ms, value)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?)",
+        rows,
+    )
+    store.execute(schema.SCALAR_BLOCKS.format(without_rowid=without_rowid))
+    store.execute(schema.BACKFILL_BLOCKS)
+
+
+RESHAPED: dict[int, Callable[[Store], None]] = {12: _unshare_environments, BLOCKS_STEP + 1: _rows_per_point}
 # Versions that added rows of `meta` (their keys).
 META_ADDED: dict[int, tuple[str, ...]] = {11: ("runs_deleted",)}
 

@@ -68,7 +68,7 @@ def test_more_jobs_than_server_connections_store_every_row_once():
             runs = conn.execute("SELECT status, count(*) FROM runs WHERE run_id > 0 GROUP BY status")
             runs = runs.fetchall()
             per_run = conn.execute(
-                "SELECT count(*), count(DISTINCT step), sum(value) FROM scalars"
+                "SELECT count(*), count(DISTINCT step), sum(value) FROM scalar_points"
                 " WHERE run_id > 0 GROUP BY run_id"
             ).fetchall()
             texts = conn.execute("SELECT count(*), count(DISTINCT (run_id, step)) FROM texts").fetchone()
@@ -90,7 +90,7 @@ def test_restarting_pgbouncer_mid_run_loses_and_doubles_nothing():
         restarts, seen = 0, 0
         while job.poll() is None and restarts < 3:
             with connect(server.url) as conn:
-                stored = conn.execute("SELECT count(*) FROM scalars").fetchone()[0]
+                stored = conn.execute("SELECT count(*) FROM scalar_points").fetchone()[0]
             if stored > seen:  # it made progress since the last restart
                 seen = stored
                 pooler.restart()
@@ -98,7 +98,9 @@ def test_restarting_pgbouncer_mid_run_loses_and_doubles_nothing():
             time.sleep(0.05)
         assert job.wait(timeout=120) == 0 and restarts >= 1
         with connect(server.url) as conn:
-            scalars = conn.execute("SELECT count(*), count(DISTINCT step) FROM scalars WHERE run_id > 0")
+            scalars = conn.execute(
+                "SELECT count(*), count(DISTINCT step) FROM scalar_points WHERE run_id > 0"
+            )
             assert scalars.fetchone() == (steps, steps)
             texts = conn.execute("SELECT count(*) FROM texts").fetchone()[0]
             images = conn.execute("SELECT count(*) FROM media").fetchone()[0]

@@ -54,7 +54,8 @@ def assert_logged_once(url: str, run_id: int, count: int) -> None:
     """Every scalar and text a `WRITER` logged is there exactly once, and the run finished."""
     with connect(url) as conn:
         steps = conn.execute(
-            "SELECT count(*), count(DISTINCT step), sum(value) FROM scalars WHERE run_id = %s", (run_id,)
+            "SELECT count(*), count(DISTINCT step), sum(value) FROM scalar_points WHERE run_id = %s",
+            (run_id,),
         )
         assert steps.fetchone() == (count, count, sum(step * 0.5 for step in range(count)))
         texts = conn.execute(
@@ -152,7 +153,7 @@ def test_a_forked_child_opens_its_own_session_and_leaves_the_parents_alone(pg_ur
     with connect(pg_url) as conn:
         logged = conn.execute(
             "SELECT r.experiment, r.status, count(*), sum(s.value) FROM runs r"
-            " JOIN scalars s ON s.run_id = r.run_id GROUP BY r.run_id ORDER BY r.run_id"
+            " JOIN scalar_points s ON s.run_id = r.run_id GROUP BY r.run_id ORDER BY r.run_id"
         ).fetchall()
     assert logged == [
         ("parent", "finished", 301, sum(step * 0.5 for step in range(301))),
@@ -190,7 +191,7 @@ def test_terminated_backends_mid_run_lose_and_double_nothing(pg_url):
     kills, seen = 0, 0
     with connect(pg_url, autocommit=True) as admin:
         while process.poll() is None and kills < 6:
-            stored = admin.execute("SELECT count(*) FROM scalars").fetchone()[0]
+            stored = admin.execute("SELECT count(*) FROM scalar_points").fetchone()[0]
             if stored > seen:  # it made progress since the last kill: kill again
                 seen = stored
                 kills += admin.execute(
@@ -331,7 +332,7 @@ def test_a_reader_never_blocks_the_writer_thread(pg_url):
         run = store.create_run({"experiment": "e", "start_time": 0.0})
         with connect(pg_url) as reader:
             reader.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
-            assert reader.execute("SELECT count(*) FROM scalars").fetchone() == (0,)
+            assert reader.execute("SELECT count(*) FROM scalar_points").fetchone() == (0,)
             done = threading.Event()
             thread = threading.Thread(
                 target=lambda: (
@@ -341,7 +342,7 @@ def test_a_reader_never_blocks_the_writer_thread(pg_url):
             )
             thread.start()
             assert done.wait(30)
-            assert reader.execute("SELECT count(*) FROM scalars").fetchone() == (0,)  # its snapshot
+            assert reader.execute("SELECT count(*) FROM scalar_points").fetchone() == (0,)  # its snapshot
         thread.join()
         assert store.scalars(run, "x") == [(0, 1, None, 0, 2.0)]
 

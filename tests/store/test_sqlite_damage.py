@@ -34,21 +34,24 @@ def logged_table(path: Path, points: int) -> int:
 
 
 def scalar_leaves(path: Path) -> list[int]:
-    """The page numbers of the `scalars` table's leaves, in key order."""
+    """The page numbers of the `scalar_blocks` table's leaves and overflow pages (a block's points
+    fill two of those), in key order."""
     conn = sqlite3.connect(path)
     pages = [row[0] for row in conn.execute(
-        "SELECT pageno FROM dbstat WHERE name = 'scalars' AND pagetype = 'leaf' ORDER BY path"
+        "SELECT pageno FROM dbstat WHERE name = 'scalar_blocks' AND pagetype IN ('leaf', 'overflow')"
+        " ORDER BY path"
     )]  # fmt: skip
     conn.close()
     return pages
 
 
 def damage(path: Path, pages: list[int]) -> None:
-    """Overwrite the second half of each page with bytes no page of SQLite's holds there."""
+    """Overwrite each page with bytes no page of SQLite's holds (an overflow page's first four bytes
+    name the next one: SQLite notices those)."""
     with open(path, "r+b") as file:
         for page in pages:
-            file.seek((page - 1) * PAGE + PAGE // 2)
-            file.write(b"\xde\xad" * (PAGE // 4))
+            file.seek((page - 1) * PAGE)
+            file.write(b"\xde\xad" * (PAGE // 2))
 
 
 @pytest.fixture
@@ -79,7 +82,7 @@ def test_serve_refuses_a_damaged_table_in_one_line(damaged_small: Path):
 
 def test_damage_beyond_the_check_at_open_is_named_by_the_read_that_meets_it(tmp_path: Path):
     path = tmp_path / "results.db"
-    run_id = logged_table(path, 30_000)
+    run_id = logged_table(path, 60_000)
     assert path.stat().st_size // PAGE > WHOLE_CHECK_PAGES  # too large to be read whole at open
     leaves = scalar_leaves(path)
     damage(path, leaves[len(leaves) // 2 : len(leaves) // 2 + 3])

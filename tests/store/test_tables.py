@@ -56,6 +56,8 @@ def created_tables(store: Store) -> dict[str, Shape]:
         return found
     shapes: dict[str, Shape] = {name: ([], [], []) for (name,) in store.execute(PG_TABLES)}
     for name, column, identity in store.execute(PG_COLUMNS):
+        if name not in shapes:  # a view's (scalar_points: store/points_view.py)
+            continue
         shapes[name][1].append(column)
         if identity == "YES":
             shapes[name][2].append(column)
@@ -88,6 +90,10 @@ def test_each_table_is_described_with_the_schema_version_that_creates_it() -> No
     for version, step in sorted(schema.MIGRATIONS.items()):
         for name in created_by.findall(step):
             since.setdefault(name, version + 1)
+    # v14 (in Python) replaces `scalars` and the old summaries by blocks under the summaries' name.
+    for name in re.findall(r"DROP TABLE (\w+)", schema.BLOCKS_SWAP):
+        del since[name]
+    since.update(dict.fromkeys(re.findall(r"RENAME TO (\w+)", schema.BLOCKS_SWAP), schema.BLOCKS_STEP + 1))
     assert since == {table.name: table.since for table in TABLES}
 
 

@@ -54,13 +54,7 @@ class Scalar:
 
 
 # get_scalar_arrays column -> store column (NULLs as text that numpy reads as a float).
-_ARRAY_COLUMNS = {
-    "rep": "rep",
-    "step": "step",
-    "epoch": "epoch_or_minus_one",
-    "walltime": "walltime_ms",
-    "value": "value_or_nan",
-}
+_ARRAY_COLUMNS = {"rep": "rep", "step": "step", "epoch": "epoch", "walltime": "walltime_ms", "value": "value"}
 
 
 def _checked_tags(tags: tuple[str, ...]) -> list[str]:
@@ -271,26 +265,15 @@ class RunView:
         (float64 seconds) and 'value' (float64, NaN where NaN was logged). Only what is asked for is
         read; pass `repetition` when the run has several, or ask for 'rep' too.
         """
-        import itertools
-
-        import numpy as np
-
         unknown = set(columns) - _ARRAY_COLUMNS.keys()
         if unknown:
             raise ValueError(f"unknown column(s) {sorted(unknown)}; choose from {sorted(_ARRAY_COLUMNS)}")
-        rows = self._store.scalars(self._run_id, tag, repetition, tuple(_ARRAY_COLUMNS[c] for c in columns))
-        width = len(columns)
-        flat = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.float64, count=width * len(rows))
-        table = flat.reshape(-1, width)
-        out = {}
-        for index, name in enumerate(columns):
-            column = table[:, index]
-            if name == "walltime":
-                out[name] = column / 1000.0
-            elif name == "value":
-                out[name] = column.copy()
-            else:
-                out[name] = column.astype(np.int64)
+        found = self._store.scalar_arrays(
+            self._run_id, tag, repetition, tuple(_ARRAY_COLUMNS[c] for c in columns)
+        )
+        out = {name: found[_ARRAY_COLUMNS[name]] for name in columns}
+        if "walltime" in out:
+            out["walltime"] = out["walltime"] / 1000.0
         return out
 
     def _records(self, table: str, kind: str, **filters: Any) -> list[dict[str, Any]]:

@@ -31,17 +31,17 @@ from tallyboard.store.records import DEBUG_RUN_ID
 
 # Rows per chunk (one transaction at the destination): fewer of the tables whose rows are large.
 CHUNK_ROWS = {
-    **dict.fromkeys(("scalars", "scalar_blocks", "scalar_events"), 50_000),
+    "scalar_events": 50_000,
     **dict.fromkeys(("runs", "texts", "histograms", "quarantine", "raw_summaries"), 2_000),
+    "scalar_blocks": 500,  # a row holds up to 2,048 points: some 10 kB
     **dict.fromkeys(("media", "environment_contents"), 200),
 }
 # (table, primary key, other columns, rows per chunk), parents before children: every table but
 # `meta`, which the destination has of its own (its schema version and the deleted runs' count;
-# the unique columns, which must be the source's, are checked). Block summaries are copied like
-# any row: the source's are consistent with its scalars, and every block of a copied series comes
-# along (a destination block whose scalars the source no longer has can only belong to a debug
-# run, which `_refuse_conflicts` deletes whole). `artifacts` is the list only: the files (not in
-# the database) are carried by `artifacts.plan_carry`.
+# the unique columns, which must be the source's, are checked). Scalar blocks are copied like any
+# row, their packed points as they are (a destination's block of a series the source does not have
+# can only belong to a debug run, which `_refuse_conflicts` deletes whole). `artifacts` is the
+# list only: the files (not in the database) are carried by `artifacts.plan_carry`.
 TABLES: tuple[tuple[str, tuple[str, ...], tuple[str, ...], int], ...] = tuple(
     (table.name, table.key, table.columns, CHUNK_ROWS.get(table.name, 10_000))
     for table in tables.TABLES

@@ -4,11 +4,11 @@
 Why a module of its own: the dashboard reads in ways the logging path never does (a page of the
 runs table, one bucketed range of a series, a PNG by id) and it must never block training. Its
 store lends it a small pool of connections for the serving threads (`Engine.reader_connection`),
-and every query is a short statement that an index answers (a series is one range scan of the
-`scalars` primary key). SQL is plain standard SQL written with `?` placeholders; the engine
-rewrites them to its own (`Engine.reader_sql`). Nothing here writes; the connections of a
-read-only dashboard cannot (SQLite `mode=ro`, PostgreSQL read-only transactions), so it works on a
-read-only file system or a file its user may not write.
+and every query is a short statement that an index answers (a series is one range scan of its
+`scalar_blocks` keys, each block decoded by store/block_codec.py). SQL is plain standard SQL
+written with `?` placeholders; the engine rewrites them to its own (`Engine.reader_sql`).
+Nothing here writes; the connections of a read-only dashboard cannot (SQLite `mode=ro`,
+PostgreSQL read-only transactions), so it works on a read-only file system or a file its user may not write.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import json
 import queue
 import re
 import threading
+from bisect import bisect_left
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from dataclasses import dataclass
@@ -24,15 +25,16 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from tallyboard.errors import DatabaseUnreachable
 from tallyboard.filter import Node
-from tallyboard.store import alert_content
+from tallyboard.store import alert_content, block_reads
 from tallyboard.store import environments as environment_rows
 from tallyboard.store import histograms as histogram_rows
+from tallyboard.store.block_codec import unpack, unpack_deltas, unpack_values, value_or_none
+from tallyboard.store.block_reads import DATA, FROM_STEP, KEY
 from tallyboard.store.logged import artifacts_query, console_query
 from tallyboard.store.records import ArtifactRow, Column, ConsoleLine
 from tallyboard.store.run_fields import DETAIL_FIELDS, LISTED_FIELDS
 from tallyboard.store.runs_sql import Dialect, Translator, value_names_sql
 from tallyboard.store.runs_walk import matching_sql
-from tallyboard.store.schema import BLOCK_BITS
 
 if TYPE_CHECKING:  # pragma: no cover
     from tallyboard.store.base import Store
@@ -44,29 +46,18 @@ STATUSES = ("running", "finished", "failed")
 T = TypeVar("T")
 
 
-# The last row of each bucket of each series `k` (see `DashboardQueries.buckets_of`): an index seek
-# per bucket and series. On SQLite, the seek finds the step and the join reads its row; PostgreSQL
-# gets the same seek as a LATERAL join, because for a join its planner, on a fresh table's guessed
-# statistics, hashes the buckets and scans every point of the series (240 ms for a million points
-# instead of a few). The series are those of `scalar_blocks` among the runs, tags and repetitions
-# asked.
-_BUCKET_STARTS = """WITH RECURSIVE b(lo) AS (
-    SELECT CAST(? AS BIGINT) UNION ALL SELECT lo + ? FROM b WHERE lo + ? <= ?),
-    k AS (SELECT DISTINCT run_id, tag_id, rep FROM scalar_blocks
-          WHERE {among} AND block >= ? AND block <= ?)"""
-_LAST_IN_BUCKET = """SELECT s.step{columns} FROM scalars s
-    WHERE s.run_id = k.run_id AND s.tag_id = k.tag_id AND s.rep = k.rep
-    AND s.step >= b.lo AND s.step >= ? AND s.step < b.lo + ? AND s.step <= ?
-    ORDER BY s.step DESC LIMIT 1"""
-LAST_ROWS_SQLITE = f"""{_BUCKET_STARTS}
-    SELECT k.run_id, k.tag_id, k.rep, t.step, t.epoch, t.walltime_ms, t.value
-    FROM k CROSS JOIN b JOIN scalars t ON t.run_id = k.run_id AND t.tag_id = k.tag_id AND t.rep = k.rep
-    AND t.step = ({_LAST_IN_BUCKET.format(columns="")})
-    ORDER BY 1, 2, 3, 4"""
-_LAST_ROW_IN_BUCKET = _LAST_IN_BUCKET.format(columns=", s.epoch, s.walltime_ms, s.value")
-LAST_ROWS_POSTGRES = f"""{_BUCKET_STARTS}
-    SELECT k.run_id, k.tag_id, k.rep, t.* FROM k CROSS JOIN b CROSS JOIN LATERAL ({_LAST_ROW_IN_BUCKET}) t
-    ORDER BY 1, 2, 3, 4"""
+# The blocks of one series that a read of [lo, hi] meets, in step order: a seek to the block that
+# holds `lo` (block_reads.FROM_STEP), then a range scan. The series of one chart are read in one
+# statement of such branches (`DashboardQueries._blocks_of`), `BRANCHES` series at most (SQLite
+# allows 500 terms in a compound SELECT).
+_BRANCH = (
+    "SELECT run_id, tag_id, rep, first_step, {columns} FROM scalar_blocks"
+    f" WHERE {KEY} AND {FROM_STEP} AND first_step <= ?"
+)
+BRANCHES = 200
+_SUMMARY = "last_step, lowest, highest, last_value"  # a block's summary, what bucketing reads first
+_BLOCK_DATA = f"SELECT {DATA} FROM scalar_blocks WHERE {KEY} AND first_step = ?"
+_BLOCK_TAIL = f"SELECT walltime_data, epoch_data FROM scalar_blocks WHERE {KEY} AND first_step = ?"
 
 
 class RunsVersion(NamedTuple):
@@ -392,53 +383,55 @@ class DashboardQueries:
         if not run_ids:
             return []
         marks = ", ".join("?" * len(run_ids))
-        sql = f"""SELECT run_id, rep, value FROM scalars
+        sql = f"""SELECT run_id, rep, value_data FROM scalar_blocks
             WHERE run_id IN ({marks}) AND tag_id = (SELECT tag_id FROM tags WHERE name = ?)
-            ORDER BY run_id, rep, step"""
-        return self._all(sql, [*run_ids, tag])
+            ORDER BY run_id, rep, first_step"""
+        return [
+            (run_id, rep, value_or_none(value))
+            for run_id, rep, data in self._all(sql, [*run_ids, tag])
+            for value in unpack_values(data)
+        ]
 
     def series_bounds(
         self, run_ids: Sequence[int], tag_ids: Sequence[int] | None = None
     ) -> dict[SeriesKey, tuple[int, int]]:
         """First and last step of every scalar series of some runs (of some tags, when given), in
-        one statement: the series come from `scalar_blocks` (one row per 256 points), each bound
-        from one index seek."""
+        one statement over their blocks' summaries (a row per block of up to 1,024 points)."""
         if not run_ids or tag_ids == []:
             return {}
         where, params = _among(run_ids, tag_ids)
-        bound = "(SELECT {}(s.step) FROM scalars s"
-        bound += " WHERE s.run_id = k.run_id AND s.tag_id = k.tag_id AND s.rep = k.rep)"
-        sql = f"""SELECT k.run_id, k.tag_id, k.rep, {bound.format("MIN")}, {bound.format("MAX")}
-            FROM (SELECT DISTINCT run_id, tag_id, rep FROM scalar_blocks WHERE {where}) k"""
-        rows = self._all(sql, params)
-        return {SeriesKey(r, t, p): (first, last) for r, t, p, first, last in rows if first is not None}
+        sql = f"""SELECT run_id, tag_id, rep, MIN(first_step), MAX(last_step) FROM scalar_blocks
+            WHERE {where} GROUP BY run_id, tag_id, rep"""
+        return {SeriesKey(r, t, p): (first, last) for r, t, p, first, last in self._all(sql, params)}
+
+    def _blocks_of(self, keys: Sequence[SeriesKey], columns: str, lo: int, hi: int) -> list[tuple[Any, ...]]:
+        """(run_id, tag_id, rep, first_step, *columns) of the blocks of `keys` that hold a step of
+        [lo, hi] (and, where `lo` falls in a gap, the block before it), by series and step: one
+        statement per `BRANCHES` series, each branch an index seek and a range scan."""
+        rows: list[tuple[Any, ...]] = []
+        for at in range(0, len(keys), BRANCHES):
+            part = keys[at : at + BRANCHES]
+            sql = " UNION ALL ".join([_BRANCH.format(columns=columns)] * len(part)) + " ORDER BY 1, 2, 3, 4"
+            params = [
+                v for k in part for v in (k.run_id, k.tag_id, k.rep, k.run_id, k.tag_id, k.rep, lo, lo, hi)
+            ]
+            rows += self._all(sql, params)
+        return rows
 
     def points(self, key: SeriesKey, lo: int, hi: int, limit: int | None = None) -> list[tuple[Any, ...]]:
         """Raw (step, epoch, walltime_ms, value) rows with lo <= step <= hi, in step order."""
-        sql = (
-            "SELECT step, epoch, walltime_ms, value FROM scalars"
-            " WHERE run_id = ? AND tag_id = ? AND rep = ? AND step >= ? AND step <= ? ORDER BY step"
-        )
-        params: list[Any] = [key.run_id, key.tag_id, key.rep, lo, hi]
-        if limit is not None:
-            sql += " LIMIT ?"
-            params.append(limit)
-        return self._all(sql, params)
+        return block_reads.points(self._all, (key.run_id, key.tag_id, key.rep), lo, hi, limit)
 
     def points_of(
         self, keys: Sequence[SeriesKey], lo: int, hi: int
     ) -> dict[SeriesKey, list[tuple[Any, ...]]]:
-        """`points` of many series of one chart with lo <= step <= hi, in one statement (a range
-        seek of the primary key per series)."""
-        if not keys:
-            return {}
-        where, params = _among(*_parts(keys))
-        rows = self._all(
-            "SELECT run_id, tag_id, rep, step, epoch, walltime_ms, value FROM scalars"
-            f" WHERE {where} AND step >= ? AND step <= ? ORDER BY run_id, tag_id, rep, step",
-            [*params, lo, hi],
-        )
-        return _by_series(keys, rows)
+        """`points` of many series of one chart with lo <= step <= hi, in one statement (`_blocks_of`)."""
+        keys = list(dict.fromkeys(keys))
+        out: dict[SeriesKey, list[tuple[Any, ...]]] = {key: [] for key in keys}
+        by_ids = {(key.run_id, key.tag_id, key.rep): found for key, found in out.items()}
+        for r, t, p, _, *data in self._blocks_of(keys, DATA, lo, hi):
+            by_ids[(r, t, p)].extend(block_reads.rows(block_reads.cut(unpack(*data), lo, hi)))
+        return out
 
     # -- repeated steps (imports keep every point: store/imported.py) ---------------------------
     def repeated_step_series(self, run_id: int) -> list[tuple[int, str, int, int, int, int]]:
@@ -471,75 +464,67 @@ class DashboardQueries:
     ) -> list[tuple[Any, ...]]:
         """Per bucket that holds points, its last row (step, epoch, walltime_ms, value), then its
         min and max value. Bucket k holds the steps of [origin + k * span, origin + (k + 1) * span)
-        that lie in [lo, hi]; `origin` (<= lo) defaults to `lo`. Exactly what MIN, MAX and ORDER BY step
-        over the bucket's rows give (NaN, stored as NULL, is skipped; a NaN-only bucket has None)."""
+        that lie in [lo, hi]; `origin` (<= lo) defaults to `lo`. Exactly what MIN, MAX and the last
+        step of the bucket's points give (NaN is skipped; a NaN-only bucket has None)."""
         return self.buckets_of([key], lo, hi, span, origin).get(key, [])
 
     def buckets_of(
         self, keys: Sequence[SeriesKey], lo: int, hi: int, span: int, origin: int | None = None
     ) -> dict[SeriesKey, list[tuple[Any, ...]]]:
         """`buckets` of many series on one grid (the series of one chart), in three statements
-        whatever their number.
+        whatever their number (up to `BRANCHES` series; more take a statement per `BRANCHES`).
 
-        Whole `scalar_blocks` blocks inside a bucket are read from their summary rows (one
-        statement, grouped by series and bucket); only the parts of a bucket that cover a block
-        partly are read from `scalars` (one MIN/MAX range scan each, all sent at once). With `origin`
-        and `span` multiples of `BLOCK_STEPS` those are at most the two blocks cut by the ends of
-        [lo, hi]: a million points cost ~4,000 summary rows plus an index seek per bucket for its
-        last row."""
+        A block that lies inside one bucket is read from its summary (min, max, last value) and,
+        when it holds the bucket's last point, the last walltime and epoch of its data; only the
+        blocks a bucket's edge or an end of [lo, hi] cuts are decoded whole. So a series of 10^8
+        points costs some 10^5 summary rows and a decoded block per bucket at most."""
         origin = lo if origin is None else origin
-        if not keys:
-            return {}
-        among, ids = _among(*_parts(keys))
-        pieces = [
-            (key, k, start, stop) for key in keys for k, start, stop in _cut_pieces(lo, hi, span, origin)
+        keys = list(dict.fromkeys(keys))
+        gathered: dict[tuple[int, int, int], dict[int, _Bucket]] = {
+            (key.run_id, key.tag_id, key.rep): {} for key in keys
+        }
+        cut: list[tuple[int, int, int, int]] = []
+        for r, t, p, first, last, lowest, highest, last_value in self._blocks_of(keys, _SUMMARY, lo, hi):
+            buckets = gathered[(r, t, p)]
+            k = (first - origin) // span
+            if first < lo or last > hi or (last - origin) // span != k:
+                cut.append((r, t, p, first))
+                continue
+            bucket = buckets.setdefault(k, _Bucket())
+            bucket.merge(lowest, highest)
+            if bucket.last is None or last > bucket.last[0]:
+                bucket.last, bucket.last_block = (last, None, None, last_value), first
+        for (r, t, p, _), data in zip(cut, self._each(_BLOCK_DATA, cut), strict=True):
+            buckets = gathered[(r, t, p)]
+            points = block_reads.cut(unpack(*data), lo, hi)
+            steps, at = points.steps, 0
+            while at < len(steps):
+                k = (steps[at] - origin) // span
+                end = bisect_left(steps, origin + (k + 1) * span, at)
+                finite = [value for value in points.values[at:end] if value == value]
+                bucket = buckets.setdefault(k, _Bucket())
+                bucket.merge(min(finite, default=None), max(finite, default=None))
+                if bucket.last is None or steps[end - 1] > bucket.last[0]:
+                    end_point = (steps[end - 1], points.epochs[end - 1], points.walltimes_ms[end - 1])
+                    bucket.last, bucket.last_block = (*end_point, value_or_none(points.values[end - 1])), None
+                at = end
+        whole = [
+            (ids, bucket)
+            for ids, buckets in gathered.items()
+            for bucket in buckets.values()
+            if bucket.last_block is not None
         ]
-        cut = self._each(
-            "SELECT MIN(value), MAX(value) FROM scalars"
-            " WHERE run_id = ? AND tag_id = ? AND rep = ? AND step >= ? AND step < ?",
-            [(key.run_id, key.tag_id, key.rep, start, stop) for key, _, start, stop in pieces],
-        )
-        bucket_of = f"(((block << {BLOCK_BITS}) - ?) / ?)"  # never negative: origin <= lo
-        whole = self._all(
-            f"SELECT run_id, tag_id, rep, {bucket_of}, MIN(lowest), MAX(highest) FROM scalar_blocks"
-            f" WHERE {among} AND block >= ? AND block < ?"
-            f" AND {bucket_of} = ((((block + 1) << {BLOCK_BITS}) - 1 - ?) / ?)"  # not cut by an edge
-            " GROUP BY 1, 2, 3, 4",
-            [origin, span, *ids, -(-lo >> BLOCK_BITS), (hi + 1) >> BLOCK_BITS, origin, span, origin, span],
-        )
-        low: dict[tuple[SeriesKey, int], float | None] = {}
-        high: dict[tuple[SeriesKey, int], float | None] = {}
-        extremes = [((key, k), *row) for (key, k, _, _), row in zip(pieces, cut, strict=True)]
-        extremes += [((SeriesKey(r, t, p), k), lowest, highest) for r, t, p, k, lowest, highest in whole]
-        for at, lowest, highest in extremes:
-            low[at], high[at] = _extreme(min, low.get(at), lowest), _extreme(max, high.get(at), highest)
-        starts = [origin + (lo - origin) // span * span, span, span, hi]
-        blocks = [*ids, lo >> BLOCK_BITS, hi >> BLOCK_BITS]
-        sql = LAST_ROWS_POSTGRES if self.postgres else LAST_ROWS_SQLITE
-        rows = self._all(sql.format(among=among), [*starts, *blocks, lo, span, hi])
-        out = _by_series(keys, rows)
-        for key, found in out.items():
-            at = [(key, (row[0] - origin) // span) for row in found]
-            out[key] = [(*row, low.get(k), high.get(k)) for row, k in zip(found, at, strict=True)]
-        return out
+        tails = self._each(_BLOCK_TAIL, [(*ids, bucket.last_block) for ids, bucket in whole])
+        for (_, bucket), (walltimes, epochs) in zip(whole, tails, strict=True):
+            step, _, _, value = bucket.last  # type: ignore[misc]
+            epoch = None if epochs is None else unpack(b"", b"", b"", epochs).epochs[-1]
+            bucket.last = (step, epoch, unpack_deltas(walltimes)[-1], value)
+        return {key: _bucket_rows(gathered[(key.run_id, key.tag_id, key.rep)]) for key in keys}
 
     def stream_points(self, key: SeriesKey, batch: int = 5000) -> Iterator[tuple[Any, ...]]:
-        """Every (step, epoch, walltime_ms, value) of a series, fetched in bounded batches."""
-        after = None
-        while True:
-            sql = (
-                "SELECT step, epoch, walltime_ms, value FROM scalars"
-                " WHERE run_id = ? AND tag_id = ? AND rep = ?"
-            )
-            params: list[Any] = [key.run_id, key.tag_id, key.rep]
-            if after is not None:
-                sql += " AND step > ?"
-                params.append(after)
-            rows = self._all(sql + " ORDER BY step LIMIT ?", [*params, batch])
-            yield from rows
-            if len(rows) < batch:
-                return
-            after = rows[-1][0]
+        """Every (step, epoch, walltime_ms, value) of a series, a page of blocks at a time."""
+        for points in block_reads.blocks(self._all, (key.run_id, key.tag_id, key.rep)):
+            yield from block_reads.rows(points)
 
     def tag_id(self, name: str) -> int | None:
         row = self._one("SELECT tag_id FROM tags WHERE name = ?", [name])
@@ -646,23 +631,23 @@ class DashboardQueries:
         return None if row is None else row[0]
 
 
-def _cut_pieces(lo: int, hi: int, span: int, origin: int) -> list[tuple[int, int, int]]:
-    """(bucket, start, stop) of the step ranges of buckets (see `DashboardQueries.buckets`) that
-    only partly cover a block: what is read from `scalars` rather than from `scalar_blocks`."""
-    pieces = []
-    for k in range((lo - origin) // span, (hi - origin) // span + 1):
-        start, stop = max(origin + k * span, lo), min(origin + (k + 1) * span, hi + 1)
-        whole_start, whole_stop = -(-start >> BLOCK_BITS) << BLOCK_BITS, stop >> BLOCK_BITS << BLOCK_BITS
-        if whole_stop <= whole_start:  # no whole block inside
-            pieces.append((k, start, stop))
-        else:
-            pieces += [(k, start, whole_start), (k, whole_stop, stop)]
-    return [(k, start, stop) for k, start, stop in pieces if start < stop]
+@dataclass
+class _Bucket:
+    """One bucket of `DashboardQueries.buckets` as it is gathered: its extremes, its last point so
+    far, and the block whose last walltime and epoch that point still needs (None: it has them)."""
+
+    low: float | None = None
+    high: float | None = None
+    last: tuple[Any, ...] | None = None
+    last_block: int | None = None
+
+    def merge(self, low: float | None, high: float | None) -> None:
+        self.low, self.high = _extreme(min, self.low, low), _extreme(max, self.high, high)
 
 
-def _parts(keys: Sequence[SeriesKey]) -> tuple[list[int], list[int], list[int]]:
-    """The distinct runs, tags and repetitions of some series."""
-    return (sorted({k.run_id for k in keys}), sorted({k.tag_id for k in keys}), sorted({k.rep for k in keys}))
+def _bucket_rows(buckets: dict[int, _Bucket]) -> list[tuple[Any, ...]]:
+    """A series' gathered buckets in order, as `DashboardQueries.buckets` returns them."""
+    return [(*buckets[k].last, buckets[k].low, buckets[k].high) for k in sorted(buckets)]  # type: ignore[misc]
 
 
 def _among(
@@ -676,20 +661,6 @@ def _among(
             clauses.append(f"{column} IN ({', '.join('?' * len(values))})")
             params += list(values)
     return " AND ".join(clauses), params
-
-
-def _by_series(
-    keys: Sequence[SeriesKey], rows: list[tuple[Any, ...]]
-) -> dict[SeriesKey, list[tuple[Any, ...]]]:
-    """Rows that start with (run_id, tag_id, rep) grouped by series, without those three, for the
-    series asked (the IN lists of `_among` may match others: a run without that tag's repetition)."""
-    out: dict[SeriesKey, list[tuple[Any, ...]]] = {key: [] for key in keys}
-    by_ids = {(key.run_id, key.tag_id, key.rep): found for key, found in out.items()}  # no key per row
-    for row in rows:
-        found = by_ids.get(row[:3])
-        if found is not None:
-            found.append(row[3:])
-    return out
 
 
 def _extreme(choose: Callable[[float, float], float], a: float | None, b: float | None) -> float | None:

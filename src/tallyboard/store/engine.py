@@ -119,6 +119,11 @@ class Engine(ABC):
         """Execute one statement (in the current transaction, if any, else on its own under the
         store's lock) and return all its rows."""
 
+    def execute_blobs(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """`execute` for a statement whose rows are mostly bytes (packed scalar blocks): an engine
+        whose protocol would spell them out as text fetches them as they are."""
+        return self.execute(sql, params)
+
     @abstractmethod
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
         """Execute one statement for every row, inside the current transaction."""

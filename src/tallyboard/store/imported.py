@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from tallyboard.store import block_reads
 from tallyboard.store.writes import BatchWrites
 
 if TYPE_CHECKING:
@@ -29,6 +30,13 @@ INCOMPLETE = "<incomplete import>"
 
 # A point of `scalar_events`: (rep, seq, step, epoch, walltime seconds, value or None for NaN).
 EventRow = tuple[int, int, int, "int | None", float, "float | None"]
+
+
+# A series' points so far copied into `scalar_events` (walltimes already in milliseconds).
+INSERT_EVENT = (
+    "INSERT INTO scalar_events (run_id, tag_id, rep, seq, step, epoch, walltime_ms, value)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+)
 
 
 @dataclass
@@ -178,7 +186,9 @@ class ImportedLogs(BatchWrites):
                 seq, step = last_event[0]
                 return SeriesTail(step, seq + 1)
             last = self.execute(
-                f"SELECT MAX(step) FROM scalars WHERE run_id = ? AND tag_id = {tag_of} AND rep = ?", key
+                "SELECT MAX(last_step) FROM scalar_blocks"
+                f" WHERE run_id = ? AND tag_id = {tag_of} AND rep = ?",
+                key,
             )
         return SeriesTail(last[0][0] if last else None, None)
 
@@ -188,19 +198,16 @@ class ImportedLogs(BatchWrites):
         with self._lock:
 
             def copy() -> int:
-                self.execute(
-                    "INSERT INTO scalar_events (run_id, tag_id, rep, seq, step, epoch, walltime_ms, value)"
-                    " SELECT run_id, tag_id, rep, ROW_NUMBER() OVER (ORDER BY step) - 1, step, epoch,"
-                    " walltime_ms, value FROM scalars"
-                    " WHERE run_id = ? AND tag_id = (SELECT tag_id FROM tags WHERE name = ?) AND rep = ?",
-                    (run_id, tag, rep),
-                )
-                rows = self.execute(
-                    "SELECT COUNT(*) FROM scalar_events WHERE run_id = ?"
-                    " AND tag_id = (SELECT tag_id FROM tags WHERE name = ?) AND rep = ?",
-                    (run_id, tag, rep),
-                )
-                return int(rows[0][0])
+                found = self.execute("SELECT tag_id FROM tags WHERE name = ?", (tag,))
+                if not found:
+                    return 0
+                key = (run_id, found[0][0], rep)
+                seq = 0
+                for points in block_reads.blocks(self.execute, key):  # a page of blocks at a time
+                    events = [(*key, seq + at, *row) for at, row in enumerate(block_reads.rows(points))]
+                    self.executemany(INSERT_EVENT, events)
+                    seq += len(events)
+                return seq
 
             return self.atomic(copy)
 

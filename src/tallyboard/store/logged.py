@@ -8,11 +8,14 @@ primary key, a tag list one seek per known tag), so reading never waits on a run
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterable
+from itertools import repeat
 from typing import TYPE_CHECKING, Any
 
-from tallyboard.store import alert_content
+from tallyboard.store import alert_content, block_reads
 from tallyboard.store import environments as environment_rows
 from tallyboard.store import histograms as histogram_rows
+from tallyboard.store.block_codec import Points, value_or_none
 from tallyboard.store.engine import Engine
 from tallyboard.store.records import (
     ARTIFACT_COLUMNS,
@@ -52,9 +55,16 @@ def artifacts_query(run_id: int, name: str | None) -> tuple[str, list[Any]]:
     return sql + " ORDER BY name", params
 
 
-_SCALAR_COLUMNS = {name: name for name in ("rep", "step", "epoch", "walltime_ms", "value")}
-_SCALAR_COLUMNS["value_or_nan"] = "COALESCE(value, 'nan')"
-_SCALAR_COLUMNS["epoch_or_minus_one"] = "COALESCE(epoch, -1)"
+# What `LoggedReads.scalars` can answer of a point: from its rep and its decoded block's columns.
+_SCALAR_COLUMNS: dict[str, Callable[[int, Points], Iterable[Any]]] = {
+    "rep": lambda rep, p: repeat(rep, len(p.steps)),
+    "step": lambda rep, p: p.steps,
+    "epoch": lambda rep, p: p.epochs,
+    "walltime_ms": lambda rep, p: p.walltimes_ms,
+    "value": lambda rep, p: map(value_or_none, p.values),
+    "value_or_nan": lambda rep, p: p.values,
+    "epoch_or_minus_one": lambda rep, p: (-1 if e is None else e for e in p.epochs),
+}
 _MEDIA_COLUMNS = "m.media_id, m.step, m.epoch, m.rep, t.name, m.walltime_ms, m.width, m.height, m.png"
 _TEXT_COLUMNS = "x.text_id, x.step, x.epoch, x.rep, t.name, x.walltime_ms, x.content"
 
@@ -119,9 +129,10 @@ class LoggedReads(Engine):
     # ---- reads of logged records --------------------------------------------------------------
     def tag_names(self, run_id: int, table: str = "scalars") -> list[str]:
         """Tags used by a run in `table` ('scalars', 'media', 'texts', 'histograms', or
-        'scalar_events' of an imported run), sorted."""
+        'scalar_events' of an imported run), sorted. Scalars are read from their blocks."""
         if table not in ("scalars", "media", "texts", "histograms", "scalar_events"):
             raise ValueError(f"no logged records in table {table!r}")
+        table = "scalar_blocks" if table == "scalars" else table
         with self._lock:
             rows = self.execute(  # one index seek per known tag, never a scan of the run's rows
                 "SELECT t.name FROM tags t WHERE EXISTS"
@@ -143,16 +154,36 @@ class LoggedReads(Engine):
         unknown = set(columns) - _SCALAR_COLUMNS.keys()
         if unknown:
             raise ValueError(f"unknown scalar column(s) {sorted(unknown)}")
-        selected = ", ".join(_SCALAR_COLUMNS[name] for name in columns)
-        sql = (
-            f"SELECT {selected} FROM scalars WHERE run_id = ?"
-            " AND tag_id = (SELECT tag_id FROM tags WHERE name = ?)"
-        )
-        params: tuple[Any, ...] = (run_id, check_text("the scalar tag", tag))
-        if rep is not None:
-            sql, params = sql + " AND rep = ?", (*params, rep)
+        pick = [_SCALAR_COLUMNS[name] for name in columns]
+        check_text("the scalar tag", tag)
         with self._lock:
-            return self.execute(sql + " ORDER BY rep, step", params)
+            found = self.execute(
+                "SELECT DISTINCT b.tag_id, b.rep FROM scalar_blocks b JOIN tags t ON t.tag_id = b.tag_id"
+                " WHERE b.run_id = ? AND t.name = ?" + ("" if rep is None else " AND b.rep = ?"),
+                (run_id, tag) if rep is None else (run_id, tag, rep),
+            )
+            out: list[tuple[Any, ...]] = []
+            for tag_id, each_rep in sorted(found, key=lambda row: row[1]):
+                for points in block_reads.blocks(self.execute, (run_id, tag_id, each_rep)):
+                    out.extend(zip(*(column(each_rep, points) for column in pick), strict=True))
+            return out
+
+    def scalar_arrays(
+        self, run_id: int, tag: str, rep: int | None, columns: tuple[str, ...]
+    ) -> dict[str, Any]:
+        """One series ordered by (rep, step) as numpy arrays of `columns` (see
+        `block_reads.arrays`): a block's values are one `np.frombuffer`, never a Python float each."""
+        check_text("the scalar tag", tag)
+        sql = (
+            "SELECT b.rep, b.step_data, b.walltime_data, b.value_data, b.epoch_data FROM scalar_blocks b"
+            " WHERE b.run_id = ? AND b.tag_id = (SELECT tag_id FROM tags WHERE name = ?)"
+        )
+        params: tuple[Any, ...] = (run_id, tag) if rep is None else (run_id, tag, rep)
+        with self._lock:
+            rows = self.execute_blobs(
+                sql + ("" if rep is None else " AND b.rep = ?") + " ORDER BY b.rep, b.first_step", params
+            )
+        return block_reads.arrays(rows, columns)
 
     def repetitions(self, run_id: int) -> list[int]:
         with self._lock:

@@ -11,15 +11,20 @@ import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from tallyboard.store import environments
+from tallyboard.store import environments, open_blocks, points_view
+from tallyboard.store.block_codec import NAN, Points
 from tallyboard.store.indexed_values import TYPED_COLUMNS, with_types
 from tallyboard.store.records import QueuedEnvironment
 from tallyboard.store.run_fields import RUN_COLUMNS
 from tallyboard.store.schema import (
+    BLOCK_POINTS,
+    BLOCKS_STEP,
+    BLOCKS_SWAP,
     ENVIRONMENT_LINKS,
     ENVIRONMENT_LINKS_SWAP,
     MIGRATIONS,
     RUN_END_AND_RERUNS_STEP,
+    SCALAR_BLOCKS_V14,
     SCHEMA_V1,
     SHARED_ENVIRONMENTS_STEP,
     TYPED_VALUE_INDEXES,
@@ -203,6 +208,67 @@ def run_end_and_reruns(store: Engine) -> None:
         )
 
 
+# ---- v13 -> v14: scalars as blocks of points (store/block_codec.py) ------------------------------
+# Why in Python: the blocks are packed by the codec. The old rows are read in key order a chunk at a
+# time (keyset paging) and each series cut into blocks of BLOCK_POINTS, so memory stays bounded by
+# a chunk whatever the table's size; the whole step is one transaction, like every other, so a
+# process killed in it leaves the file at v13 and the next open starts the step again.
+SCALARS_CHUNK = 50_000
+
+
+def scalars_as_blocks(store: Engine) -> None:
+    blob = "BYTEA" if store.url.is_postgres else "BLOB"  # the {blob} of each engine's DDL types
+    store.execute(SCALAR_BLOCKS_V14.format(table="scalar_blocks_v14", blob=blob).strip())
+    fill_blocks(store, "scalar_blocks_v14", squeeze=not store.url.is_postgres)
+    for sql in _statements(BLOCKS_SWAP, {}):
+        store.execute(sql)
+    if store.url.is_postgres:  # points as rows for SQL users (SQLite: points_view.materialise)
+        for sql in points_view.postgres_statements():
+            store.execute(sql)
+
+
+def fill_blocks(store: Engine, table: str, squeeze: bool, rows_from: str = "scalars") -> None:
+    """Fill `table` (of `scalar_blocks`' v14 shape) with the blocks of every series of `rows_from`
+    (v13's `scalars`, one row per point; `squeeze`: zlib'd integer columns, block_codec.pack), a
+    chunk of rows at a time."""
+    insert = open_blocks.INSERT_BLOCK.format(table=table)
+    select = f"SELECT run_id, tag_id, rep, step, epoch, walltime_ms, value FROM {rows_from}"
+    order = f" ORDER BY run_id, tag_id, rep, step LIMIT {SCALARS_CHUNK}"
+    key: tuple[int, int, int] | None = None
+    points = Points([], [], [], [])
+    rows = store.execute(select + order)
+    while rows:
+        blocks = []
+        for run_id, tag_id, rep, step, epoch, walltime, value in rows:
+            if (run_id, tag_id, rep) != key or len(points.steps) == BLOCK_POINTS:
+                if key is not None:
+                    blocks.append(open_blocks.block_row(key, points, squeeze))
+                key, points = (run_id, tag_id, rep), Points([], [], [], [])
+            points.steps.append(step)
+            points.epochs.append(epoch)
+            points.walltimes_ms.append(walltime)
+            points.values.append(NAN if value is None else value)
+        store.executemany(insert, blocks)
+        if len(rows) < SCALARS_CHUNK:
+            break
+        after = " WHERE (run_id, tag_id, rep, step) > (?, ?, ?, ?)"
+        rows = store.execute(select + after + order, rows[-1][:4])
+    if key is not None:
+        store.execute(insert, open_blocks.block_row(key, points, squeeze))
+
+
+# An older SQLite table opened without being migrated (a program that only reads it) is read
+# through blocks all the same: TEMP tables come first in SQLite's name lookup, so a TEMP
+# `scalar_blocks` made from its `scalars` is what every reader finds, on this connection only. It
+# is dropped before the table is migrated (`Engine.ready_for_writing`).
+OLDER_BLOCKS = "temp.scalar_blocks"
+
+
+def read_older_scalars_as_blocks(store: Engine) -> None:
+    store.execute(SCALAR_BLOCKS_V14.format(table=OLDER_BLOCKS, blob="BLOB").strip())
+    fill_blocks(store, OLDER_BLOCKS, squeeze=True)
+
+
 # Steps (or parts of steps) that are not one SQL script for both engines, by the version they
 # upgrade from; they run after that step's SQL in `MIGRATIONS`, if any.
 PYTHON_MIGRATIONS: dict[int, Callable[[Engine], None]] = {
@@ -211,4 +277,5 @@ PYTHON_MIGRATIONS: dict[int, Callable[[Engine], None]] = {
     TYPED_VALUES_STEP: typed_values,
     SHARED_ENVIRONMENTS_STEP: shared_environments,
     RUN_END_AND_RERUNS_STEP: run_end_and_reruns,
+    BLOCKS_STEP: scalars_as_blocks,
 }

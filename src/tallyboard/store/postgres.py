@@ -7,11 +7,8 @@ Why it is built this way:
 - Uniqueness across hosts: creating a run takes a transaction-scoped advisory lock on the table,
   so the check for an equal run and the insert are one atomic step for every client of the server.
   Creating or migrating the schema takes the same kind of lock, so racing processes create it once.
-- Bulk path: the sink's scalars arrive as long series; they go in with one binary COPY per batch.
-  A batch that repeats a (run, tag, rep, step) -- the user logged a step twice, last one wins --
-  falls back to COPY into a temporary table and one `INSERT ... ON CONFLICT DO UPDATE`. A COPY that
-  went through proves every row new, so the batch's own per-block extremes are merged into
-  `scalar_blocks` instead of recomputing its blocks from `scalars` (see `Store._rebuild_blocks`).
+- Scalars take the same path as on SQLite: one `scalar_blocks` row per series a batch touched
+  (store/open_blocks.py), so a batch of 100,000 points is some hundred rows and needs no COPY.
 - A lost connection (server restart, failover, `pg_terminate_backend`, a network blip) is
   reconnected with back-off and the whole transaction is run again. Exactly once: every write
   transaction also inserts a client-generated id into `tallyboard_commits`; when the connection
@@ -38,7 +35,6 @@ import os
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import replace
 from typing import Any, TypeVar
 
 import psycopg
@@ -49,10 +45,9 @@ from tallyboard.errors import NotAResultTable
 from tallyboard.store import migrations, pg_session
 from tallyboard.store.base import Store
 from tallyboard.store.location import Access, Found, Kind, Location, LocationLike
-from tallyboard.store.records import Batch, ScalarRow
-from tallyboard.store.schema import BLOCK_BITS
+from tallyboard.store.records import Batch
 from tallyboard.store.tables import TABLES
-from tallyboard.store.writes import WALLTIME_MS_SQL, walltime_ms
+from tallyboard.store.writes import WALLTIME_MS_SQL
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -72,8 +67,6 @@ KEEP_COMMITS_FOR = 24 * 3600.0
 PRUNE_EVERY = 1000  # write transactions between two prunes of tallyboard_commits
 # Advisory lock keys: (what is locked, the schema in use); "tb" in the high bytes.
 SCHEMA_LOCK, RUNS_LOCK = 0x74620001, 0x74620002
-SCALAR_COLUMNS = "run_id, tag_id, rep, step, epoch, walltime_ms, value"
-SCALAR_TYPES = ("int8", "int4", "int4", "int8", "int8", "int8", "float8")  # binary COPY: exact types
 FIRST_RETRY_DELAY, MAX_RETRY_DELAY = 0.05, 2.0
 # A connection lost this way is worth reconnecting to; anything else is the caller's error.
 _LOST = (errors.AdminShutdown, errors.CrashShutdown, errors.CannotConnectNow)
@@ -93,29 +86,6 @@ _WALLTIME_MS_PG = (
     "(SELECT CAST(SIGN(ms) * TRUNC(ABS(ms) + 0.5) AS BIGINT)"
     " FROM (SELECT CAST(? AS DOUBLE PRECISION) * 1000 AS ms) AS walltime)"
 )
-
-
-# A block's summary merged with the extremes of rows added to it (never replacing one: see
-# `Store._rebuild_blocks`). LEAST and GREATEST skip NULL, so a block of NaN only changes nothing.
-MERGE_BLOCK = (
-    "INSERT INTO scalar_blocks (run_id, tag_id, rep, block, lowest, highest) VALUES (?, ?, ?, ?, ?, ?)"
-    " ON CONFLICT (run_id, tag_id, rep, block) DO UPDATE SET"
-    " lowest = LEAST(scalar_blocks.lowest, excluded.lowest),"
-    " highest = GREATEST(scalar_blocks.highest, excluded.highest)"
-)
-
-
-def block_extremes(run_id: int, tag_id: int, rows: Iterable[ScalarRow]) -> list[tuple[Any, ...]]:
-    """`MERGE_BLOCK`'s parameters: the min and max value of `rows` in each block (None: NaN only)."""
-    blocks: dict[tuple[int, int], list[float]] = {}
-    for rep, step, _, _, value in rows:
-        values = blocks.setdefault((rep, step >> BLOCK_BITS), [])
-        if value is not None:
-            values.append(value)
-    return [
-        (run_id, tag_id, rep, block, min(values, default=None), max(values, default=None))
-        for (rep, block), values in blocks.items()
-    ]
 
 
 def require_database_name(location: Location) -> None:
@@ -358,20 +328,24 @@ class PostgresStore(Store):
             self._disconnect()  # the next write starts on a fresh connection
             log.info("tallyboard: pruning tallyboard_commits on %s failed (%s); later", self.url, error)
 
-    def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+    def execute(self, sql: str, params: Sequence[Any] = (), binary: bool = False) -> list[tuple[Any, ...]]:
         def run() -> list[tuple[Any, ...]]:
             conn = self._connection()
             if self.access is Access.READ and not self._in_transaction:
                 with pg_session.read_only_transaction(conn):
-                    cursor = conn.execute(_psycopg_sql(sql), tuple(params))
+                    cursor = conn.execute(_psycopg_sql(sql), tuple(params), binary=binary)
             else:
-                cursor = conn.execute(_psycopg_sql(sql), tuple(params))
+                cursor = conn.execute(_psycopg_sql(sql), tuple(params), binary=binary)
             return cursor.fetchall() if cursor.description is not None else []
 
         if self._in_transaction:
             return run()
         with self._lock:  # a statement on its own (autocommit) is safe to run again
             return self._retry(run)
+
+    def execute_blobs(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """BYTEA in the binary protocol: a third of the time of its hex text for a long series."""
+        return self.execute(sql, params, binary=True)
 
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
         with self._connection().cursor() as cursor:
@@ -447,17 +421,7 @@ class PostgresStore(Store):
             finally:
                 self._resend_id = None
 
-    # ---- the bulk path ------------------------------------------------------------------------------
-    def _write(self, batch: Batch, new_tags: dict[str, int]) -> None:
-        super()._write(replace(batch, scalars=[]), new_tags)
-        if batch.scalars:
-            tag_ids = self._intern_tags([tag for _, tag, _ in batch.scalars], new_tags)
-            series = [(run_id, tag_ids[tag], rows) for run_id, tag, rows in batch.scalars]
-            if self._write_scalars(batch.scalars, tag_ids):
-                self.executemany(MERGE_BLOCK, sorted(row for s in series for row in block_extremes(*s)))
-            else:
-                self._rebuild_blocks(series)
-
+    # ---- tags -----------------------------------------------------------------------------------
     def _intern_tags(self, names: list[str], new_tags: dict[str, int]) -> dict[str, int]:
         """{name: tag_id} for `names`, inserting the missing ones (sorted, so that two writers
         interning the same new tags take their row locks in the same order)."""
@@ -473,50 +437,6 @@ class PostgresStore(Store):
             new_tags.update(found)
             ids.update(found)
         return ids
-
-    def _write_scalars(self, series: list[tuple[int, str, list[ScalarRow]]], tag_ids: dict[str, int]) -> bool:
-        """Insert the rows; True when every one was new (no step was logged again), so that the
-        blocks they touch may be merged with the batch's extremes instead of recomputed."""
-        self.execute("SAVEPOINT scalars_copy")
-        try:
-            self._copy_scalars("scalars", series, tag_ids)
-        except errors.UniqueViolation:  # a step logged twice: the last value wins, as in SQLite
-            self.execute("ROLLBACK TO SAVEPOINT scalars_copy")
-            self._upsert_scalars(series, tag_ids)
-            return False
-        self.execute("RELEASE SAVEPOINT scalars_copy")
-        return True
-
-    def _copy_scalars(
-        self, table: str, series: list[tuple[int, str, list[ScalarRow]]], tag_ids: dict[str, int]
-    ) -> None:
-        with (
-            self._connection().cursor() as cursor,
-            cursor.copy(f"COPY {table} ({SCALAR_COLUMNS}) FROM STDIN (FORMAT BINARY)") as copy,
-        ):
-            copy.set_types(SCALAR_TYPES)
-            write_row = copy.write_row
-            for run_id, tag, rows in series:
-                tag_id = tag_ids[tag]
-                for rep, step, epoch, walltime, value in rows:
-                    write_row((run_id, tag_id, rep, step, epoch, walltime_ms(walltime), value))
-
-    def _upsert_scalars(
-        self, series: list[tuple[int, str, list[ScalarRow]]], tag_ids: dict[str, int]
-    ) -> None:
-        """COPY into a temporary table, then merge keeping the last row logged for each key."""
-        self.execute(
-            "CREATE TEMPORARY TABLE IF NOT EXISTS incoming_scalars"
-            " (LIKE scalars, seq BIGINT GENERATED ALWAYS AS IDENTITY) ON COMMIT DELETE ROWS"
-        )
-        self._copy_scalars("incoming_scalars", series, tag_ids)
-        self.execute(
-            f"INSERT INTO scalars ({SCALAR_COLUMNS})"
-            f" SELECT DISTINCT ON (run_id, tag_id, rep, step) {SCALAR_COLUMNS} FROM incoming_scalars"
-            " ORDER BY run_id, tag_id, rep, step, seq DESC"
-            " ON CONFLICT (run_id, tag_id, rep, step) DO UPDATE SET epoch = excluded.epoch,"
-            " walltime_ms = excluded.walltime_ms, value = excluded.value"
-        )
 
     # ---- the planner's statistics -------------------------------------------------------------
     def gather_statistics(self) -> None:

@@ -146,26 +146,18 @@ class RunRows(Engine):
 
     def _resume_point(self, run_id: int) -> ResumePoint:
         """The last repetition of a run, its start time and, per tag, the step after its last one.
-        The tags come from `scalar_blocks` and each last step from one index seek, so it costs
-        the same for a run of a million points as for one of ten."""
+        The tags and their last steps come from `scalar_blocks` (a row per block of points), so a
+        run of a million points costs a thousand rows, not a million."""
         reps = self.execute(
             "SELECT rep, start_time FROM repetitions WHERE run_id = ? ORDER BY rep DESC LIMIT 1", (run_id,)
         )
         rep, start = reps[0] if reps else (0, time.time())
         tags = self.execute(
-            "SELECT t.tag_id, t.name FROM tags t WHERE EXISTS (SELECT 1 FROM scalar_blocks b"
-            " WHERE b.run_id = ? AND b.rep = ? AND b.tag_id = t.tag_id)",
+            "SELECT t.name, MAX(b.last_step) FROM scalar_blocks b JOIN tags t ON t.tag_id = b.tag_id"
+            " WHERE b.run_id = ? AND b.rep = ? GROUP BY t.name",
             (run_id, rep),
         )
-        next_steps = {}
-        for tag_id, name in tags:
-            last = self.execute(
-                "SELECT step FROM scalars WHERE run_id = ? AND tag_id = ? AND rep = ?"
-                " ORDER BY step DESC LIMIT 1",
-                (run_id, tag_id, rep),
-            )
-            if last:
-                next_steps[name] = last[0][0] + 1
+        next_steps = {name: last + 1 for name, last in tags}
         return ResumePoint(rep, start, next_steps)
 
     def _delete_run(self, run_id: int) -> None:

@@ -82,6 +82,19 @@ Conventions every reader relies on:
   object is kept once, in `environment_contents` (`sha256`: the hex sha256 of its UTF-8 JSON text,
   `content`: that text), and `environments` holds the run's `sha256` (store/environments.py);
   a text stays when the last run linking to it is deleted;
+- `scalar_blocks` (v14; it replaces v1's `scalars`, one row per point, and v2's `scalar_blocks`,
+  a min/max of every 256 steps) holds each scalar series (run_id, tag_id, rep) as blocks of points,
+  keyed by their `first_step`. The blocks of a series never overlap: `first_step` <=
+  `last_step` < the next block's `first_step`, and inside a block the steps strictly increase, so a
+  series read in `first_step` order is its points in step order, one per step (a step logged
+  again replaced its point in the block that holds it: the last value wins). `n` is the block's
+  number of points (at most `BLOCK_POINTS`, but blocks that absorbed out-of-order steps may hold
+  up to twice that); `lowest`/`highest` its MIN/MAX value with NaN skipped (NULL when all are
+  NaN); `first_value`/`last_value` the values at `first_step`/`last_step` (NULL for
+  NaN). The points are in `step_data`, `walltime_data` (int64 deltas, zlib'd), `value_data`
+  (float64, little-endian, NaN and infinities exact) and `epoch_data` (NULL when no point has an
+  epoch): store/block_codec.py. Walltimes are `walltime_ms` as for other records. The last block
+  of a series a process writes is rewritten in place as it grows (store/open_blocks.py);
 - `texts.markdown` (v8) is 1 when the text was logged with `markdown=True` (rendered, then
   sanitised, by the dashboard), else 0;
 - `artifacts` (v9) lists the files kept with a run (`tallyboard/store/artifacts.py`): `name` is unique
@@ -103,7 +116,7 @@ Conventions every reader relies on:
   (`on_duplicate="new"`), NULL for a first run. Both are added in Python (migrations.run_end_and_reruns).
 """
 
-SCHEMA_VERSION = 13
+SCHEMA_VERSION = 14
 UNIQUE_KEY_PREFIX = 256
 BLOCK_BITS = 8
 BLOCK_STEPS = 1 << BLOCK_BITS  # steps per row of scalar_blocks (why 256: docs/dashboard.md)
@@ -368,6 +381,33 @@ ALTER TABLE environments_v12 RENAME TO environments"""
 # v13: how a run failed, and which run it runs again (columns of `runs`, added in Python:
 # migrations.run_end_and_reruns).
 RUN_END_AND_RERUNS_STEP = 12  # the version it upgrades from (renumber here only)
+
+# v14: scalars as blocks of points (store/block_codec.py). The table is built from `scalars` in
+# Python (migrations.scalars_as_blocks), then takes the old summaries' name.
+BLOCKS_STEP = 13  # the version it upgrades from
+BLOCK_POINTS = 1024  # points per block the writer fills before it starts the next one
+SCALAR_BLOCKS_V14 = """
+CREATE TABLE {table} (
+    run_id        BIGINT NOT NULL,
+    tag_id        INTEGER NOT NULL,
+    rep           INTEGER NOT NULL,
+    first_step    BIGINT NOT NULL,
+    last_step     BIGINT NOT NULL,
+    n             INTEGER NOT NULL,
+    lowest        DOUBLE PRECISION,
+    highest       DOUBLE PRECISION,
+    first_value   DOUBLE PRECISION,
+    last_value    DOUBLE PRECISION,
+    step_data     {blob} NOT NULL,
+    walltime_data {blob} NOT NULL,
+    value_data    {blob} NOT NULL,
+    epoch_data    {blob},
+    PRIMARY KEY (run_id, tag_id, rep, first_step)
+)"""
+BLOCKS_SWAP = """
+DROP TABLE scalar_blocks;
+DROP TABLE scalars;
+ALTER TABLE scalar_blocks_v14 RENAME TO scalar_blocks"""
 
 # MIGRATIONS[n] upgrades a store at version n to n + 1. Version 1 is the first released schema.
 MIGRATIONS: dict[int, str] = {

@@ -1,10 +1,10 @@
 """Reading logged series in bulk, for the query API (tallyboard/query.py): SQL only, named records out.
 
-Why pages per series: a series is one range of the `scalars` primary key, so "the next
-`chunk_rows` points after step s" is one index range scan on both engines (keyset pagination,
-like store/copy.py), and a query of ten million points never has more than one page of raw row
-tuples in memory. A page never spans two series, so its run, tag and repetition are stated once
-and its points come as columns (`SeriesChunk`), ready to become typed arrays.
+Why pages per series: a series is one range of `scalar_blocks` keys, read a page of blocks at a
+time (store/block_reads.py), so a query of ten million points never has more than a chunk of
+points and a page of blocks in memory. A chunk never spans two series, so its run, tag and
+repetition are stated once and its points come as columns (`SeriesChunk`), ready to become typed
+arrays.
 """
 
 from __future__ import annotations
@@ -13,11 +13,12 @@ import math
 from collections.abc import Iterator, Sequence
 from typing import Any, NamedTuple
 
+from tallyboard.store import block_reads
 from tallyboard.store.base import Store
+from tallyboard.store.block_codec import Points, unpack
 from tallyboard.values import check_text
 
 DEFAULT_CHUNK_ROWS = 100_000
-_POINT = "SELECT step, epoch, walltime_ms, value FROM scalars WHERE run_id = ? AND tag_id = ? AND rep = ?"
 
 
 class SeriesKey(NamedTuple):
@@ -69,7 +70,7 @@ def series_keys(
     store: Store, run_ids: Sequence[int], tags: Sequence[str] | None = None, reps: Sequence[int] | None = None
 ) -> list[SeriesKey]:
     """The series of these runs (of these tags and repetitions; None = all), ordered by run, tag
-    name and repetition. Read from `scalar_blocks`, which has a row per 256 points, not per point."""
+    name and repetition. Read from `scalar_blocks`, which has a row per block of points, not per point."""
     if not run_ids or tags == [] or reps == []:
         return []
     sql = (
@@ -88,28 +89,54 @@ def series_keys(
     return [SeriesKey(*row) for row in rows]
 
 
-def _chunk(key: SeriesKey, rows: list[tuple[Any, ...]]) -> SeriesChunk:
-    steps, epochs, walltimes_ms, values = zip(*rows, strict=True)
-    return SeriesChunk(
-        key.run_id,
-        key.tag,
-        key.rep,
-        steps,
-        epochs,
-        [ms / 1000 for ms in walltimes_ms],
-        [math.nan if value is None else value for value in values],
-    )
+class _Columns:
+    """Points gathered into a chunk's columns."""
+
+    def __init__(self) -> None:
+        self.steps: list[int] = []
+        self.epochs: list[int | None] = []
+        self.walltimes_ms: list[int] = []
+        self.values: list[float] = []
+
+    def __len__(self) -> int:
+        return len(self.steps)
+
+    def append(self, point: tuple[Any, ...]) -> None:
+        step, epoch, walltime_ms, value = point
+        self.steps.append(step)
+        self.epochs.append(epoch)
+        self.walltimes_ms.append(walltime_ms)
+        self.values.append(value)
+
+    def extend(self, points: Points) -> None:
+        self.steps += points.steps
+        self.epochs += points.epochs
+        self.walltimes_ms += points.walltimes_ms
+        self.values += points.values
+
+    def take(self, key: SeriesKey, count: int) -> SeriesChunk:
+        """The first `count` points as a chunk of `key`, taken out."""
+        chunk = SeriesChunk(
+            key.run_id,
+            key.tag,
+            key.rep,
+            self.steps[:count],
+            self.epochs[:count],
+            [ms / 1000 for ms in self.walltimes_ms[:count]],
+            self.values[:count],
+        )
+        for column in (self.steps, self.epochs, self.walltimes_ms, self.values):
+            del column[:count]
+        return chunk
 
 
-def _range(step_range: tuple[int | None, int | None] | None) -> tuple[str, list[int]]:
-    """SQL and parameters for an inclusive step range (None = open)."""
+def _range(step_range: tuple[int | None, int | None] | None) -> tuple[int | None, int | None]:
     low, high = step_range if step_range is not None else (None, None)
-    sql, params = "", list[int]()
-    if low is not None:
-        sql, params = sql + " AND step >= ?", [*params, int(low)]
-    if high is not None:
-        sql, params = sql + " AND step <= ?", [*params, int(high)]
-    return sql, params
+    return (None if low is None else int(low)), (None if high is None else int(high))
+
+
+def _read(store: Store) -> block_reads.Read:
+    return lambda sql, params: _select(store, sql, params)
 
 
 def iter_chunks(
@@ -123,64 +150,87 @@ def iter_chunks(
     = n, a longer series is cut into n equal step buckets and each gives its last point."""
     if chunk_rows < 1:
         raise ValueError(f"chunk_rows must be 1 or more, got {chunk_rows}")
-    in_range, range_params = _range(step_range)
+    if downsample is not None and downsample < 1:
+        raise ValueError(f"downsample must be 1 or more, got {downsample}")
+    lo, hi = _range(step_range)
     for key in keys:
         where = (key.run_id, key.tag_id, key.rep)
         if downsample is not None:
-            rows = _downsampled(store, where, in_range, range_params, downsample)
-            for start in range(0, len(rows), chunk_rows):
-                yield _chunk(key, rows[start : start + chunk_rows])
+            columns = _downsampled(store, where, lo, hi, downsample)
+            while len(columns):
+                yield columns.take(key, chunk_rows)
             continue
-        page = f" ORDER BY step LIMIT {int(chunk_rows)}"
-        rows = _select(store, _POINT + in_range + page, (*where, *range_params))
-        while rows:
-            last_step = rows[-1][0]
-            done = len(rows) < chunk_rows
-            yield _chunk(key, rows)
-            if done:
-                break
-            rows = []  # let the page go before the next one is read
-            rows = _select(
-                store, _POINT + in_range + " AND step > ?" + page, (*where, *range_params, last_step)
-            )
+        columns = _Columns()
+        for points in block_reads.blocks(_read(store), where, lo, hi):
+            columns.extend(points)
+            while len(columns) >= chunk_rows:
+                yield columns.take(key, chunk_rows)
+        if len(columns):
+            yield columns.take(key, len(columns))
 
 
 def _downsampled(
-    store: Store, where: tuple[int, int, int], in_range: str, range_params: list[int], buckets: int
-) -> list[tuple[Any, ...]]:
-    if buckets < 1:
-        raise ValueError(f"downsample must be 1 or more, got {buckets}")
-    bounds = "SELECT MIN(step), MAX(step), COUNT(*) FROM scalars WHERE run_id = ? AND tag_id = ? AND rep = ?"
-    first, last, count = _select(store, bounds + in_range, (*where, *range_params))[0]
-    if count <= buckets:
-        return _select(store, _POINT + in_range + " ORDER BY step", (*where, *range_params))
-    width = -(-(last - first + 1) // buckets)  # ceil: the buckets cover [first, last]
-    # Trusted ints inlined: integer division on both engines, whatever type a parameter would get.
-    last_of_bucket = (
-        "SELECT MAX(step) FROM scalars WHERE run_id = ? AND tag_id = ? AND rep = ?"
-        f"{in_range} GROUP BY (step - {int(first)}) / {int(width)}"
-    )
-    sql = f"{_POINT} AND step IN ({last_of_bucket}) ORDER BY step"
-    return _select(store, sql, (*where, *where, *range_params))
+    store: Store, where: tuple[int, int, int], lo: int | None, hi: int | None, buckets: int
+) -> _Columns:
+    """The last point of each of `buckets` equal step buckets over the series' points in [lo, hi]
+    (every point when there are no more than `buckets`): two passes over the blocks, so memory
+    holds one page of blocks and the answer."""
+    first = last = None
+    count = 0
+    for points in block_reads.blocks(_read(store), where, lo, hi):
+        first = points.steps[0] if first is None else first
+        last = points.steps[-1]
+        count += len(points.steps)
+    out = _Columns()
+    if first is None or last is None:
+        return out
+    width = 1 if count <= buckets else -(-(last - first + 1) // buckets)  # ceil: covers [first, last]
+    pending: tuple[Any, ...] | None = None
+    for points in block_reads.blocks(_read(store), where, lo, hi):
+        for point in zip(*points, strict=True):
+            if pending is not None and (point[0] - first) // width != (pending[0] - first) // width:
+                out.append(pending)
+            pending = point
+    if pending is not None:
+        out.append(pending)
+    return out
 
 
 def summaries(store: Store, keys: Sequence[SeriesKey], last_n: int) -> list[SeriesSummary]:
-    """A `SeriesSummary` per series, each computed by the database from an index seek to the
-    series' end (its last `last_n` points), so the cost does not grow with the series' length."""
+    """A `SeriesSummary` per series from its last blocks, read from the end until they hold
+    `last_n` points, so the cost does not grow with the series' length."""
     if last_n < 1:
         raise ValueError(f"last_n must be 1 or more, got {last_n}")
-    key_sql = "run_id = ? AND tag_id = ? AND rep = ?"
     sql = (
-        "SELECT COUNT(*), MAX(tail.step), MIN(tail.value), MAX(tail.value), AVG(tail.value),"
-        f" (SELECT value FROM scalars WHERE {key_sql} ORDER BY step DESC LIMIT 1)"
-        f" FROM (SELECT step, value FROM scalars WHERE {key_sql} ORDER BY step DESC LIMIT {int(last_n)}) tail"
+        f"SELECT first_step, {block_reads.DATA} FROM scalar_blocks WHERE {block_reads.KEY}"
+        " AND first_step < ? ORDER BY first_step DESC LIMIT 8"
     )
     out = []
     for key in keys:
         where = (key.run_id, key.tag_id, key.rep)
-        points, last_step, low, high, mean, last = _select(store, sql, where * 2)[0]
-        figures = map(_nan, (last, low, high, mean))
-        out.append(SeriesSummary(key.run_id, key.tag, key.rep, points, last_step, *figures))
+        tail: list[float] = []
+        last_step, before = None, 2**63 - 1
+        while len(tail) < last_n:
+            page = _select(store, sql, (*where, before))
+            for _, *data in page:
+                points = unpack(*data)
+                last_step = points.steps[-1] if last_step is None else last_step
+                tail[:0] = points.values[-(last_n - len(tail)) :]
+                if len(tail) >= last_n:
+                    break
+            if len(page) < 8:
+                break
+            before = page[-1][0]
+        if last_step is None:
+            continue
+        finite = [value for value in tail if value == value]
+        figures = (
+            tail[-1],
+            min(finite, default=math.nan),
+            max(finite, default=math.nan),
+            math.fsum(finite) / len(finite) if finite else math.nan,
+        )
+        out.append(SeriesSummary(key.run_id, key.tag, key.rep, len(tail), last_step, *figures))
     return out
 
 

@@ -45,7 +45,8 @@ from tallyboard.store.location import (
     describe_sqlite_path,
     describe_sqlite_tables,
 )
-from tallyboard.store.migrations import ensure_schema
+from tallyboard.store.migrations import OLDER_BLOCKS, ensure_schema, read_older_scalars_as_blocks
+from tallyboard.store.schema import BLOCKS_STEP
 from tallyboard.store.sqlite_damage import check_when_small, damaged, is_damage
 
 T = TypeVar("T")
@@ -172,6 +173,8 @@ class SqliteStore(Store):
             _writers.add(self)
         try:
             self._opened(found, access, unique_columns)
+            if found.version is not None and found.version < BLOCKS_STEP + 1:  # read as blocks till migrated
+                self.atomic(lambda: read_older_scalars_as_blocks(self), durable=False)
         except BaseException:  # the schema could not be created: nobody will close the connection
             _writers.remove(self)
             self._conn.close()
@@ -212,6 +215,8 @@ class SqliteStore(Store):
             self._watched = os.path.abspath(self.path), (stat.st_dev, stat.st_ino)
 
     def _prepare_schema(self, unique_columns: tuple[str, ...]) -> None:
+        if self.schema_version is not None and self.schema_version <= BLOCKS_STEP:
+            self.execute(f"DROP TABLE IF EXISTS {OLDER_BLOCKS}")  # the real blocks come now
         if self.schema_version is None:  # a new table: WAL, so readers never block the writer
             self._retry(lambda: self._connection().execute("PRAGMA journal_mode=WAL"))
             if self.path != MEMORY:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tallyboard.store.block_codec import BLOCK_COLUMNS
 from tallyboard.store.indexed_values import TYPED_COLUMNS
 from tallyboard.store.records import (
     ArtifactRow,
@@ -34,6 +35,7 @@ from tallyboard.store.records import (
     RunUpdate,
 )
 from tallyboard.store.run_fields import RUN_FIELDS
+from tallyboard.store.schema import BLOCKS_STEP
 
 # What a row of a table crosses the store's boundary as (`Table.record`).
 Record = QueuedRecord | ArtifactRow | Quarantined | Column
@@ -44,7 +46,7 @@ class Table:
     """One table of the schema.
 
     key: the primary key's columns, in its order; columns: the others (a copy carries them all).
-    parent: the table its rows hang off ('runs': a run's own; 'scalars': a series'), None for the
+    parent: the table its rows hang off ('runs': a run's own; 'scalar_blocks': a series'), None for the
       tables of the whole result table. A table whose parents lead to `runs` goes with its run.
     since: the schema version that added the table.
     numbered: the key is one number the database assigns (`{pk}` in schema.py).
@@ -106,15 +108,16 @@ TABLES: tuple[Table, ...] = (
         record=QueuedValue,
     ),
     Table("columns", ("name",), ("kind", "alias", "position"), record=Column),
+    # A series' points as blocks (schema v14, store/block_codec.py): the `Batch` rows of
+    # `scalars` become these rows (store/open_blocks.py).
     Table(
-        "scalars",
-        ("run_id", "tag_id", "rep", "step"),
-        ("epoch", "walltime_ms", "value"),
+        "scalar_blocks",
+        ("run_id", "tag_id", "rep", "first_step"),
+        BLOCK_COLUMNS,
         "runs",
+        since=BLOCKS_STEP + 1,
         batch_field="scalars",
     ),
-    # Rebuilt from `scalars` in the transaction that writes them (store/writes.py).
-    Table("scalar_blocks", ("run_id", "tag_id", "rep", "block"), ("lowest", "highest"), "scalars", since=2),
     Table(
         "media",
         ("media_id",),
@@ -157,7 +160,7 @@ TABLES: tuple[Table, ...] = (
         "scalar_events",
         ("run_id", "tag_id", "rep", "seq"),
         ("step", "epoch", "walltime_ms", "value"),
-        "scalars",
+        "scalar_blocks",
         since=5,
         import_field="scalar_events",
     ),
