@@ -83,7 +83,7 @@ def _squeezed(data: bytes, squeeze: bool, absolute: bool = False) -> bytes:
 
 def unsqueezed(data: bytes) -> bytes:
     """The int64 bytes of an integer column (its first byte says how they are stored)."""
-    return zlib.decompress(data[1:]) if data[:1] in b"zZ" else bytes(data[1:])
+    return zlib.decompress(data[1:]) if data[:1] in (b"z", b"Z") else bytes(data[1:])
 
 
 def pack_deltas(numbers: Sequence[int], squeeze: bool = True) -> bytes:
@@ -134,13 +134,15 @@ def pack(points: Points, squeeze: bool = True) -> tuple[int, Packed]:
     return steps[0], packed
 
 
+def unpack_epochs(epoch_data: bytes) -> list[int | None]:
+    """The epochs of a block that has an `epoch_data` column (None where a point has none)."""
+    return [None if e == NO_EPOCH else e for e in _int_array(unsqueezed(epoch_data))]
+
+
 def unpack(step_data: bytes, walltime_data: bytes, value_data: bytes, epoch_data: bytes | None) -> Points:
     """The points of a block from its four data columns."""
     steps = unpack_deltas(step_data)
-    if epoch_data is None:
-        epochs: list[int | None] = [None] * len(steps)
-    else:
-        epochs = [None if e == NO_EPOCH else e for e in _int_array(unsqueezed(epoch_data))]
+    epochs: list[int | None] = [None] * len(steps) if epoch_data is None else unpack_epochs(epoch_data)
     return Points(steps, epochs, unpack_deltas(walltime_data), unpack_values(value_data).tolist())
 
 
