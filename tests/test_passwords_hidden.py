@@ -351,7 +351,9 @@ def test_an_outage_and_its_end_are_told_without_the_password(
         spooled.new_run("while down", auto_log_plt=False).close()
         wait_for_record(logs, "could not ship to")
         monkeypatch.setattr(exit_paths, "_abandoned", False)  # what the test ends with, whatever comes
-        exit_paths._abandon_runs(signal.SIGTERM)  # a second signal: mark the runs failed, on a connection of its own
+        exit_paths._abandon_runs(
+            signal.SIGTERM
+        )  # a second signal: mark the runs failed, on a connection of its own
         monkeypatch.setattr(exit_paths, "_abandoned", False)  # the run goes on (undone in reverse order)
         assert any("could not mark the runs in" in record.getMessage() for record in logs.records)
 
