@@ -273,7 +273,9 @@ def test_a_diff_over_the_cap_keeps_whole_files_smallest_first_and_lists_the_othe
     (repo / "extra.py").write_text("new = True\n")  # untracked: in the diff, and under the cap too
     whole = git(repo, "diff")
     assert len(whole) > 500_000
-    state = git_state(repo, max_diff_bytes=100_000)
+    # a bound no loaded machine reaches: the timeout case (a run keeps no diff) is tested apart
+    state = git_state(repo, timeout_s=300, max_diff_bytes=100_000)
+    assert state.warning is None
     data = (repo / "data.txt").read_bytes()
     reason = left_out.past_the_cap(100_000)
     assert reason == "its changes are past the 100,000-byte cap on the stored git diff"
