@@ -20,7 +20,15 @@ import tallyboard as tb
 from store.schema_versions import downgrade
 from tallyboard.dashboard.downsample import Downsampler, grid
 from tallyboard.store import open_queries, open_store
-from tallyboard.store.block_codec import unpack
+from tallyboard.store.block_codec import (
+    Points,
+    last_epoch,
+    last_of_deltas,
+    pack_deltas,
+    unpack,
+    unpack_deltas,
+)
+from tallyboard.store.block_codec import pack as pack_block
 from tallyboard.store.dashboard_reads import DashboardQueries, SeriesKey
 from tallyboard.store.points_view import materialise
 from tallyboard.store.schema import BLOCK_STEPS, SCHEMA_VERSION
@@ -144,6 +152,21 @@ def test_out_of_order_sparse_and_repeated_steps_read_back_in_step_order(db_url):
     finally:
         store.close()
     table.close()
+
+
+@pytest.mark.parametrize("squeeze", [True, False])
+@pytest.mark.parametrize(
+    "numbers",
+    [[5], [0, 3, 3, 10**15], [2**62, -(2**62), 2**63 - 1], [-(2**63), 1]],  # the last two: stored as they are
+)
+def test_the_last_number_of_a_column_is_read_without_the_list(numbers, squeeze):
+    assert last_of_deltas(pack_deltas(numbers, squeeze)) == unpack_deltas(pack_deltas(numbers, squeeze))[-1]
+    for epochs in ([None] * (len(numbers) - 1) + [7], [7] * (len(numbers) - 1) + [None]):
+        _, packed = pack_block(
+            Points(list(range(len(numbers))), epochs, numbers, [0.0] * len(numbers)), squeeze
+        )
+        if packed.epoch_data is not None:
+            assert last_epoch(packed.epoch_data) == epochs[-1]
 
 
 @pytest.mark.parametrize(

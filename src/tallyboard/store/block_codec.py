@@ -139,6 +139,19 @@ def unpack_epochs(epoch_data: bytes) -> list[int | None]:
     return [None if e == NO_EPOCH else e for e in _int_array(unsqueezed(epoch_data))]
 
 
+def last_of_deltas(data: bytes) -> int:
+    """The last number of a `pack_deltas` column, without the list of them all: a chart bucket
+    made of whole blocks needs only its last point's walltime (the sum of the deltas, at C speed)."""
+    numbers = _int_array(unsqueezed(data))
+    return numbers[-1] if data[:1].isupper() else sum(numbers)
+
+
+def last_epoch(epoch_data: bytes) -> int | None:
+    """The epoch of a block's last point (as `unpack_epochs(epoch_data)[-1]`, without the list)."""
+    epoch = _int_array(unsqueezed(epoch_data))[-1]
+    return None if epoch == NO_EPOCH else epoch
+
+
 def unpack(step_data: bytes, walltime_data: bytes, value_data: bytes, epoch_data: bytes | None) -> Points:
     """The points of a block from its four data columns."""
     steps = unpack_deltas(step_data)

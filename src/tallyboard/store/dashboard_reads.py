@@ -28,7 +28,7 @@ from tallyboard.filter import Node
 from tallyboard.store import alert_content, block_reads
 from tallyboard.store import environments as environment_rows
 from tallyboard.store import histograms as histogram_rows
-from tallyboard.store.block_codec import unpack, unpack_deltas, unpack_epochs, unpack_values, value_or_none
+from tallyboard.store.block_codec import last_epoch, last_of_deltas, unpack, unpack_values, value_or_none
 from tallyboard.store.block_reads import DATA, FROM_STEP, KEY
 from tallyboard.store.logged import artifacts_query, console_query
 from tallyboard.store.records import ArtifactRow, Column, ConsoleLine
@@ -517,8 +517,8 @@ class DashboardQueries:
         tails = self._each(_BLOCK_TAIL, [(*ids, bucket.last_block) for ids, bucket in whole])
         for (_, bucket), (walltimes, epochs) in zip(whole, tails, strict=True):
             step, _, _, value = bucket.last  # type: ignore[misc]
-            epoch = None if epochs is None else unpack_epochs(epochs)[-1]
-            bucket.last = (step, epoch, unpack_deltas(walltimes)[-1], value)
+            epoch = None if epochs is None else last_epoch(epochs)
+            bucket.last = (step, epoch, last_of_deltas(walltimes), value)
         return {key: _bucket_rows(gathered[(key.run_id, key.tag_id, key.rep)]) for key in keys}
 
     def stream_points(self, key: SeriesKey, batch: int = 5000) -> Iterator[tuple[Any, ...]]:
