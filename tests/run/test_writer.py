@@ -360,7 +360,7 @@ def test_a_series_outgrowing_the_queue_waits_for_a_commit_and_loses_nothing(run)
     run._sink.max_queue_bytes = int(10 * sink_module.ROW_BYTES / sink_module.SCALAR_SHARE) + 1  # 10 rows
     for step in range(95):
         run.add_scalar("x", float(step))
-    assert len(run._series["x"].rows) < 10  # the writer thread committed along the way
+    assert len(run._series["x"]) < 10  # the writer thread committed along the way
     assert [step for _, step, _ in values(run, "x")] == list(range(95))
 
 
