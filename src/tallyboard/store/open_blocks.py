@@ -157,7 +157,10 @@ def _after_last(last: int | None, step: int) -> bool:
 def _increasing(steps: array[int]) -> bool:
     """Whether `steps` strictly increase; consecutive steps (a training loop's) told by one compare."""
     first, count = steps[0], len(steps)
-    if steps[-1] - first == count - 1 and steps == array("q", range(first, first + count)):
+    if (
+        steps[-1] - first == count - 1
+        and steps.tobytes() == array("q", range(first, first + count)).tobytes()
+    ):
         return True
     return all(map(lt, steps, islice(steps, 1, None)))
 
