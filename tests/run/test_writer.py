@@ -440,3 +440,11 @@ def test_a_point_half_appended_when_an_exception_strikes_is_dropped_and_the_colu
     assert len(series.steps) == len(series.walltimes) == len(series.values)
     run.add_scalar("x", 3.0, step=2)
     assert values(run, "x") == [(0, 0, 1.0), (0, 2, 3.0)]
+
+
+def test_a_step_beyond_int64_is_refused_before_anything_is_queued_or_counted(run):
+    run.add_scalar("x", 1.0)
+    with pytest.raises(ValueError, match="64-bit"):
+        run.add_scalar("x", 2.0, step=2**63)
+    run.add_scalar("x", 3.0)  # the refused call took no auto step
+    assert values(run, "x") == [(0, 0, 1.0), (0, 1, 3.0)]

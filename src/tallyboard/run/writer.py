@@ -152,7 +152,7 @@ class LogWriter(AlertCalls):
         calls = series.calls
         if step is None:
             step = calls
-        elif type(step) is not int or not INT64_MIN <= step <= INT64_MAX:
+        elif type(step) is not int:  # an int beyond int64 is refused by its column's append, below
             step = to_int(f"add_scalar({tag!r}) step", step)
         if epoch is not None:
             if type(epoch) is not int or not INT64_MIN <= epoch <= INT64_MAX:
@@ -160,8 +160,9 @@ class LogWriter(AlertCalls):
             if series.epochs is None:  # the series' first epoch: its column from now on
                 self._sink.add_epochs(series)
         walltime = _clock() - self._rep_start if walltime is None else to_walltime(tag, walltime)
-        series.calls = calls + 1
         if self._keep_each != 1 and calls % self._keep_each:
+            to_int(f"add_scalar({tag!r}) step", step)  # checked as a kept call's is
+            series.calls = calls + 1
             return None
         values = series.values
         try:  # free unless raised; values last: the sink counts them (store/records.ScalarColumns)
@@ -170,9 +171,12 @@ class LogWriter(AlertCalls):
             if (epochs := series.epochs) is not None:
                 epochs.append(NO_EPOCH if epoch is None else epoch)
             values.append(scalar_value)
-        except BaseException:  # a signal's exception between two appends: no half point stays
+        except BaseException as error:  # a signal's exception between two appends: no half point stays
             self._sink.realign(series)
+            if isinstance(error, OverflowError):  # the step's append, the first: nothing was appended
+                to_int(f"add_scalar({tag!r}) step", step)
             raise
+        series.calls = calls + 1
         if (watch := series.watch) is not None:  # rules watch the tag (run/alerting.py takes it there)
             watch.append((self._rep, step, epoch, walltime, scalar_value))
         if len(values) >= series.limit:  # room from the sink, or its back-pressure (see sink.SeriesQueue)
