@@ -8,22 +8,23 @@ import pytest
 from tallyboard.run.sink import MIN_BUDGET_ROWS, SeriesQueue, Sink
 from tallyboard.run.writer import LogWriter
 from tallyboard.store import open_store
+from tallyboard.store.records import ScalarColumns
 
 
 class CountedQueue(SeriesQueue):
-    """A series that counts every look at its rows or its limit, whoever looks (sink or producer)."""
+    """A series that counts every look at its values or its limit, whoever looks (sink or producer)."""
 
     __slots__ = ()
     looks = 0
 
     @property
-    def rows(self):
+    def values(self):
         CountedQueue.looks += 1
-        return SeriesQueue.rows.__get__(self)
+        return ScalarColumns.values.__get__(self)
 
-    @rows.setter
-    def rows(self, value):
-        SeriesQueue.rows.__set__(self, value)
+    @values.setter
+    def values(self, value):
+        ScalarColumns.values.__set__(self, value)
 
     @property
     def limit(self):
@@ -61,9 +62,11 @@ def log_new_tags(store, count):
     CountedQueue.looks = 0
     for index in range(count):
         queue = sink.track(CountedQueue(store.run_id, f"param/{index:06d}"))
-        rows = queue.rows
-        rows.append((0, 0, None, 0.0, float(index)))
-        if len(rows) >= queue.limit:
+        values = queue.values
+        queue.steps.append(0)  # as `LogWriter.add_scalar` appends its columns, values last
+        queue.walltimes.append(0.0)
+        values.append(float(index))
+        if len(values) >= queue.limit:
             sink.wait_for_room(queue)
     sink.flush()
     looks = CountedQueue.looks / count

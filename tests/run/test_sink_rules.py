@@ -89,19 +89,19 @@ def test_a_new_series_is_granted_its_pace_then_as_much_again_each_time_it_is_ful
     sink = make_sink(store, clock)
     queue = sink.track(SeriesQueue(store.run_id, "loss"))
     assert queue.limit == 0  # its first row asks for room
-    queue.rows.append(row(0))
+    queue.append(row(0))
     sink.wait_for_room(queue)
     assert queue.limit == 2  # the one row it holds, plus its pace of 1
-    queue.rows.append(row(1))
+    queue.append(row(1))
     sink.wait_for_room(queue)
     assert queue.limit == 4
     for step in range(2, 4):
-        queue.rows.append(row(step))
+        queue.append(row(step))
     sink.wait_for_room(queue)
     assert queue.limit == 8
     assert sink.turn() == 4
     assert (queue.limit, queue.pace) == (0, 4)  # the take found 4 rows: its pace from now on
-    queue.rows.append(row(4))
+    queue.append(row(4))
     sink.wait_for_room(queue)
     assert queue.limit == 5
     sink.stop()
@@ -113,10 +113,10 @@ def test_a_series_that_spends_the_budget_waits_for_the_take_and_loses_nothing(st
     budget = sink._budget_rows()
     assert budget == max(sink_module.MIN_BUDGET_ROWS, int(sink_module.FIRST_RATE * sink_module.COMMIT_BUDGET))
     queue = sink.track(SeriesQueue(store.run_id, "loss"))
-    queue.rows.extend(row(step) for step in range(budget - 1))
+    queue.extend(row(step) for step in range(budget - 1))
     sink.wait_for_room(queue)  # one row of budget left: granted at once
     assert queue.limit == budget
-    queue.rows.append(row(budget - 1))
+    queue.append(row(budget - 1))
     waiting = Waiting(sink, lambda: sink.wait_for_room(queue))
     assert waiting.held()
     assert sink.turn() == budget
@@ -126,8 +126,8 @@ def test_a_series_that_spends_the_budget_waits_for_the_take_and_loses_nothing(st
 
 
 def test_the_budget_is_bounded_by_the_queue_bytes_too(store, clock):
-    small = make_sink(store, clock, max_queue_bytes=2**20)
-    assert small._budget_rows() == int(2**20 * sink_module.SCALAR_SHARE / sink_module.ROW_BYTES)
+    small = make_sink(store, clock, max_queue_bytes=2**18)
+    assert small._budget_rows() == int(2**18 * sink_module.SCALAR_SHARE / sink_module.ROW_BYTES)
     tiny = make_sink(store, clock, max_queue_bytes=100)
     assert tiny._budget_rows() == 1  # never 0: a series can always make progress
 
@@ -249,7 +249,7 @@ def test_an_unwritable_database_is_given_up_on_after_its_period_of_failed_writes
     verdicts = iter(["read-only", "read-only", None, "read-only", "read-only", "read-only"])
     monkeypatch.setattr(sink.store, "unwritable", lambda failed: next(verdicts) if failed else None)
     queue = sink.track(SeriesQueue(store.run_id, "loss"))
-    queue.rows.append(row(0))
+    queue.append(row(0))
     sink.wait_for_room(queue)
     for advance in (0.0, 4.0, 1.0):  # writable again at 5 s: the count starts over
         clock.now += advance

@@ -2,6 +2,7 @@
 
 import decimal
 import math
+from array import array
 
 import numpy as np
 import pytest
@@ -360,7 +361,7 @@ def test_a_series_outgrowing_the_queue_waits_for_a_commit_and_loses_nothing(run)
     run._sink.max_queue_bytes = int(10 * sink_module.ROW_BYTES / sink_module.SCALAR_SHARE) + 1  # 10 rows
     for step in range(95):
         run.add_scalar("x", float(step))
-    assert len(run._series["x"].rows) < 10  # the writer thread committed along the way
+    assert len(run._series["x"]) < 10  # the writer thread committed along the way
     assert [step for _, step, _ in values(run, "x")] == list(range(95))
 
 
@@ -392,3 +393,58 @@ def test_a_loaded_run_refuses_every_logging_call_a_writer_has(table, run):
             getattr(loaded, name)("x")
     with pytest.raises(AttributeError):
         loaded.no_such_method  # noqa: B018
+
+
+def test_a_step_logged_again_among_the_queued_columns_keeps_its_last_value(run):
+    """The columns a take hands over hold both points of step 3; the store keeps the later one."""
+    for step, value in ((0, 1.0), (1, 2.0), (2, 3.0), (3, 4.0), (3, 40.0), (4, 5.0), (1, 20.0)):
+        run.add_scalar("x", value, step=step)
+    assert values(run, "x") == [(0, 0, 1.0), (0, 1, 20.0), (0, 2, 3.0), (0, 3, 40.0), (0, 4, 5.0)]
+
+
+def test_nan_and_infinities_come_back_exactly_and_sparse_epochs_stay_where_logged(run):
+    run.add_scalar("x", 1.0, step=0)
+    run.add_scalar("x", math.nan, step=1, epoch=7)  # the series' first epoch: its column starts here
+    run.add_scalar("x", math.inf, step=2)
+    run.add_scalar("x", -math.inf, step=3, epoch=8)
+    run.flush()
+    got = run.get_scalar("x")
+    assert [s.epoch for s in got] == [None, 7, None, 8]
+    assert got[0].value == 1.0 and math.isnan(got[1].value)
+    assert [s.value for s in got[2:]] == [math.inf, -math.inf]
+
+
+def test_a_new_repetition_starts_new_columns_and_queued_points_keep_their_repetition(run):
+    run.add_scalar("x", 1.0)
+    run.add_scalar("x", 2.0)
+    run.new_repetition()  # before any commit: rep 0's columns are still queued
+    run.add_scalar("x", 3.0)
+    assert values(run, "x") == [(0, 0, 1.0), (0, 1, 2.0), (1, 0, 3.0)]
+    assert run.global_step == {"x": 1}
+
+
+def test_a_point_half_appended_when_an_exception_strikes_is_dropped_and_the_columns_stay_aligned(run):
+    """An exception between two columns' appends (a signal's, say) leaves no orphan behind."""
+    run.add_scalar("x", 1.0, step=0)
+    series = run._series["x"]
+
+    class Interrupting(array):
+        def append(self, value):
+            raise KeyboardInterrupt
+
+    values_column = series.values
+    series.values = Interrupting("d", values_column)  # the step and walltime go in, then the value fails
+    with pytest.raises(KeyboardInterrupt):
+        run.add_scalar("x", 2.0, step=1)
+    series.values = values_column
+    assert len(series.steps) == len(series.walltimes) == len(series.values)
+    run.add_scalar("x", 3.0, step=2)
+    assert values(run, "x") == [(0, 0, 1.0), (0, 2, 3.0)]
+
+
+def test_a_step_beyond_int64_is_refused_before_anything_is_queued_or_counted(run):
+    run.add_scalar("x", 1.0)
+    with pytest.raises(ValueError, match="64-bit"):
+        run.add_scalar("x", 2.0, step=2**63)
+    run.add_scalar("x", 3.0)  # the refused call took no auto step
+    assert values(run, "x") == [(0, 0, 1.0), (0, 1, 3.0)]

@@ -1,11 +1,13 @@
 """The background writer: records logged in the training thread become rows committed by another.
 
 Why it is built this way:
-- The training thread must never wait on the database. `LogWriter.add_scalar` appends a plain tuple
-  to its series' list and compares the list's length with the series' `limit`; appending is atomic
-  under the GIL, so no lock is taken per call. The writer thread takes what is there with
-  `rows[:n]` and `del rows[:n]` (each also atomic), so a row appended meanwhile is simply left for
-  the next commit: nothing is ever lost or doubled.
+- The training thread must never wait on the database. `LogWriter.add_scalar` appends the point's
+  step, walltime and value to its series' `array` columns (store/records.py `ScalarColumns`, the
+  value last) and compares the values' length with the series' `limit`; each append is atomic
+  under the GIL, so no lock is taken per call. The writer thread counts the values, then takes
+  `column[:n]` and `del column[:n]` of each column (each also atomic), so a point appended
+  meanwhile is simply left for the next commit: nothing is ever lost or doubled. The store gets
+  whole columns (`tobytes`, deltas), never a point taken apart in Python.
 - One commit every `commit_interval` (0.5 s by default), one transaction per commit: SQLite's cost
   is per transaction, so batching is where the speed comes from.
 - The queue is bounded in time and in bytes, so that the loss window is a number that holds at any
@@ -45,6 +47,7 @@ import sys
 import threading
 import time
 import weakref
+from array import array
 from collections.abc import Callable
 from typing import Any
 
@@ -52,7 +55,7 @@ from tallyboard.errors import DatabaseUnwritable, NotDurableError
 from tallyboard.store import Batch, Store, open_store
 from tallyboard.store.location import Location, LocationLike
 from tallyboard.store.quarantine import describe, halves
-from tallyboard.store.records import QueuedRecord
+from tallyboard.store.records import NO_EPOCH, QueuedRecord, ScalarColumns
 from tallyboard.store.tables import BATCH_RECORDS
 
 log = logging.getLogger(__name__)
@@ -63,8 +66,9 @@ MAX_QUEUE_BYTES = 64 * 2**20
 # How the bound is shared: the scalars' queue and the batch being committed get SCALAR_SHARE each,
 # the other records' queue and batch RECORD_SHARE each (2 x (3/8 + 1/8) = all of it).
 SCALAR_SHARE, RECORD_SHARE = 3 / 8, 1 / 8
-# Memory of one queued scalar row: a 5-tuple, two floats and an int (168 B measured) plus margin.
-ROW_BYTES = 200
+# Memory of one queued scalar point: three 8-byte columns (four with epochs), arrays' over-allocation
+# of up to an eighth, the batch's slices of them, plus margin.
+ROW_BYTES = 48
 # Bytes one queued record costs besides its strings and bytes (the tuple, ints, the list slot).
 RECORD_BYTES = 400
 # Seconds of commit work the queue may hold when producers outrun the database: with commits
@@ -87,22 +91,22 @@ GIVE_UP_AFTER = 5.0
 IDLE_STOP = 5.0
 
 
-class SeriesQueue:
-    """The rows of one series (run, tag) waiting for the writer thread.
+class SeriesQueue(ScalarColumns):
+    """The points of one series (run, tag, rep) waiting for the writer thread.
 
-    The training thread appends to `rows` and compares `len(rows)` with `limit`, nothing more:
+    The training thread appends to the columns and compares `len(values)` with `limit`, nothing more:
     `limit` is the room the sink granted this series from the queue's budget, so the hot path never
     adds up the queue. At the limit it calls `Sink.wait_for_room`, which grants more or waits. A
     limit of 0 means the sink does not look at the series (new, or idle at the last take): its next
     row asks for room, and so joins the next take. `pace` is how many rows the last take found,
     the room the series is granted first after it."""
 
-    __slots__ = ("limit", "pace", "rows", "run_id", "tag")
+    __slots__ = ("limit", "pace", "run_id", "tag")
 
-    def __init__(self, run_id: int, tag: str) -> None:
+    def __init__(self, run_id: int, tag: str, rep: int = 0) -> None:
+        super().__init__(rep)
         self.run_id = run_id
         self.tag = tag
-        self.rows: list[Any] = []
         self.limit = 0
         self.pace = 1
 
@@ -179,15 +183,26 @@ class Sink:
         self._check_process()
         return queue
 
-    def series(self, run_id: int, tag: str) -> list[Any]:
-        """A new list that rows of one series are appended to without a limit: every take visits
-        it, so rows need no call to `wait_for_room` (for appenders that bound themselves)."""
+    def series(self, run_id: int, tag: str) -> SeriesQueue:
+        """New columns that rows of one series are appended to without a limit: every take visits
+        them, so rows need no call to `wait_for_room` (for appenders that bound themselves)."""
         self._check_process()
         queue = SeriesQueue(run_id, tag)
         queue.limit = UNLIMITED
         with self._cond:
             self._active.append(queue)
-        return queue.rows
+        return queue
+
+    def add_epochs(self, queue: SeriesQueue) -> None:
+        """Give `queue` its epoch column (its first point with an epoch), under the lock a take
+        holds, so that the column starts as long as the others and a take never sees it half made."""
+        with self._cond:
+            queue.epochs = array("q", [NO_EPOCH]) * len(queue.values)
+
+    def realign(self, queue: SeriesQueue) -> None:
+        """A point half appended to `queue` (see `ScalarColumns.realign`), dropped under the take's lock."""
+        with self._cond:
+            queue.realign()
 
     def put(self, kind: str, row: QueuedRecord, wait: bool = True) -> None:
         """Queue one record for the `Batch` list `kind` ('media', 'texts', 'hparams', 'run_updates', ...).
@@ -215,7 +230,7 @@ class Sink:
         self._check_process()
         self._raise_if_gave_up()
         with self._cond:
-            while queue is None or len(queue.rows) >= queue.limit:
+            while queue is None or len(queue.values) >= queue.limit:
                 if queue is not None and self._grant(queue):
                     return
                 self._wait_for_take()
@@ -227,7 +242,7 @@ class Sink:
         last take; whether it could. A series without a limit joins the next take here, granted
         its `pace`; one at its limit gets as much again, so it asks a few times per take, not per
         row. The rows it holds are counted in the budget whether or not more room is left."""
-        held, base = len(queue.rows), queue.limit
+        held, base = len(queue.values), queue.limit
         wanted = max(held + 1, 2 * base if base else held + queue.pace)
         limit = max(held, min(wanted, base + self._budget_rows() - self._granted))
         if limit and not base:
@@ -301,11 +316,11 @@ class Sink:
     def pending(self) -> int:
         """Records queued or in failed batches (an estimate, read without stopping the producers)."""
         resend = self._resend[:]
-        return sum(len(q.rows) for q in self._active[:]) + len(self._records) + sum(map(len, resend))
+        return sum(len(q.values) for q in self._active[:]) + len(self._records) + sum(map(len, resend))
 
     def queued_bytes(self) -> int:
         """Memory of what waits, by the estimates the budget uses: the queue and a failed batch."""
-        rows = sum(len(q.rows) for q in self._active[:])
+        rows = sum(len(q.values) for q in self._active[:])
         records = self._queued_bytes
         for batch in self._resend[:]:
             rows += sum(len(chunk) for _, _, chunk in batch.scalars)
@@ -340,13 +355,10 @@ class Sink:
                     self._active.append(queue)
                 else:  # before its rows are read: a row appended after that read asks for room
                     queue.limit = 0
-                rows = queue.rows
-                count = len(rows)
-                if count:
-                    chunk = rows[:count]
-                    del rows[:count]
+                if queue.values:
+                    chunk = queue.take()
                     batch.scalars.append((queue.run_id, queue.tag, chunk))
-                    queue.pace = count
+                    queue.pace = len(chunk)
             records, self._records, self._queued_bytes = self._records, [], 0  # put() appends under the lock
             self._taken += 1
             self._cond.notify_all()
@@ -406,7 +418,7 @@ class Sink:
             return False
         with _sinks_lock:
             idle = self._clock() - self._idle_since >= self.idle_stop
-            if self.users > 0 or not idle or self._records or any(q.rows for q in self._active):
+            if self.users > 0 or not idle or self._records or any(q.values for q in self._active):
                 return False
             if self.key is not None and _sinks.get(self.key) is self:
                 del _sinks[self.key]
@@ -563,7 +575,13 @@ class NullSink:
 
     def wait_for_room(self, queue: SeriesQueue | None = None) -> None:
         if queue is not None:
-            queue.rows.clear()
+            queue.take()
+
+    def add_epochs(self, queue: SeriesQueue) -> None:
+        queue.epochs = array("q", [NO_EPOCH]) * len(queue.values)
+
+    def realign(self, queue: SeriesQueue) -> None:
+        queue.realign()
 
     def flush(self, wait: float = 0.0) -> None:
         """Nothing was kept: nothing to wait for."""

@@ -1,11 +1,11 @@
 """LogWriter: the per-run API. It validates in the caller's thread and hands records to the sink.
 
 `add_scalar` is the hot path (called every training step), so it does the least that keeps the
-data right: one dict lookup for the series, a type check of the value, a clock read, and an append
-of a plain tuple to the series' list (see sink.py for why that needs no lock). Everything else --
-tag ids, SQL, transactions -- happens in the sink's thread, except changes to the run's own row
-(status, tag, note, colour, hparams, results): those are rare, and written at once so that this
-process sees them at once (see `_row_store`). A bad value raises `TypeError` before
+data right: one dict lookup for the series, a type check of the value and the step, a clock read,
+and an append to each of the series' `array` columns (see sink.py for why that needs no lock).
+Everything else -- tag ids, SQL, transactions -- happens in the sink's thread, except changes to
+the run's own row (status, tag, note, colour, hparams, results): those are rare, and written at
+once so that this process sees them at once (see `_row_store`). A bad value raises `TypeError` before
 anything is appended, so a failed call leaves no half-written record.
 """
 
@@ -23,6 +23,7 @@ from tallyboard.run.exit_paths import AT_EXIT, closed, end_run, opened
 from tallyboard.run.sink import NullSink, SeriesQueue, Sink
 from tallyboard.store import Location, Store
 from tallyboard.store.records import (
+    NO_EPOCH,
     QueuedRecord,
     QueuedRepetition,
     QueuedValue,
@@ -62,12 +63,13 @@ def let_go(sink: Sink, run_id: int) -> None:
 
 
 class _Series(SeriesQueue):
-    """The state of one tag in the current repetition; `rows` is drained by the sink."""
+    """The state of one tag in the current repetition; its columns are drained by the sink. A new
+    repetition starts new series (`new_repetition`): columns hold the points of one repetition."""
 
     __slots__ = ("calls", "watch")
 
-    def __init__(self, run_id: int, tag: str) -> None:
-        super().__init__(run_id, tag)
+    def __init__(self, run_id: int, tag: str, rep: int) -> None:
+        super().__init__(run_id, tag, rep)
         self.calls = 0
         self.watch: list[ScalarRow] | None = None  # run/alerting.py: the rows rules have yet to see
 
@@ -150,20 +152,34 @@ class LogWriter(AlertCalls):
         calls = series.calls
         if step is None:
             step = calls
-        elif type(step) is not int or not INT64_MIN <= step <= INT64_MAX:
+        elif type(step) is not int:  # an int beyond int64 is refused by its column's append, below
             step = to_int(f"add_scalar({tag!r}) step", step)
-        if epoch is not None and (type(epoch) is not int or not INT64_MIN <= epoch <= INT64_MAX):
-            epoch = to_int(f"add_scalar({tag!r}) epoch", epoch)
+        if epoch is not None:
+            if type(epoch) is not int or not INT64_MIN <= epoch <= INT64_MAX:
+                epoch = to_int(f"add_scalar({tag!r}) epoch", epoch)
+            if series.epochs is None:  # the series' first epoch: its column from now on
+                self._sink.add_epochs(series)
         walltime = _clock() - self._rep_start if walltime is None else to_walltime(tag, walltime)
-        series.calls = calls + 1
         if self._keep_each != 1 and calls % self._keep_each:
+            to_int(f"add_scalar({tag!r}) step", step)  # checked as a kept call's is
+            series.calls = calls + 1
             return None
-        rows = series.rows
-        row = (self._rep, step, epoch, walltime, None if scalar_value != scalar_value else scalar_value)
-        rows.append(row)
+        values = series.values
+        try:  # free unless raised; values last: the sink counts them (store/records.ScalarColumns)
+            series.steps.append(step)
+            series.walltimes.append(walltime)
+            if (epochs := series.epochs) is not None:
+                epochs.append(NO_EPOCH if epoch is None else epoch)
+            values.append(scalar_value)
+        except BaseException as error:  # a signal's exception between two appends: no half point stays
+            self._sink.realign(series)
+            if isinstance(error, OverflowError):  # the step's append, the first: nothing was appended
+                to_int(f"add_scalar({tag!r}) step", step)
+            raise
+        series.calls = calls + 1
         if (watch := series.watch) is not None:  # rules watch the tag (run/alerting.py takes it there)
-            watch.append(row)
-        if len(rows) >= series.limit:  # room from the sink, or its back-pressure (see sink.SeriesQueue)
+            watch.append((self._rep, step, epoch, walltime, scalar_value))
+        if len(values) >= series.limit:  # room from the sink, or its back-pressure (see sink.SeriesQueue)
             self._sink.wait_for_room(series)
         if flush:  # after: a series the sink does not look at yet joins the take by asking for room
             self.flush()
@@ -186,7 +202,7 @@ class LogWriter(AlertCalls):
         if not isinstance(tag, str) or not tag:
             raise TypeError(f"tag must be a non-empty string, got {tag!r}")
         check_key("add_scalar tag", tag)
-        series = self._series[tag] = _Series(self._run_id, tag)
+        series = self._series[tag] = _Series(self._run_id, tag, self._rep)
         series.watch = self._watch_of(tag)
         self._sink.track(series)
         return series
@@ -235,8 +251,9 @@ class LogWriter(AlertCalls):
             return self._refuse()
         self._rep += 1
         self._rep_start = _clock()
-        for series in self._series.values():
-            series.calls = 0
+        # New columns for the new repetition; the old ones asked the sink for room with their
+        # first point, so its next take drains them.
+        self._series = {}
         self._sink.put("repetitions", QueuedRepetition(self._run_id, self._rep, time.time()))
         return None
 

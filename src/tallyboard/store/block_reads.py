@@ -15,7 +15,8 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from tallyboard.store.block_codec import NO_EPOCH, Points, unpack, unsqueezed, value_or_none
+from tallyboard.store.block_codec import Points, unpack, unsqueezed, value_or_none
+from tallyboard.store.records import NO_EPOCH
 
 Read = Callable[[str, Sequence[Any]], list[tuple[Any, ...]]]
 SeriesId = tuple[int, int, int]  # (run_id, tag_id, rep)

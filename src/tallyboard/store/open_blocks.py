@@ -26,6 +26,7 @@ again from the same state).
 
 from __future__ import annotations
 
+from array import array
 from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -34,7 +35,7 @@ from operator import itemgetter, lt
 from typing import TYPE_CHECKING, Any
 
 from tallyboard.store.block_codec import BLOCK_COLUMNS, NAN, Points, pack, unpack, walltime_ms
-from tallyboard.store.records import ScalarRow
+from tallyboard.store.records import ScalarColumns, ScalarRow
 from tallyboard.store.schema import BLOCK_POINTS
 
 if TYPE_CHECKING:
@@ -82,7 +83,7 @@ class OpenBlock:
         """Append a point after the last step, or put it in its place inside the block."""
         steps = self.points.steps
         step = point[0]
-        if step > steps[-1]:
+        if not steps or step > steps[-1]:
             for column, item in zip(self.points, point, strict=True):
                 column.append(item)  # type: ignore[attr-defined]
             return
@@ -144,13 +145,38 @@ def load_runs(engine: Engine, state: SeriesState, run_ids: Iterable[int]) -> Ser
     return state
 
 
+def _empty() -> Points:
+    """A new open block's columns: arrays, which the sink's columns extend at C speed."""
+    return Points(array("q"), [], array("q"), array("d"))
+
+
 def _after_last(last: int | None, step: int) -> bool:
     return last is None or step > last
 
 
+def _increasing(steps: array[int]) -> bool:
+    """Whether `steps` strictly increase; consecutive steps (a training loop's) told by one compare."""
+    first, count = steps[0], len(steps)
+    if (
+        steps[-1] - first == count - 1
+        and steps.tobytes() == array("q", range(first, first + count)).tobytes()
+    ):
+        return True
+    return all(map(lt, steps, islice(steps, 1, None)))
+
+
 def _in_order(rows: Sequence[ScalarRow]) -> tuple[int, Points] | None:
     """(rep, columns) of rows of one repetition whose steps strictly increase (what a training loop
-    logs: a batch's rows taken apart at C speed, not a point at a time), else None."""
+    logs: the sink's columns as they are, other rows taken apart at C speed), else None."""
+    if isinstance(rows, ScalarColumns):
+        if not _increasing(rows.steps):
+            return None
+        seconds = rows.walltimes
+        if min(seconds) >= 0:  # walltime_ms, inlined for the usual case
+            ms = array("q", [int(second * 1000 + 0.5) for second in seconds])
+        else:
+            ms = array("q", map(walltime_ms, seconds))
+        return rows.rep, Points(rows.steps, rows.epochs_or_none(), ms, rows.values)
     reps, steps, epochs, walltimes, values = (list(map(itemgetter(at), rows)) for at in range(5))
     if reps.count(reps[0]) != len(reps) or not all(map(lt, steps, islice(steps, 1, None))):
         return None
@@ -200,7 +226,7 @@ class _Planner:
         while at < count:
             block = self.block(key)
             if block is None:
-                block = self.touched[key] = OpenBlock(Points([], [], [], []))
+                block = self.touched[key] = OpenBlock(_empty())
             room = BLOCK_POINTS - len(block.points.steps)
             for column, new in zip(block.points, columns, strict=True):
                 column.extend(new[at : at + room])  # type: ignore[attr-defined, index]
@@ -214,7 +240,8 @@ class _Planner:
         if block is not None and step >= block.points.steps[0]:
             block.add(point)
         elif block is None and key not in self.merges and _after_last(self.after.last.get(key), step):
-            block = self.touched[key] = OpenBlock(Points([step], [point[1]], [point[2]], [point[3]]))
+            block = self.touched[key] = OpenBlock(_empty())
+            block.add(point)
         else:
             self.merges.setdefault(key, []).append(point)
             return

@@ -8,14 +8,110 @@ the shapes of rows and never on the modules that speak SQL.
 
 from __future__ import annotations
 
+from array import array
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, overload
 
 # Rows a writer hands to the sink. `walltime` is in seconds; the store converts it to
-# schema's `walltime_ms`. A scalar row is (rep, step, epoch, walltime, value) with value None for NaN:
-# a plain tuple, not a NamedTuple, because `add_scalar` builds one per call on the hot path
-# (a NamedTuple costs three times as much to build; bench/table.py measures that path).
+# schema's `walltime_ms`. A scalar row is (rep, step, epoch, walltime, value) with value None for NaN.
+# The sink's own series arrive as `ScalarColumns`, which read as such rows too.
 ScalarRow = tuple[int, int, "int | None", float, "float | None"]
+NO_EPOCH = -(2**63)  # an epoch column's slot for a point logged without one (as block_codec stores it)
+
+
+class ScalarColumns(Sequence[ScalarRow]):
+    """Points of one series in one repetition as columns: what `LogWriter.add_scalar` appends to
+    (steps, walltimes in seconds, values with NaN as NaN) and the sink hands to the store whole, so
+    that no one takes a point apart in Python. `epochs` is None until a point of the series has
+    one; then it holds every point's (NO_EPOCH where none).
+
+    Why `values` is appended last and counted first (`take`): another thread appends while the sink
+    takes, and every column then holds at least as many points as `values`. Read as a sequence, it
+    is the `ScalarRow`s of its points (for the quarantine, the spool, tests)."""
+
+    __slots__ = ("epochs", "rep", "steps", "values", "walltimes")
+
+    def __init__(
+        self,
+        rep: int = 0,
+        steps: array[int] | None = None,
+        walltimes: array[float] | None = None,
+        values: array[float] | None = None,
+        epochs: array[int] | None = None,
+    ) -> None:
+        self.rep = rep
+        self.steps = array("q") if steps is None else steps
+        self.walltimes = array("d") if walltimes is None else walltimes
+        self.values = array("d") if values is None else values
+        self.epochs = epochs
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    @overload
+    def __getitem__(self, index: int) -> ScalarRow: ...
+    @overload
+    def __getitem__(self, index: slice) -> ScalarColumns: ...
+    def __getitem__(self, index: int | slice) -> ScalarRow | ScalarColumns:
+        if isinstance(index, slice):
+            epochs = None if self.epochs is None else self.epochs[index]
+            return ScalarColumns(
+                self.rep, self.steps[index], self.walltimes[index], self.values[index], epochs
+            )
+        return self._row(index)
+
+    def _row(self, at: int) -> ScalarRow:
+        epoch = None if self.epochs is None else self.epochs[at]
+        value = self.values[at]
+        return (
+            self.rep, self.steps[at], None if epoch == NO_EPOCH else epoch, self.walltimes[at],
+            None if value != value else value,
+        )  # fmt: skip
+
+    def __iter__(self) -> Iterator[ScalarRow]:
+        return map(self._row, range(len(self.values)))
+
+    def epochs_or_none(self) -> list[int | None]:
+        """The points' epochs as rows have them (None where a point has none)."""
+        if self.epochs is None:
+            return [None] * len(self.values)
+        return [None if epoch == NO_EPOCH else epoch for epoch in self.epochs]
+
+    def append(self, row: ScalarRow) -> None:
+        """Append one point given as a row of this repetition (appenders other than `add_scalar`)."""
+        rep, step, epoch, walltime, value = row
+        if rep != self.rep:
+            raise ValueError(f"a point of repetition {rep} in the columns of repetition {self.rep}")
+        if epoch is not None and self.epochs is None:
+            self.epochs = array("q", [NO_EPOCH]) * len(self.values)
+        self.steps.append(step)
+        self.walltimes.append(walltime)
+        if self.epochs is not None:
+            self.epochs.append(NO_EPOCH if epoch is None else epoch)
+        self.values.append(float("nan") if value is None else value)
+
+    def extend(self, rows: Iterable[ScalarRow]) -> None:
+        for row in rows:
+            self.append(row)
+
+    def take(self) -> ScalarColumns:
+        """The points held now, removed from these columns (each slice and `del` one atomic step,
+        so points appended meanwhile stay for the next take)."""
+        count = len(self.values)
+        taken = self[:count]
+        for column in (self.steps, self.walltimes, self.values, self.epochs):
+            if column is not None:
+                del column[:count]
+        return taken
+
+    def realign(self) -> None:
+        """Drop a point half appended (an exception between two columns' appends, a signal's, say):
+        every column as long as `values` again."""
+        count = len(self.values)
+        for column in (self.steps, self.walltimes, self.epochs):
+            if column is not None:
+                del column[count:]
 
 
 class QueuedMedia(NamedTuple):
@@ -156,13 +252,13 @@ DEBUG_RUN_ID = -1  # the debug run's id: replaced by the next debug run, never a
 class Batch:
     """Everything the sink commits in one transaction, in the order it is applied.
 
-    scalars: (run_id, tag, rows) with rows of `ScalarRow`; one entry per series so that the
-      engine can insert a series with one prepared statement.
+    scalars: (run_id, tag, rows) with rows of `ScalarRow` (the sink's are `ScalarColumns`, of one
+      repetition each); one entry per series so that the engine writes a series at once.
     histograms: `QueuedHistogram`s, edges and counts packed (`store/histograms.queued_row`).
     run_updates are applied last (e.g. status and end_time on close).
     """
 
-    scalars: list[tuple[int, str, list[ScalarRow]]] = field(default_factory=list)
+    scalars: list[tuple[int, str, Sequence[ScalarRow]]] = field(default_factory=list)
     media: list[QueuedMedia] = field(default_factory=list)
     texts: list[QueuedText] = field(default_factory=list)
     histograms: list[QueuedHistogram] = field(default_factory=list)

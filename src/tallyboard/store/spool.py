@@ -33,6 +33,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
+import math
 import os
 import sys
 import time
@@ -43,7 +44,15 @@ from typing import Any, NamedTuple
 
 from tallyboard.errors import StoreError
 from tallyboard.store.location import SPOOL_PREFIX, Access, Location
-from tallyboard.store.records import ArtifactRow, Batch, QueuedValue, ResumePoint
+from tallyboard.store.records import (
+    NO_EPOCH,
+    ArtifactRow,
+    Batch,
+    QueuedValue,
+    ResumePoint,
+    ScalarColumns,
+    ScalarRow,
+)
 from tallyboard.store.sqlite import SqliteStore
 from tallyboard.store.tables import BATCH_RECORDS
 
@@ -126,7 +135,7 @@ class ShippedRun(NamedTuple):
     duplicate_of: int | None
 
 
-def _column(values: tuple[Any, ...]) -> dict[str, str] | list[Any]:
+def _column(values: Sequence[Any]) -> dict[str, str] | list[Any]:
     """One column of a series of scalars: packed when all ints or all floats (C speed both ways,
     floats bit-exact; float repr in JSON cost the spool's writer more than SQLite's insert), else
     a JSON list (an epoch column with None, say)."""
@@ -148,10 +157,21 @@ def batch_to_json(batch: Batch) -> dict[str, list[Any]]:
         name: rows for name, rows in vars(batch).items() if rows and name != "scalars"
     }
     if batch.scalars:
-        fields["scalars"] = [
-            [run_id, tag, *map(_column, zip(*rows, strict=True))] for run_id, tag, rows in batch.scalars
-        ]
+        fields["scalars"] = [[run_id, tag, *_series_columns(rows)] for run_id, tag, rows in batch.scalars]
     return fields
+
+
+def _series_columns(rows: Sequence[ScalarRow]) -> list[dict[str, str] | list[Any]]:
+    """A series' five columns; the sink's `ScalarColumns` as they are (a NaN value a null, as in rows)."""
+    if not isinstance(rows, ScalarColumns):
+        return list(map(_column, zip(*rows, strict=True)))
+    count = len(rows)
+    values: Sequence[float | None] = rows.values
+    if math.isnan(sum(rows.values)):
+        values = [None if value != value else value for value in rows.values]
+    epochs = rows.epochs_or_none() if rows.epochs is not None and NO_EPOCH in rows.epochs else rows.epochs
+    columns = (array("q", [rows.rep]) * count, rows.steps, [None] * count if epochs is None else epochs)
+    return [*map(_column, columns), _column(rows.walltimes), _column(values)]
 
 
 def batch_from_json(fields: dict[str, list[Any]]) -> Batch:

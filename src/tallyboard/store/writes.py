@@ -14,6 +14,7 @@ takes them together). Interning each tag on its own would cost two round trips.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 
 from tallyboard.store import environments as environment_rows
 from tallyboard.store import histograms as histogram_rows
@@ -121,7 +122,7 @@ class BatchWrites(RunRows):
         touched = {run_id for run_id, _, _ in rows}
         self.executemany("UPDATE runs SET updated_at = ? WHERE run_id = ?", [(now, r) for r in touched])
 
-    def _write_blocks(self, series: list[tuple[int, int, list[ScalarRow]]]) -> None:
+    def _write_blocks(self, series: list[tuple[int, int, Sequence[ScalarRow]]]) -> None:
         """The rows of `series` ((run_id, tag_id, rows) each) into their series' blocks
         (store/open_blocks.py); the state the plan leaves is kept once the transaction commits."""
         state = open_blocks.load_runs(self, self._series_state, (run_id for run_id, _, _ in series))
