@@ -6,9 +6,11 @@ or evaluated; responses are compressed."""
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
+import zlib
 from pathlib import Path
 
 import pytest
@@ -89,7 +91,8 @@ def test_pages_load_one_hashed_script_with_a_javascript_type_under_the_csp(clien
         _, module, classic = PAGES[name]
         page = client.get(url)
         [script] = SCRIPT.findall(page.text)
-        assert page.text.count("<script") == 1  # nothing inline, uPlot inside the bundle
+        # nothing inline to run, uPlot inside the bundle (the first view is data: first_view.py)
+        assert page.text.count("<script") - page.text.count('<script type="application/json"') == 1
         csp = page.headers["content-security-policy"]
         assert "script-src 'self';" in csp and "unsafe-inline" not in csp and "unsafe-eval" not in csp
         answer = client.get(script)
@@ -110,12 +113,47 @@ def test_pages_load_one_hashed_script_with_a_javascript_type_under_the_csp(clien
     assert css.headers["cache-control"].endswith("immutable")
 
 
-def test_the_run_page_asks_for_its_run_with_the_page_not_after_its_script(client):
-    preload = '<link rel="preload" href="/api/runs/{}" as="fetch" crossorigin="anonymous">'
-    assert preload.format(-1) in client.get("/runs/-1").text
-    assert preload.format(2) in client.get("/runs/2").text and 'rel="preload"' not in client.get("/diff").text
-    assert 'href="/api/runs?offset=0&amp;limit=100' in client.get("/").text
-    assert 'rel="preload"' not in client.get("/?sort=lr").text  # another view: the page asks for it
+def first_view(html: str) -> dict:
+    """The answers a page holds inline (first_view.py), {} for none."""
+    found = re.findall(r'<script type="application/json" id="first-view">(.*?)</script>', html, re.S)
+    return json.loads(found[0]) if found else {}
+
+
+def test_the_run_and_runs_pages_hold_their_first_answers_as_the_api_gives_them(client):
+    run = first_view(client.get("/runs/2").text)
+    assert run["/api/runs/2"]["run_id"] == 2
+    [series] = [url for url in run if url.startswith("/api/series?")]
+    assert series == "/api/series?runs=2&metric=" + run["/api/runs/2"]["series"][0]["metric"] + "&width=800"
+    assert run[series] == client.get(series).json()  # what the page would have fetched
+    table = first_view(client.get("/").text)
+    rows = "/api/runs?offset=0&limit=100&sort=run_id&desc=false&filter=&q=&hidden=false"
+    assert table == {"/api/experiments": client.get("/api/experiments").json(), rows: client.get(rows).json()}
+    assert list(first_view(client.get("/?sort=lr&desc=1").text))[1].endswith(
+        "sort=lr&desc=true&filter=&q=&hidden=false"
+    )
+    assert first_view(client.get("/runs/999").text) == {}  # no such run: the page asks, and says so
+    assert first_view(client.get("/?filter=lr <").text) == {
+        "/api/experiments": client.get("/api/experiments").json()
+    }
+    assert first_view(client.get("/diff").text) == {}
+
+
+def test_a_page_sends_its_head_before_its_first_view_compressed_apart_from_it(client):
+    """The head (script, styles, CSRF secret) leaves at once; after a full flush, the first view
+    cannot be compressed against the secret (BREACH)."""
+    with client.stream("GET", "/runs/2", headers={"Accept-Encoding": "gzip"}) as answer:
+        assert answer.headers["content-encoding"] == "gzip"
+        chunks = list(answer.iter_raw())
+    head = zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(chunks[0])
+    assert b"/static/bundle/run." in head and b'name="csrf-token"' in head and b"first-view" not in head
+    whole = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    text = (whole.decompress(b"".join(chunks)) + whole.flush()).decode()
+    assert text.startswith(head.decode()) and "first-view" in text
+    plain = client.get("/runs/2", headers={"Accept-Encoding": "identity"})
+    assert (
+        "content-encoding" not in plain.headers
+        and plain.text.split("first-view")[0] == text.split("first-view")[0]
+    )
 
 
 def test_every_static_file_is_still_served_under_its_own_name_and_revalidated(client):

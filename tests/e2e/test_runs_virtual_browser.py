@@ -12,7 +12,6 @@ import pytest
 import tallyboard as tb
 from e2e.browser import running_dashboard
 from e2e.test_dashboard_browser import TIMEOUT, row_ids
-from tallyboard.dashboard.app import FIRST_RUNS
 
 RUNS = 150
 
@@ -57,12 +56,15 @@ def test_a_long_page_draws_the_rows_in_view_and_scrolls_through_all(page, many_r
     assert page.errors == []
 
 
-def test_the_default_view_uses_the_page_that_was_preloaded_with_it(page, many_runs):
+def test_the_first_rows_come_with_the_page_and_later_pages_are_asked_for(page, many_runs):
     asked: list[str] = []
     page.on("request", lambda r: asked.append(r.url) if "/api/runs?" in r.url else None)
     page.goto(many_runs + "/")
     page.wait_for_selector("#runs tbody tr[data-run]", timeout=TIMEOUT)
-    assert [url.removeprefix(many_runs) for url in asked] == [FIRST_RUNS]  # asked once, with the page
+    assert asked == []  # the first page was inlined (first_view.py)
+    page.click("#next-page")
+    page.wait_for_selector('#runs tr[data-run="101"]', timeout=TIMEOUT)
+    assert len(asked) == 1 and "offset=100" in asked[0]
 
 
 def test_a_short_page_is_drawn_whole(page, many_runs):

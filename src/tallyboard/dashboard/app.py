@@ -18,11 +18,11 @@ from starlette.convertors import Convertor, register_url_convertor
 from starlette.exceptions import HTTPException
 from starlette.middleware.gzip import GZipMiddleware
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, Response
+from starlette.responses import HTMLResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from tallyboard.dashboard import analysis, api, params, stream
+from tallyboard.dashboard import analysis, api, first_view, params, stream
 from tallyboard.dashboard.assets import Assets
 from tallyboard.dashboard.downsample import Downsampler
 from tallyboard.dashboard.ingest import Ingest, IngestGate
@@ -104,9 +104,16 @@ def create_app(
     guard = (HERE / "static" / "fragment-guard.js").read_text(encoding="utf-8")
 
     def page(name: str):
-        async def handler(request: Request) -> Response:  # a prepared string: no thread needed
-            html = pages[name].replace("{{preload}}", _preload(name, request))
-            return HTMLResponse(html, headers={"Cache-Control": "no-store"})
+        head, _, tail = pages[name].partition("{{first_view}}")
+
+        async def handler(request: Request) -> Response:
+            # the head at once, the first screen's answers once computed (first_view.py)
+            gzipped = "gzip" in request.headers.get("accept-encoding", "")
+            headers = {"Cache-Control": "no-store", "Vary": "Accept-Encoding"}
+            if gzipped:
+                headers["Content-Encoding"] = "gzip"
+            body = first_view.page_body(head, tail, name, request, gzipped)
+            return StreamingResponse(body, media_type="text/html", headers=headers)
 
         return handler
 
@@ -234,24 +241,6 @@ class Compressed:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         plain = scope["type"] != "http" or self.UNCOMPRESSED.match(scope["path"])
         await (self.app if plain else self.gzip)(scope, receive, send)
-
-
-# The runs page's first request in its default view, exactly as static/table.js `query()` asks it
-# (tests/e2e/test_runs_virtual_browser.py checks that the page uses it rather than asking again).
-FIRST_RUNS = "/api/runs?offset=0&limit=100&sort=run_id&desc=false&filter=&q=&hidden=false"
-
-
-def _preload(name: str, request: Request) -> str:
-    """A page's first request started with the page rather than once its script ran (a round trip
-    less before the first chart or rows): the run page's `/api/runs/ID` (the id is the route's
-    integer), the runs page's first page when its address asks for the default view."""
-    if name == "run":
-        url = f"/api/runs/{request.path_params['run_id']}"
-    elif name == "table" and not request.url.query:
-        url = FIRST_RUNS
-    else:
-        return ""
-    return f'<link rel="preload" href="{url.replace("&", "&amp;")}" as="fetch" crossorigin="anonymous">'
 
 
 def _page(name: str, csrf_secret: str, read_only: bool, table_id: str, assets: Assets) -> str:

@@ -90,6 +90,19 @@ export class ChartBoard {
     this.filter();
   }
 
+  // Shows the cards in view now rather than when the observer first reports them (a frame or
+  // more later): a first screen whose data is at hand draws in the task that built it.
+  showInView() {
+    for (const card of this.cards.values()) {
+      if (card.shown || card.body.hidden) continue;
+      const box = card.body.getBoundingClientRect();
+      if (!box.height || box.top >= innerHeight || box.bottom <= 0) continue;
+      card.shown = true;
+      this.observer.unobserve(card.body);
+      card.onShow();
+    }
+  }
+
   place(card) {
     const pinned = this.layout.pinned.includes(card.key);
     card.body.classList.toggle("pinned", pinned);

@@ -5,7 +5,33 @@ export { number, format, duration, shorten, fileName } from "./values.js";
 const csrf = document.querySelector('meta[name="csrf-token"]').content;
 export const readOnly = document.querySelector('meta[name="read-only"]').content === "true";
 
+// The first screen's answers, written into the page by the server (dashboard/first_view.py): the
+// requests a page makes first, each answered once without a round trip. Kept in a
+// <script type="application/json">, read as data, never run.
+const firstView = (() => {
+  const node = document.getElementById("first-view");
+  try { return new Map(Object.entries(node ? JSON.parse(node.textContent) : {})); } catch (e) { return new Map(); }
+})();
+const requestOf = (url) => {
+  const parsed = new URL(url, location.origin);
+  return { path: parsed.pathname, query: new Map(parsed.searchParams) };
+};
+
+// The inlined answer to a GET of `url`, once (later asks fetch): one of the same path whose query
+// has the same parameters, where `fits(asked, inlined)` (each a Map) may let some differ.
+export function firstAnswer(url, fits = (asked, inlined) => asked.size === inlined.size
+  && [...asked].every(([key, value]) => inlined.get(key) === value)) {
+  const asked = requestOf(url);
+  for (const [key, answer] of firstView) {
+    const inlined = requestOf(key);
+    if (inlined.path === asked.path && fits(asked.query, inlined.query)) { firstView.delete(key); return answer; }
+  }
+  return undefined;
+}
+
 export async function getJSON(url) {
+  const first = firstAnswer(url);
+  if (first !== undefined) return first;
   const response = await fetch(url, { credentials: "same-origin" });
   const body = await response.json();
   if (!response.ok) throw new Error(body.error || response.statusText);

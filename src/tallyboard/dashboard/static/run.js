@@ -6,7 +6,7 @@ import { Chart, tooLong } from "./charts.js";
 import { chartGroup, nameTooLong, GROUP_MIN } from "./chart-names.js";
 import { CHART_DEFAULTS, chartControls, chartSettings, stateSelect } from "./chart-settings.js";
 import { show as showHistograms } from "./histograms.js";
-import { live } from "./live.js";
+import { following, live } from "./live.js";
 import { failureCard } from "./run-failure.js";
 import { runTabs } from "./run-logs.js";
 import { tableTabs } from "./run-tables.js";
@@ -117,7 +117,9 @@ function scalars() {
   cards = mine;
   loaded = new MetricSeries([runId], { draw: (entry) => draw(mine.get(entry.metric), entry), width: (entry) => mine.get(entry.metric).body.clientWidth });
   loaded.ready = streaming;
+  loaded.settled = run.status !== "running" || !following; // follow() streams only a running run's points
   metrics.forEach(addCard);
+  board.showInView();
 }
 
 function addCard(metric) {

@@ -1,0 +1,132 @@
+"""A page's first screen answered inside the page: the API requests its script makes first (the
+run page's run and its first chart's series, the runs page's experiments and first rows), with
+their answers, written into the HTML the server returns.
+
+Why: otherwise the first chart waits for the page, then its script, then a request the script
+can only make once it runs, and the server's work on that request starts only then. Inlined, the
+server computes the answers while the browser fetches and compiles the script (the page is sent in
+two parts: its head at once, so the script and styles load meanwhile; the answers when ready), and
+the script draws without a round trip. Each inlined answer is used once (static/common.js
+`firstAnswer`); everything later, and live updates, go through the API as before.
+
+The answers are the API handlers' own responses, made from synthetic GET requests, so an inlined
+answer is byte for byte what the page would have fetched. They sit in a
+`<script type="application/json">`, which the browser never runs (the page's CSP forbids inline
+scripts anyway) and the script reads with `JSON.parse`; every `<`, `>` and `&` is written as a
+JSON escape, so no stored name can end the element or open a comment. An answer the API would
+refuse (no such run, a bad filter, a database that is down) is left out: the page then asks for it
+and shows the error as it always did.
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from collections.abc import AsyncIterator, Callable
+from urllib.parse import urlencode, urlsplit
+
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+
+from tallyboard.dashboard import api
+from tallyboard.dashboard.params import BadRequest
+from tallyboard.errors import DamagedTableError
+from tallyboard.store import DatabaseUnreachable
+
+# The width the run page's first chart is inlined at: wider than a chart of the run page at any
+# window up to 1920 px (a chart is 460 px or more, several to a row), so the page can use it for
+# its first chart; a wider chart asks the API at its own width.
+FIRST_CHART_WIDTH = 800
+# The runs page's view in its address, as static/table.js `DEFAULTS` reads it, and how its first
+# request (`query()`) asks the API for it.
+TABLE_DEFAULTS = {"sort": "run_id", "desc": "0", "filter": "", "q": "", "hidden": "0", "offset": "0",
+                  "limit": "100", "experiment": ""}  # fmt: skip
+ALL_EXPERIMENTS = "*"
+REFUSED = (BadRequest, HTTPException, DatabaseUnreachable, DamagedTableError)
+ESCAPES = str.maketrans(
+    {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+)
+
+
+def answers(page: str, request: Request) -> dict[str, object]:
+    """The first requests of `page` (a name of app.PAGES) for the address of `request`, each URL
+    with the API's answer; empty where the page has none to inline."""
+    found: dict[str, object] = {}
+
+    def ask(url: str, handler: Callable[[Request], Response], **path: int) -> object | None:
+        answer = _answer(request, url, handler, path)
+        if answer is not None:
+            found[url] = answer
+        return answer
+
+    if page == "run":
+        run_id = request.path_params["run_id"]
+        run = ask(f"/api/runs/{run_id}", api.run_detail, run_id=run_id)
+        if isinstance(run, dict) and run.get("series"):
+            query = {"runs": str(run_id), "metric": run["series"][0]["metric"], "width": FIRST_CHART_WIDTH}
+            ask(f"/api/series?{urlencode(query)}", api.series)
+    elif page == "table":
+        experiments = ask("/api/experiments", api.experiments)
+        if isinstance(experiments, dict):
+            ask(f"/api/runs?{urlencode(_first_rows(request, experiments))}", api.runs)
+    return found
+
+
+def _first_rows(request: Request, experiments: dict) -> dict[str, str]:
+    """The query of the runs page's first request, as static/table.js `query()` makes it (with
+    the experiment static/experiments.js `experimentScope` picks)."""
+    state = {key: request.query_params.get(key, default) for key, default in TABLE_DEFAULTS.items()}
+    query = {key: state[key] for key in ("offset", "limit", "sort")}
+    query |= {
+        "desc": _flag(state["desc"]),
+        "filter": state["filter"],
+        "q": state["q"],
+        "hidden": _flag(state["hidden"]),
+    }
+    names = [e["experiment"] for e in experiments["experiments"]]
+    if len(names) >= 2 and state["experiment"] != ALL_EXPERIMENTS:
+        query["experiment"] = state["experiment"] if state["experiment"] in names else names[0]
+    return query
+
+
+def _flag(value: str) -> str:
+    return "true" if value == "1" else "false"
+
+
+def _answer(request: Request, url: str, handler: Callable[[Request], Response], path: dict) -> object | None:
+    """`handler`'s answer to a GET of `url` by the page's client, None unless it is a 200."""
+    parts = urlsplit(url)
+    scope = {**request.scope, "method": "GET", "path": parts.path, "raw_path": parts.path.encode(),
+             "query_string": parts.query.encode(), "path_params": path}  # fmt: skip
+    try:
+        response = handler(Request(scope))
+    except REFUSED:
+        return None
+    if response.status_code != 200:
+        return None
+    return json.loads(bytes(response.body))
+
+
+def script(found: dict[str, object]) -> str:
+    """The answers as the page's `#first-view` element (nothing when there are none)."""
+    if not found:
+        return ""
+    text = json.dumps(found, separators=(",", ":"), allow_nan=False).translate(ESCAPES)
+    return f'<script type="application/json" id="first-view">{text}</script>'
+
+
+async def page_body(head: str, tail: str, page: str, request: Request, gzipped: bool) -> AsyncIterator[bytes]:
+    """The page in two parts: `head` at once, then the first view and `tail` once computed.
+
+    Gzipped here (the app's compression leaves a response that says its encoding alone), with a
+    full flush after the head: the page's CSRF secret is in the head, and after a full flush
+    nothing later can be compressed against it, so stored text in the first view cannot be used
+    to guess the secret from the response's length (BREACH)."""
+    compressor = zlib.compressobj(6, zlib.DEFLATED, 16 + zlib.MAX_WBITS) if gzipped else None
+    first = head.encode()
+    yield compressor.compress(first) + compressor.flush(zlib.Z_FULL_FLUSH) if compressor else first
+    found = await run_in_threadpool(answers, page, request)
+    rest = (script(found) + tail).encode()
+    yield compressor.compress(rest) + compressor.flush() if compressor else rest
