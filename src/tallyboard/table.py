@@ -212,7 +212,10 @@ class ResultTable:
         path = os.path.abspath(os.fspath(spool))
         require_writable_file(path)
         unique = DEFAULT_UNIQUE_COLUMNS if wanted is None else wanted
-        self.location = spool_module.location(path, self.location, unique, token)
+        uploaded = None
+        if self.location.is_http:  # a server's client keeps its files by its spool; its shipper uploads them
+            self.artifacts = uploaded = self.artifacts or str(Path(path).with_suffix(".artifacts"))
+        self.location = spool_module.location(path, self.location, unique, token, uploaded)
         shipper_for(path)
         return path
 

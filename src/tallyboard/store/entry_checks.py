@@ -22,6 +22,7 @@ import math
 from collections.abc import Callable
 from typing import Any, get_type_hints
 
+from tallyboard.store.artifacts import SHA256
 from tallyboard.store.records import TEXT_KINDS, ArtifactRow, Batch, QueuedMedia, QueuedValue, RunUpdate
 from tallyboard.store.run_fields import EDITABLE_RUN_FIELDS, FIELDS
 from tallyboard.store.tables import BATCH_RECORDS
@@ -284,8 +285,11 @@ def check_entry(op: str, args: Any) -> Any:
         hints = get_type_hints(ArtifactRow)
         if not isinstance(args, list) or len(args) != len(ArtifactRow._fields):
             raise BadEntry(f"an add_artifact entry must be the list {list(ArtifactRow._fields)}")
-        return [
+        row = ArtifactRow(*(
             _checked(f"add_artifact.{f}", hints[f], v, key=f == "name")
             for f, v in zip(ArtifactRow._fields, args, strict=True)
-        ]
+        ))  # fmt: skip
+        if SHA256.fullmatch(row.sha256) is None or row.size < 0:
+            raise BadEntry("add_artifact.sha256 must be 64 lowercase hex digits and its size 0 or more")
+        return list(row)
     raise BadEntry(f"unknown entry {op!r}")

@@ -62,18 +62,20 @@ def location(
     target: Location,
     unique_columns: tuple[str, ...],
     token: str | None = None,
+    artifacts: str | None = None,
 ) -> Location:
     """Bind the spool file at `spool_path` to `target` (the first time, creating it with these
     unique columns; a spool bound to another database is refused) and return the location
     `open_store` opens it by. `token` is a server's write token (kept for the shipper and
-    `tallyboard sync`, as a database's password is; the last one given counts)."""
+    `tallyboard sync`, as a database's password is; the last one given counts); `artifacts` the
+    artefact store whose files a server's shipper uploads (the last one given counts)."""
     if not (target.is_postgres or target.is_http):
         raise ValueError(
             f"a spool ships to a postgresql:// database or an http(s):// tallyboard server, not"
             f" {str(target)!r} (a SQLite table is local already: log to it directly)"
         )
     path = os.path.abspath(os.fspath(spool_path))
-    SpoolStore(path, unique_columns, target=target, token=token).close()
+    SpoolStore(path, unique_columns, target=target, token=token, artifacts=artifacts).close()
     return Location(SPOOL_PREFIX + path)
 
 
@@ -175,13 +177,14 @@ class SpoolStore(SqliteStore):
         access: Access = Access.WRITE,
         target: Location | None = None,
         token: str | None = None,
+        artifacts: str | None = None,
     ) -> None:
         super().__init__(path, unique_columns=unique_columns, access=access)
         if access is not Access.READ:
             with self._lock:
-                self.atomic(lambda: self._bind(target, token))
+                self.atomic(lambda: self._bind(target, token, artifacts))
 
-    def _bind(self, target: Location | None, token: str | None = None) -> None:
+    def _bind(self, target: Location | None, token: str | None = None, artifacts: str | None = None) -> None:
         if target is None and not self.execute("SELECT 1 FROM sqlite_master WHERE name = 'spool_state'"):
             raise StoreError(f"{self.path!r} is not a spool: it was never bound to a database")
         for statement in SPOOL_DDL:
@@ -200,6 +203,8 @@ class SpoolStore(SqliteStore):
         if token is not None and token != self.state("token"):
             keep_private(self.path)  # a spool made before it kept no secret yet
             self._set_state("token", token)
+        if artifacts is not None:
+            self._set_state("artifacts", artifacts)
 
     def bound_to(self) -> tuple[Location, str]:
         """(the database this spool ships to, the id that names the spool there)."""

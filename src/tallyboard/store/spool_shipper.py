@@ -73,7 +73,7 @@ def destination_for(spool: SpoolStore) -> Shipping:
     if target.is_http:
         from tallyboard.store.http_shipping import HttpDestination
 
-        return HttpDestination(target, spool_id, spool.state("token"))
+        return HttpDestination(target, spool_id, spool.state("token"), spool.state("artifacts"))
     return postgres_destination(target, spool_id)
 
 
