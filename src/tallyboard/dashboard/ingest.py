@@ -21,8 +21,8 @@ What a client holding a write token can do, and no more:
   once (503). Every field is checked as strictly as the client's calls check it
   (store/entry_checks.py) before a transaction starts: a 400 names the field.
 - A run id in an entry is the spool's own; the destination maps it through the runs this spool
-  started on the server, so a client reaches no run it did not start. A spool id is a random
-  capability (a uuid4 the client drew): the server never shows one.
+  started (or reopened: store/run_claims.py) on the server, so a client reaches no other run. A
+  spool id is a random capability (a uuid4 the client drew): the server never shows one.
 - One writer: one transaction at a time, on the ingest's own connection (the dashboard's readers
   and edits keep theirs); decoding and checking run on threads of the ingest's own, off the event
   loop, so pages keep their threads while shipments wait.
@@ -31,6 +31,7 @@ What a client holding a write token can do, and no more:
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import tempfile
@@ -45,11 +46,12 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from tallyboard.dashboard.tokens import TokenSet
-from tallyboard.errors import DatabaseUnreachable
+from tallyboard.errors import DatabaseUnreachable, DuplicateRunError, NotFoundError
 from tallyboard.store import Access, Location, Store, open_store
 from tallyboard.store.artifacts import LocalBlobs, open_blobs
 from tallyboard.store.entry_checks import BadEntry, check_entry
 from tallyboard.store.received_blobs import MAX_BLOB, MAX_CHUNK, ReceivedBlobs, UploadRefused
+from tallyboard.store.run_claims import RunInUse
 from tallyboard.store.spool import ShippedRun, decode
 from tallyboard.store.spool_shipper import Destination
 
@@ -66,7 +68,7 @@ MAX_DESTINATIONS = 4096  # spools whose run maps are kept in memory (then the ca
 DB_RETRY_FOR = 1.0  # seconds a lost PostgreSQL is waited for before a request is a 503
 SPOOL_ID = re.compile(r"[A-Za-z0-9_-]{8,64}")
 ROUTE = re.compile(
-    rf"{re.escape(PREFIX)}(?:/spools/(?P<spool>[^/]+)(?P<entries>/entries)?|/blobs/(?P<blob>[^/]+))?/?"
+    rf"{re.escape(PREFIX)}(?:/spools/(?P<spool>[^/]+)(?P<entries>/entries|/reopen)?|/blobs/(?P<blob>[^/]+))?/?"
 )
 
 
@@ -163,6 +165,19 @@ class Ingest:
                 "runs": [list(run) for run in destination.known_runs()],
             }
 
+    def reopen(self, spool_id: str, run_id: int, check: bool) -> dict[str, Any]:
+        """Reopen run `run_id` of the table for a spool (store/run_claims.py): 404 for no such run,
+        409 while another spool writes it or when its configuration ran again since it failed."""
+        with self._writing:
+            try:
+                return self._destination(spool_id).reopen(run_id, check)
+            except NotFoundError as error:
+                raise Refused(404, str(error)) from None
+            except RunInUse as busy:
+                raise Refused(409, str(busy), {"Retry-After": str(max(1, round(busy.retry_after)))}) from None
+            except DuplicateRunError as duplicate:
+                raise Refused(409, str(duplicate)) from None
+
     def apply(self, spool_id: str, entries: list[tuple[int, float, str, Any]]) -> dict[str, Any]:
         """Apply checked entries of a spool exactly once; the watermark and the runs created.
 
@@ -231,6 +246,20 @@ class Ingest:
                 self._destinations.clear()
             destination = self._destinations[spool_id] = Destination(self.store, spool_id)
         return destination
+
+
+def reopening(body: bytes) -> tuple[int, bool]:
+    """{"run": RUN_ID, "check": true}: the run to reopen, and whether its uniqueness is checked."""
+    try:
+        document = json.loads(body)
+    except ValueError:
+        raise Refused(400, 'the body must be {"run": RUN_ID, "check": true}') from None
+    if not isinstance(document, dict) or set(document) - {"run", "check"}:
+        raise Refused(400, 'the body must be {"run": RUN_ID, "check": true}')
+    run_id, check = document.get("run"), document.get("check", True)
+    if type(run_id) is not int or not 0 < run_id < 2**63 or not isinstance(check, bool):
+        raise Refused(400, "run must be a run id and check true or false")
+    return run_id, check
 
 
 def received_blobs(artifacts: str) -> ReceivedBlobs:
@@ -387,6 +416,13 @@ class IngestGate:
         try:
             if route["blob"] is not None:
                 return await blob_answer(ingest, request, route["blob"])
+            if route["entries"] == "/reopen":
+                if request.method != "POST":
+                    raise Refused(405, "POST only")
+                run_id, check = reopening(await read_body(request, 4096))
+                return await to_thread.run_sync(
+                    ingest.reopen, spool_id, run_id, check, limiter=ingest.threads
+                )
             if route["entries"] is None:
                 if request.method != "GET":
                     raise Refused(405, "GET only")

@@ -41,7 +41,7 @@ import urllib.request
 import warnings
 from typing import Any
 
-from tallyboard.errors import StoreError
+from tallyboard.errors import NotFoundError, StoreError
 from tallyboard.store.artifacts import Blobs, open_blobs
 from tallyboard.store.location import Location
 from tallyboard.store.spool import ShippedRun
@@ -132,6 +132,22 @@ class HttpDestination:
             raise StoreError(f"the server answered no watermark: {answer!r:.200}")
         created, self._unnoted = self._unnoted + shipped_runs(answer.get("runs")), []
         return watermark, created
+
+    def reopen(self, run_id: int, check: bool = True) -> dict[str, Any]:
+        """Ask the server to reopen its run `run_id` for this spool (store/run_claims.py); within
+        `REQUEST_TIMEOUT`, or an error that says why not."""
+        body = json.dumps({"run": run_id, "check": check}).encode()
+        try:
+            answer = self._request("POST", self.base + "/reopen", body, "application/json")
+        except ShippingRefused as refused:
+            if refused.status == 404:
+                raise NotFoundError(str(refused)) from None
+            raise
+        if not {"run", "rep", "rep_start", "next_steps", "fields"} <= set(answer):
+            raise StoreError(
+                f"the server answered a reopening without where the run stopped: {answer!r:.200}"
+            )
+        return answer
 
     def _upload(self, sha256: str, size: int, what: str) -> None:
         """Send the bytes of `sha256` the server lacks, from where its upload stands."""

@@ -25,7 +25,9 @@ Why it is built this way:
   token, in `spool_state`, which no copy, export or dashboard reads, in a file only its owner may
   read (mode 0600, `keep_private`); everything else shows it through `Location`, without it.
 - Written only locally, never shipped: quarantined records (the spool's own rejects), the column
-  layout (`set_columns`). Resuming a run by id is refused: the id of a spool is not the database's.
+  layout (`set_columns`). A run is resumed by the database's id: the database reopens it at once
+  (store/run_claims.py), and the spool continues it as a run of its own that an `attach_run`
+  entry maps to it.
 """
 
 from __future__ import annotations
@@ -280,9 +282,35 @@ class SpoolStore(SqliteStore):
 
     def reopen_run(self, run_id: int, check: bool = True) -> ResumePoint:
         raise StoreError(
-            "resuming a run is not supported through a spool: its run id is the spool's, not the"
-            " database's; resume it from the database URL once the spool has been shipped"
+            "a run of a spool is reopened by the database's id (`ResultTable.resume_run` through the"
+            " spool asks the database or server): a spool's own run ids are not the database's"
         )
+
+    def continue_run(self, reopened: dict[str, Any]) -> tuple[int, ResumePoint]:
+        """A run the database reopened for this spool (`run_claims.reopen`'s answer) continued here:
+        a run of the spool with its fields, its repetition and the database's id noted, and an
+        `attach_run` entry that maps it there when shipped. (its id in the spool, where it stopped)."""
+        point = ResumePoint(int(reopened["rep"]), float(reopened["rep_start"]), dict(reopened["next_steps"]))
+        run_id = int(reopened["run"])
+        fields = {**reopened["fields"], "status": "running", "end_time": None}
+        self.ready_for_writing()
+
+        def record() -> int:
+            spool_run = SqliteStore.create_run(self, fields)  # no unique key: the database checked it
+            self.execute("DELETE FROM repetitions WHERE run_id = ?", (spool_run,))
+            self.execute(
+                "INSERT INTO repetitions (run_id, rep, start_time) VALUES (?, ?, ?)",
+                (spool_run, point.rep, point.rep_start),
+            )
+            self.executemany(
+                "INSERT OR REPLACE INTO spool_runs (spool_run, run_id, duplicate_of) VALUES (?, ?, ?)",
+                [(spool_run, run_id, None)],
+            )
+            self._journal("attach_run", {"run": spool_run, "run_id": run_id})
+            return spool_run
+
+        with self._lock:
+            return self.atomic(record), point
 
     # ---- what the shipper reads and records ---------------------------------------------------------
     def pending(self, after: int, limit: int, max_bytes: int) -> list[tuple[int, float, str, str]]:
