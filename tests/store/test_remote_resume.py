@@ -7,6 +7,9 @@ out of reach are refused with errors that say so. The server is a real process.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import urllib.error
 import urllib.request
 
@@ -115,3 +118,23 @@ def test_a_resume_while_the_server_is_down_fails_at_once_saying_so(tmp_path):
     table = tb.ResultTable(server.url, token=WRITE_TOKEN, spool=tmp_path / "spool.db", nocommit_action=NOP)
     with pytest.raises(StoreError, match="cannot reach the tallyboard server"):
         table.resume_run(1)
+
+
+def test_the_wandb_skin_resumes_its_run_through_the_server_by_its_id(tmp_path):
+    script = (
+        "import sys, tallyboard.wandb as wandb\n"
+        "run = wandb.init(project='skin', id='abc', resume='allow')\n"
+        "for _ in range(50): wandb.log({'loss': 0.5})\n"
+        "wandb.finish()\n"
+    )
+    with own_server(str(tmp_path / "served.db")) as server:
+        env = {
+            **os.environ, "TALLYBOARD_URL": server.url, "TALLYBOARD_TOKEN": WRITE_TOKEN,
+            "TALLYBOARD_SPOOL": str(tmp_path / "skin-spool.db"),
+            "PYTHONPATH": os.path.dirname(os.path.dirname(tb.__file__)),  # this tree's tallyboard
+        }  # fmt: skip
+        for _ in range(2):  # the second launch finds its run in the spool, and resumes the server's
+            subprocess.run([sys.executable, "-c", script], env=env, check=True, timeout=120, cwd=tmp_path)
+    with tb.ResultTable(str(tmp_path / "served.db"), read_only=True) as table:
+        assert table.runs == [1]
+        assert [p.step for p in table.load_run(1).get_scalar("loss")] == list(range(100))
