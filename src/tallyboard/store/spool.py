@@ -302,9 +302,9 @@ class SpoolStore(SqliteStore):
                 "INSERT INTO repetitions (run_id, rep, start_time) VALUES (?, ?, ?)",
                 (spool_run, point.rep, point.rep_start),
             )
-            self.executemany(
-                "INSERT OR REPLACE INTO spool_runs (spool_run, run_id, duplicate_of) VALUES (?, ?, ?)",
-                [(spool_run, run_id, None)],
+            self.execute(
+                "INSERT OR REPLACE INTO spool_runs (spool_run, run_id, duplicate_of) VALUES (?, ?, NULL)",
+                (spool_run, run_id),
             )
             self._journal("attach_run", {"run": spool_run, "run_id": run_id})
             return spool_run
