@@ -87,6 +87,9 @@ class Proxy:
         self.upstream = upstream_port
         self.mode = "open"  # "open", "cut" (no connection gets through) or "swallow" (no answer does)
         self.swallowed = 0  # answers swallowed so far
+        self.max_puts: int | None = None  # PUT requests (artefact chunks) let through, then refused
+        self.puts = 0
+        self.put_refused = threading.Event()  # set when a PUT was refused for `max_puts`
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.port = self._listener.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"
@@ -116,7 +119,7 @@ class Proxy:
                 client, _ = self._listener.accept()
             except OSError:
                 return
-            if self.mode == "cut":
+            if self.mode == "cut" or self._refuse_put(client):
                 client.close()
                 continue
             try:
@@ -129,6 +132,24 @@ class Proxy:
                 self._open |= {client, upstream}
             threading.Thread(target=self._pump, args=(client, upstream, False), daemon=True).start()
             threading.Thread(target=self._pump, args=(upstream, client, True), daemon=True).start()
+
+    def _refuse_put(self, client: socket.socket) -> bool:
+        """Whether `client`'s request is a PUT beyond `max_puts` (its first bytes peeked, not taken)."""
+        if self.max_puts is None:
+            return False
+        client.settimeout(5)
+        try:
+            method = client.recv(4, socket.MSG_PEEK)
+        except OSError:
+            return True
+        client.settimeout(None)
+        if method != b"PUT ":
+            return False
+        if self.puts >= self.max_puts:
+            self.put_refused.set()
+            return True
+        self.puts += 1
+        return False
 
     def _pump(self, source: socket.socket, target: socket.socket, answers: bool) -> None:
         try:

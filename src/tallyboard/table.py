@@ -97,6 +97,9 @@ def require_writable_file(path: str) -> None:
             )
 
 
+RESUME_SHIP_WAIT = 30.0  # seconds `resume_run` through a spool waits for the spool to ship first
+
+
 class ResultTable:
     """The result table in a SQLite file (created if missing) or a `postgresql://` database; with
     `spool`, logged into that node-local SQLite file first and shipped to the database from there
@@ -212,7 +215,10 @@ class ResultTable:
         path = os.path.abspath(os.fspath(spool))
         require_writable_file(path)
         unique = DEFAULT_UNIQUE_COLUMNS if wanted is None else wanted
-        self.location = spool_module.location(path, self.location, unique, token)
+        uploaded = None
+        if self.location.is_http:  # a server's client keeps its files by its spool; its shipper uploads them
+            self.artifacts = uploaded = self.artifacts or str(Path(path).with_suffix(".artifacts"))
+        self.location = spool_module.location(path, self.location, unique, token, uploaded)
         shipper_for(path)
         return path
 
@@ -390,8 +396,30 @@ class ResultTable:
         self._refuse_if_read_only("resume a run")
         if keep_each < 1:
             raise ValueError(f"keep_each must be 1 or more, got {keep_each}")
+        if self.spool is not None:
+            return self._resumed_through_spool(run_id, keep_each, auto_log_plt, system_metrics)
         self._require(run_id)
         return self._reopened(run_id, keep_each, auto_log_plt, system_metrics, True)
+
+    def _resumed_through_spool(
+        self, run_id: int, keep_each: int, auto_log_plt: bool, system_metrics: bool
+    ) -> LogWriter:
+        """`resume_run` through a spool: `run_id` is the database's (or server's) id, reopened
+        there at once, after what the spool holds has shipped (so where the run stopped counts
+        it); the writer's run is the spool's copy of it (docs/server.md, "Resuming a run")."""
+        from tallyboard.store.spool import SpoolStore
+        from tallyboard.store.spool_shipper import reopen_run, shipper_for
+
+        assert self.spool is not None
+        spool = cast(SpoolStore, self._store)
+        if spool.backlog()[0] and not shipper_for(self.spool).wait(RESUME_SHIP_WAIT):
+            raise StoreError(
+                f"cannot resume run {run_id}: what the spool {self.spool} holds has not reached"
+                f" {spool.bound_to()[0]} within {RESUME_SHIP_WAIT:.0f} s (is it out of reach?)"
+            )
+        local_id, point = reopen_run(spool, run_id)
+        sink = sink_for(self.location, self.commit_interval)
+        return self._writer(sink, local_id, keep_each, auto_log_plt, system_metrics, point)
 
     def load_run(self, run_id: int) -> RunView:
         """An existing run, to read what it logged (and edit its note, tag, colour, tags, status)."""

@@ -21,6 +21,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from tallyboard.run.relaunch import resumable_id
 from tallyboard.skins.launch import launch, open_table
 from tallyboard.skins.not_stored import NotStored
 from tallyboard.skins.wandb_data import Artifact, Histogram, Html, Image, Table, not_stored_media
@@ -148,7 +149,8 @@ def _run_to_resume(table: Any, project: str, wandb_id: str | None, resume: Any) 
         raise ValueError(f"wandb.init(id={wandb_id!r}, resume='never'): that run exists (run {found[-1]})")
     if resume == "must" and not found:
         raise ValueError(f"wandb.init(id={wandb_id!r}, resume='must'): no run of {project!r} has that id")
-    return found[-1] if found and resume != "never" else None
+    # found in this table: through a spool (a server), by the spool's id; resumed by the server's
+    return resumable_id(table, found[-1]) if found and resume != "never" else None
 
 
 def _chosen_keys(values: Any, include: Sequence[str] | None, exclude: Sequence[str] | None) -> dict[str, Any]:

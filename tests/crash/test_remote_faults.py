@@ -15,9 +15,11 @@ import time
 
 import pytest
 
+import tallyboard as tb
 from own_postgres import own_server as own_postgres
 from remote_server import WRITE_TOKEN, Proxy, own_server
 from tallyboard.store import open_store
+from tallyboard.store.http_shipping import UPLOAD_CHUNK
 from tallyboard.store.spool import SpoolStore
 
 pytestmark = pytest.mark.usefixtures("shippers_end_with_the_test")  # tests/conftest.py
@@ -184,3 +186,35 @@ def test_the_servers_postgresql_stopped_mid_run_gets_every_row_once(tmp_path, cl
         writer.stdin.flush()
         finish(writer)
         assert every_row_once(database.url, spool, "database stopped") == 30_000
+
+
+def test_the_server_killed_mid_upload_gets_the_artefact_whole_and_once(tmp_path):
+    served, spool = str(tmp_path / "served.db"), tmp_path / "spool.db"
+    checkpoint = tmp_path / "model.ckpt"
+    checkpoint.write_bytes(os.urandom(3 * UPLOAD_CHUNK + 7))  # four chunks
+    with own_server(served) as server:
+        proxy = Proxy(server.port)
+        proxy.max_puts = 1  # the first chunk reaches the server; the others are refused
+        try:
+            table = tb.ResultTable(
+                proxy.url, token=WRITE_TOKEN, spool=spool, nocommit_action=tb.NoCommitAction.NOP
+            )
+            run = table.new_run("upload", auto_log_plt=False)
+            run.log_artifact(checkpoint, kind="model")
+            run.close()
+            table.ship(timeout=0)  # ask the shipper to go now
+            assert proxy.put_refused.wait(timeout=120)
+            staged = tmp_path / "served.artifacts" / "uploads"
+            assert [part.stat().st_size for part in staged.iterdir()] == [UPLOAD_CHUNK]
+            server.kill()  # mid-upload: one chunk of four held
+            server.start()
+            proxy.max_puts = 100  # let the rest through (and count them)
+            assert table.ship(timeout=120)
+        finally:
+            proxy.close()
+        assert proxy.puts == 4  # each chunk sent once: the restarted server said where to go on
+        assert not list(staged.iterdir())
+    with tb.ResultTable(served, read_only=True) as read:
+        (row,) = read.list_artifacts(table.database_run_id(run.run_id))
+        read.save_artifact(row.run_id, "model.ckpt", tmp_path / "saved.ckpt")
+    assert (tmp_path / "saved.ckpt").read_bytes() == checkpoint.read_bytes()

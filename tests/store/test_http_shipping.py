@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import urllib.request
 
 import numpy
 import pytest
@@ -184,3 +185,39 @@ def test_a_spool_logged_while_the_server_was_down_ships_with_tallyboard_sync(tmp
             assert len(read.load_run(1).get_scalar("loss")) == 500
     finally:
         server.kill()
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "postgres"])
+def test_artefact_bytes_are_uploaded_and_the_server_shows_and_exports_them(tmp_path, engine, request):
+    served = str(tmp_path / "served.db") if engine == "sqlite" else request.getfixturevalue("pg_url")
+    options = () if engine == "sqlite" else ("--artifacts", str(tmp_path / "server-files"))
+    checkpoint = tmp_path / "model.ckpt"
+    checkpoint.write_bytes(os.urandom(9 * 2**20 + 5))  # three chunks of the client's
+    (tmp_path / "empty.txt").write_bytes(b"")
+    with own_server(served, *options) as server:
+        remote = tb.ResultTable(
+            server.url, token=WRITE_TOKEN, spool=tmp_path / "spool.db", nocommit_action=NOP
+        )
+        run = remote.new_run("files", auto_log_plt=False)
+        run.log_artifact(checkpoint, kind="model", step=3)
+        run.log_artifact(tmp_path / "empty.txt")
+        run.log_artifact(tmp_path / "empty.txt", name="../../escape.txt")  # a label, never a path
+        run.close()
+        assert remote.ship(timeout=120)
+        server_id = remote.database_run_id(run.run_id)
+        page = urllib.request.urlopen(f"{server.url}/api/runs/{server_id}/artifacts/model.ckpt", timeout=60)
+        assert page.read() == checkpoint.read_bytes()  # the dashboard serves the uploaded bytes
+    files = None if engine == "sqlite" else tmp_path / "server-files"
+    with tb.ResultTable(served, read_only=True, artifacts=files) as table:
+        rows = table.list_artifacts(server_id)
+        assert sorted((row.name, row.size) for row in rows) == [
+            ("../../escape.txt", 0), ("empty.txt", 0), ("model.ckpt", 9 * 2**20 + 5)
+        ]  # fmt: skip
+        table.save_artifact(server_id, "model.ckpt", tmp_path / "saved.ckpt")
+        assert (tmp_path / "saved.ckpt").read_bytes() == checkpoint.read_bytes()
+        table.export(tmp_path / "export")
+    exported = [
+        path for path in (tmp_path / "export").rglob("*") if path.is_file() and path.stat().st_size > 2**20
+    ]
+    assert [path.read_bytes() == checkpoint.read_bytes() for path in exported] == [True]
+    assert not (tmp_path / "escape.txt").exists() and not (tmp_path.parent / "escape.txt").exists()

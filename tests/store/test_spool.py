@@ -165,12 +165,12 @@ def test_a_spool_ships_to_one_database_only(pg_url, pg_database, tmp_path):
         tb.ResultTable(str(tmp_path / "results.db"), spool=str(tmp_path / "other.db"))
 
 
-def test_resuming_through_a_spool_is_refused_with_the_reason(pg_url, tmp_path):
+def test_repeating_a_spools_run_by_its_own_id_is_refused_with_the_reason(pg_url, tmp_path):
     table = spooled_table(pg_url, str(tmp_path / "spool.db"))
-    run = table.new_run("r", auto_log_plt=False)
+    run = table.new_run("r", comment="same", auto_log_plt=False)
     run.close()
-    with pytest.raises(StoreError, match="not supported through a spool"):
-        table.resume_run(run.run_id)
+    with pytest.raises(StoreError, match="reopened by the database's id"):
+        table.new_run("r", comment="same", auto_log_plt=False, on_duplicate="repeat")
 
 
 def test_sync_of_a_table_that_is_not_a_spool_is_refused_and_changes_nothing(tmp_path, capsys):

@@ -91,7 +91,8 @@ def create_app(
     table = Location.of(url_or_path)
     writers = TokenSet.of(list(tokens), ("write",), tuple(usable_token(t) or "" for t in write_tokens))
     readers = TokenSet.of(list(tokens), ("read",), () if token is None else (token,))
-    ingest = Ingest(table, writers, readers) if writers else None
+    location = location_for(table, artifacts)  # where the files of `log_artifact` are
+    ingest = Ingest(table, writers, readers, location) if writers else None
     queries, store = open_for_dashboard(table, read_only)  # creates nothing, migrates nothing
     csrf_secret = secrets.token_urlsafe(32)
     # Names the browser's saved layout; of the shown location, so the page holds no hash of a password.
@@ -198,7 +199,6 @@ def create_app(
             DamagedTableError: _damaged,
         },
     )
-    location = location_for(table, artifacts)  # where the files of `log_artifact` are
     app.state.dashboard = api.Dashboard(queries, RunsTable(queries), Downsampler(queries), store, location)
     app.state.hub = hub
     app.add_middleware(Compressed)

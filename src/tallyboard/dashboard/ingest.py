@@ -21,8 +21,8 @@ What a client holding a write token can do, and no more:
   once (503). Every field is checked as strictly as the client's calls check it
   (store/entry_checks.py) before a transaction starts: a 400 names the field.
 - A run id in an entry is the spool's own; the destination maps it through the runs this spool
-  started on the server, so a client reaches no run it did not start. A spool id is a random
-  capability (a uuid4 the client drew): the server never shows one.
+  started (or reopened: store/run_claims.py) on the server, so a client reaches no other run. A
+  spool id is a random capability (a uuid4 the client drew): the server never shows one.
 - One writer: one transaction at a time, on the ingest's own connection (the dashboard's readers
   and edits keep theirs); decoding and checking run on threads of the ingest's own, off the event
   loop, so pages keep their threads while shipments wait.
@@ -30,7 +30,11 @@ What a client holding a write token can do, and no more:
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 import re
+import tempfile
 import threading
 import time
 import zlib
@@ -42,9 +46,12 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from tallyboard.dashboard.tokens import TokenSet
-from tallyboard.errors import DatabaseUnreachable
+from tallyboard.errors import DatabaseUnreachable, DuplicateRunError, NotFoundError
 from tallyboard.store import Access, Location, Store, open_store
+from tallyboard.store.artifacts import LocalBlobs, open_blobs
 from tallyboard.store.entry_checks import BadEntry, check_entry
+from tallyboard.store.received_blobs import MAX_BLOB, MAX_CHUNK, ReceivedBlobs, UploadRefused
+from tallyboard.store.run_claims import RunInUse
 from tallyboard.store.spool import ShippedRun, decode
 from tallyboard.store.spool_shipper import Destination
 
@@ -60,7 +67,9 @@ ADDRESS_RATE, ADDRESS_BURST = 1000.0, 2000.0
 MAX_DESTINATIONS = 4096  # spools whose run maps are kept in memory (then the cache starts over)
 DB_RETRY_FOR = 1.0  # seconds a lost PostgreSQL is waited for before a request is a 503
 SPOOL_ID = re.compile(r"[A-Za-z0-9_-]{8,64}")
-ROUTE = re.compile(rf"{re.escape(PREFIX)}(?:/spools/(?P<spool>[^/]+)(?P<entries>/entries)?)?/?")
+ROUTE = re.compile(
+    rf"{re.escape(PREFIX)}(?:/spools/(?P<spool>[^/]+)(?P<entries>/entries|/reopen)?|/blobs/(?P<blob>[^/]+))?/?"
+)
 
 
 class Refused(Exception):
@@ -108,7 +117,9 @@ def _shipped(spool_id: str, watermark: int, created: list[ShippedRun]) -> dict[s
 class Ingest:
     """The served table's writer for remote spools: its own store, one transaction at a time."""
 
-    def __init__(self, table: Location, writers: TokenSet, readers: TokenSet) -> None:
+    def __init__(
+        self, table: Location, writers: TokenSet, readers: TokenSet, artifacts: str | None = None
+    ) -> None:
         if not writers:
             raise ValueError("accepting writes needs at least one write token")
         self.writers, self.readers = writers, readers
@@ -124,6 +135,9 @@ class Ingest:
         # Threads of the ingest's own: a shipment waiting for the writer never holds one the
         # dashboard's pages need (they share Starlette's default pool).
         self.threads = CapacityLimiter(MAX_IN_FLIGHT)
+        # Where uploaded artefact bytes go (the table's artefact store); None: the server keeps
+        # listings only (a 501 tells a client so).
+        self.blobs = None if artifacts is None else received_blobs(artifacts)
 
     def close(self) -> None:
         self.store.close()
@@ -150,6 +164,19 @@ class Ingest:
                 "shipped": destination.watermark(),
                 "runs": [list(run) for run in destination.known_runs()],
             }
+
+    def reopen(self, spool_id: str, run_id: int, check: bool) -> dict[str, Any]:
+        """Reopen run `run_id` of the table for a spool (store/run_claims.py): 404 for no such run,
+        409 while another spool writes it or when its configuration ran again since it failed."""
+        with self._writing:
+            try:
+                return self._destination(spool_id).reopen(run_id, check)
+            except NotFoundError as error:
+                raise Refused(404, str(error)) from None
+            except RunInUse as busy:
+                raise Refused(409, str(busy), {"Retry-After": str(max(1, round(busy.retry_after)))}) from None
+            except DuplicateRunError as duplicate:
+                raise Refused(409, str(duplicate)) from None
 
     def apply(self, spool_id: str, entries: list[tuple[int, float, str, Any]]) -> dict[str, Any]:
         """Apply checked entries of a spool exactly once; the watermark and the runs created.
@@ -221,6 +248,55 @@ class Ingest:
         return destination
 
 
+def reopening(body: bytes) -> tuple[int, bool]:
+    """{"run": RUN_ID, "check": true}: the run to reopen, and whether its uniqueness is checked."""
+    try:
+        document = json.loads(body)
+    except ValueError:
+        raise Refused(400, 'the body must be {"run": RUN_ID, "check": true}') from None
+    if not isinstance(document, dict) or set(document) - {"run", "check"}:
+        raise Refused(400, 'the body must be {"run": RUN_ID, "check": true}')
+    run_id, check = document.get("run"), document.get("check", True)
+    if type(run_id) is not int or not 0 < run_id < 2**63 or not isinstance(check, bool):
+        raise Refused(400, "run must be a run id and check true or false")
+    return run_id, check
+
+
+def received_blobs(artifacts: str) -> ReceivedBlobs:
+    """The artefact store at `artifacts` with its staging folder: `uploads/` inside a local one
+    (the final rename stays on one file system), a folder of the server's temporary directory for
+    object storage (which cannot append)."""
+    blobs = open_blobs(artifacts)
+    if isinstance(blobs, LocalBlobs):
+        return ReceivedBlobs(blobs, blobs.root / "uploads")
+    digest = hashlib.sha256(blobs.location.encode()).hexdigest()[:16]
+    return ReceivedBlobs(blobs, os.path.join(tempfile.gettempdir(), f"tallyboard-uploads-{digest}"))
+
+
+async def blob_answer(ingest: Ingest, request: Request, sha256: str) -> dict[str, Any]:
+    """GET: where the upload of `sha256` stands; PUT ?offset=O&total=T with a raw chunk: take it."""
+    if ingest.blobs is None:
+        raise Refused(501, "this server keeps no artefact bytes (no artefact store): listings only")
+    blobs = ingest.blobs
+    try:
+        if request.method == "GET":
+            return await to_thread.run_sync(blobs.state, sha256, limiter=ingest.threads)
+        if request.method != "PUT":
+            raise Refused(405, "GET or PUT only")
+        offset, total = (_query_int(request, name) for name in ("offset", "total"))
+        chunk = await read_body(request, MAX_CHUNK)
+        return await to_thread.run_sync(blobs.receive, sha256, offset, total, chunk, limiter=ingest.threads)
+    except UploadRefused as refused:
+        raise Refused(refused.status, str(refused)) from None
+
+
+def _query_int(request: Request, name: str) -> int:
+    text = request.query_params.get(name, "")
+    if not text.isdigit() or len(text) > 19:
+        raise Refused(400, f"?{name}= must be a number of bytes")
+    return int(text)
+
+
 def parse_entries(document: Any) -> list[tuple[int, float, str, Any]]:
     """{"entries": [[seq, logged_at, op, args], ...]}: seqs positive and increasing, each entry's
     arguments checked (store/entry_checks.py)."""
@@ -248,16 +324,16 @@ def parse_entries(document: Any) -> list[tuple[int, float, str, Any]]:
     return entries
 
 
-async def read_body(request: Request) -> bytes:
-    """The body as sent, refused past `MAX_COMPRESSED` (413) without reading it all."""
+async def read_body(request: Request, limit: int = MAX_COMPRESSED) -> bytes:
+    """The body as sent, refused past `limit` bytes (413) without reading it all."""
     declared = request.headers.get("content-length")
-    if declared is not None and (not declared.isdigit() or int(declared) > MAX_COMPRESSED):
-        raise Refused(413, f"a request body is limited to {MAX_COMPRESSED:,} bytes")
+    if declared is not None and (not declared.isdigit() or int(declared) > limit):
+        raise Refused(413, f"a request body is limited to {limit:,} bytes")
     chunks, size = [], 0
     async for chunk in request.stream():
         size += len(chunk)
-        if size > MAX_COMPRESSED:
-            raise Refused(413, f"a request body is limited to {MAX_COMPRESSED:,} bytes")
+        if size > limit:
+            raise Refused(413, f"a request body is limited to {limit:,} bytes")
         chunks.append(chunk)
     return b"".join(chunks)
 
@@ -322,11 +398,13 @@ class IngestGate:
         if route is None:
             raise Refused(404, f"no such endpoint; see GET {PREFIX}")
         spool_id = route["spool"]
-        if spool_id is None:
+        if route["blob"] is not None:
+            spool_id = route["blob"]  # rate-limited as a spool of its own
+        elif spool_id is None:
             if request.method != "GET":
                 raise Refused(405, "GET only")
             return {"version": 1, "limits": LIMITS}
-        if SPOOL_ID.fullmatch(spool_id) is None:
+        if route["blob"] is None and SPOOL_ID.fullmatch(spool_id) is None:
             raise Refused(400, "a spool id is 8 to 64 letters, digits, '-' or '_'")
         address = request.client.host if request.client else ""
         now = time.monotonic()
@@ -336,6 +414,15 @@ class IngestGate:
         if not ingest.in_flight.acquire(blocking=False):
             raise Refused(503, "the server is busy: try again", {"Retry-After": "1"})
         try:
+            if route["blob"] is not None:
+                return await blob_answer(ingest, request, route["blob"])
+            if route["entries"] == "/reopen":
+                if request.method != "POST":
+                    raise Refused(405, "POST only")
+                run_id, check = reopening(await read_body(request, 4096))
+                return await to_thread.run_sync(
+                    ingest.reopen, spool_id, run_id, check, limiter=ingest.threads
+                )
             if route["entries"] is None:
                 if request.method != "GET":
                     raise Refused(405, "GET only")
@@ -359,4 +446,6 @@ LIMITS = {
     "burst_per_spool": BURST,
     "requests_per_second_per_address": ADDRESS_RATE,
     "burst_per_address": ADDRESS_BURST,
+    "max_chunk_bytes": MAX_CHUNK,
+    "max_artifact_bytes": MAX_BLOB,
 }

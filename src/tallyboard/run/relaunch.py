@@ -31,6 +31,8 @@ class Table(Protocol):
 
     def load_run(self, run_id: int) -> RunView: ...
 
+    def database_run_id(self, run_id: int) -> int | None: ...
+
 
 def slurm_job_id() -> str | None:
     """The SLURM job this process belongs to, or None outside SLURM."""
@@ -64,8 +66,20 @@ def run_to_resume(table: Table, experiment_name: str) -> int | None:
         if table.get_experiment_raw(run_id)["experiment"] != experiment_name:
             continue
         if str(table.load_run(run_id).get_hparams().get(SLURM_JOB_HPARAM)) == job:
-            return run_id
+            return resumable_id(table, run_id)
     return None
+
+
+def resumable_id(table: Table, run_id: int) -> int:
+    """The id `resume_run` takes for a run found in `table`: through a spool, the database's (a
+    run found in the spool is known by the spool's id), so its start must have shipped."""
+    found = table.database_run_id(run_id)
+    if found is None:
+        raise RuntimeError(
+            f"run {run_id} of this spool has not reached its database yet, so it cannot be resumed:"
+            " let the spool ship (`tallyboard sync SPOOL`), then launch again"
+        )
+    return found
 
 
 def record_launch(writer: LogWriter) -> None:

@@ -35,7 +35,7 @@ from tallyboard.store.location import Location, without_password
 from tallyboard.store.records import ArtifactRow
 
 CHUNK = 1 << 20  # bytes read, hashed and written at a time
-_SHA256 = re.compile(r"[0-9a-f]{64}")
+SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 def location_for(table: Location, configured: str | os.PathLike[str] | None = None) -> str | None:
@@ -83,7 +83,7 @@ def open_blobs(location: str) -> Blobs:
 def blob_key(sha256: str) -> str:
     """Where the blob of `sha256` lives in a store. Refuses anything but 64 hex digits: a hash read
     from a table someone else wrote must not become a path such as '../../.ssh/id_rsa'."""
-    if not _SHA256.fullmatch(sha256):
+    if not SHA256.fullmatch(sha256):
         raise ArtifactError(f"not a sha256 (64 lowercase hex digits): {sha256[:80]!r}")
     return f"sha256/{sha256[:2]}/{sha256}"
 

@@ -7,7 +7,7 @@ thread (values.py, media.py). A client on the network may be anyone holding a wr
 every field is checked here as strictly as the client's calls check it, and anything else is a
 `BadEntry` (a 400) before a transaction starts. What a check cannot see -- which runs are the
 client's -- the destination enforces: a run id in an entry is the spool's own, mapped through
-the spool's runs on the server, so a client reaches no run it did not start.
+the spool's runs on the server, so a client reaches no run it did not start or reopen.
 
 The checks of records are derived from their declarations (`Batch`'s lists of named records in
 store/records.py, the run row in store/run_fields.py), so a record that gains a field is checked
@@ -22,6 +22,7 @@ import math
 from collections.abc import Callable
 from typing import Any, get_type_hints
 
+from tallyboard.store.artifacts import SHA256
 from tallyboard.store.records import TEXT_KINDS, ArtifactRow, Batch, QueuedMedia, QueuedValue, RunUpdate
 from tallyboard.store.run_fields import EDITABLE_RUN_FIELDS, FIELDS
 from tallyboard.store.tables import BATCH_RECORDS
@@ -262,6 +263,12 @@ def check_entry(op: str, args: Any) -> Any:
             raise BadEntry("create_run.debug and create_run.rerun must be true or false")
         run = _int("create_run.run", args["run"])
         return {"run": run, "fields": fields, "debug": args["debug"], "rerun": rerun}
+    if op == "attach_run":
+        args = _object(op, args, {"run", "run_id"})
+        return {
+            "run": _int("attach_run.run", args["run"]),
+            "run_id": _int("attach_run.run_id", args["run_id"]),
+        }
     if op == "update_run":
         args = _object(op, args, {"run", "values"})
         values = _run_values("update_run.values", args["values"], EDITABLE_RUN_FIELDS)
@@ -284,8 +291,11 @@ def check_entry(op: str, args: Any) -> Any:
         hints = get_type_hints(ArtifactRow)
         if not isinstance(args, list) or len(args) != len(ArtifactRow._fields):
             raise BadEntry(f"an add_artifact entry must be the list {list(ArtifactRow._fields)}")
-        return [
+        row = ArtifactRow(*(
             _checked(f"add_artifact.{f}", hints[f], v, key=f == "name")
             for f, v in zip(ArtifactRow._fields, args, strict=True)
-        ]
+        ))  # fmt: skip
+        if SHA256.fullmatch(row.sha256) is None or row.size < 0:
+            raise BadEntry("add_artifact.sha256 must be 64 lowercase hex digits and its size 0 or more")
+        return list(row)
     raise BadEntry(f"unknown entry {op!r}")

@@ -17,6 +17,13 @@ uses, so the guarantees are the same ones, with the server in the database's pla
   batch format of `spool.batch_to_json`, derived from store/tables.py), so the wire follows the
   tables whenever they change. One request is a gzip-compressed JSON document.
 
+- Artefact bytes go before their listing: a shipment holding an `add_artifact` entry first
+  uploads that file from the client's artefact store (the spool's `.artifacts` folder unless one
+  is configured) in chunks of `UPLOAD_CHUNK` bytes, going on from what the server holds
+  (store/received_blobs.py), so the listing never names bytes the server lacks for want of
+  sending them. A server without an artefact store (501), or a file gone from the client's store,
+  gets the listing alone, with a warning.
+
 Only the standard library (`urllib`, `gzip`, `json`): the logging path imports nothing else.
 TLS is `https://` with the system's certificates (`SSL_CERT_FILE` names another bundle).
 """
@@ -31,15 +38,18 @@ import re
 import urllib.error
 import urllib.parse
 import urllib.request
+import warnings
 from typing import Any
 
-from tallyboard.errors import StoreError
+from tallyboard.errors import NotFoundError, StoreError
+from tallyboard.store.artifacts import Blobs, open_blobs
 from tallyboard.store.location import Location
 from tallyboard.store.spool import ShippedRun
 
 API = "/api/ingest/v1"  # the protocol's version is in its paths (docs/server.md)
 REQUEST_TIMEOUT = 30.0  # seconds one request may take before the shipper backs off and retries
 COMPRESS_LEVEL = 1  # the shipper shares the training process's CPUs: fast over small
+UPLOAD_CHUNK = 4 * 2**20  # bytes of artefact sent a request (the server takes up to 8 MiB)
 
 
 def default_spool(server: Location) -> str:
@@ -91,10 +101,15 @@ def shipped_runs(rows: Any) -> list[ShippedRun]:
 class HttpDestination:
     """A tallyboard server as the destination of one spool (`spool_shipper.Shipping`)."""
 
-    def __init__(self, server: Location, spool_id: str, token: str | None) -> None:
+    def __init__(
+        self, server: Location, spool_id: str, token: str | None, artifacts: str | None = None
+    ) -> None:
         self.server = server
-        self.base = server.secret().rstrip("/") + f"{API}/spools/{spool_id}"
+        self.api = server.secret().rstrip("/") + API
+        self.base = f"{self.api}/spools/{spool_id}"
         self.token = token
+        self.artifacts: Blobs | None = None if artifacts is None else open_blobs(artifacts)
+        self._uploaded: set[str] = set()  # hashes the server holds (this destination saw it)
         # Runs the server created for this spool before (an answer may have been lost after its
         # commit): noted by the spool with the next shipment, as `Destination` does.
         answer = self._request("GET", self.base)
@@ -104,7 +119,12 @@ class HttpDestination:
         """Nothing held open: each request is its own connection."""
 
     def ship(self, entries: list[tuple[int, float, str, str]]) -> tuple[int, list[ShippedRun]]:
-        """Post `entries` (seq order) and return the server's watermark and the runs it created."""
+        """Post `entries` (seq order) and return the server's watermark and the runs it created;
+        the bytes of the artefacts they list are uploaded first."""
+        for _, _, op, args in entries:
+            if op == "add_artifact":
+                run, name, _, size, sha256, *_ = json.loads(args)
+                self._upload(sha256, size, f"artefact {name!r} of run {run}")
         body = gzip.compress(entries_document(entries), COMPRESS_LEVEL)
         answer = self._request("POST", self.base + "/entries", body)
         watermark = answer.get("shipped")
@@ -113,9 +133,69 @@ class HttpDestination:
         created, self._unnoted = self._unnoted + shipped_runs(answer.get("runs")), []
         return watermark, created
 
-    def _request(self, method: str, url: str, body: bytes | None = None) -> dict[str, Any]:
+    def reopen(self, run_id: int, check: bool = True) -> dict[str, Any]:
+        """Ask the server to reopen its run `run_id` for this spool (store/run_claims.py); within
+        `REQUEST_TIMEOUT`, or an error that says why not."""
+        body = json.dumps({"run": run_id, "check": check}).encode()
+        try:
+            answer = self._request("POST", self.base + "/reopen", body, "application/json")
+        except ShippingRefused as refused:
+            if refused.status == 404:
+                raise NotFoundError(str(refused)) from None
+            raise
+        if not {"run", "rep", "rep_start", "next_steps", "fields"} <= set(answer):
+            raise StoreError(
+                f"the server answered a reopening without where the run stopped: {answer!r:.200}"
+            )
+        return answer
+
+    def _upload(self, sha256: str, size: int, what: str) -> None:
+        """Send the bytes of `sha256` the server lacks, from where its upload stands."""
+        if sha256 in self._uploaded:
+            return
+        url = f"{self.api}/blobs/{sha256}"
+        try:
+            held = self._request("GET", url)
+        except ShippingRefused as refused:
+            if refused.status != 501:
+                raise
+            warnings.warn(f"{what}: {refused}; only its listing is shipped", RuntimeWarning, stacklevel=1)
+            self._uploaded.add(sha256)
+            return
+        if not held.get("complete"):
+            if self.artifacts is None or not self.artifacts.exists(sha256):
+                warnings.warn(
+                    f"{what}: its bytes are not in this client's artefact store, so the server gets"
+                    " its listing alone",
+                    RuntimeWarning,
+                    stacklevel=1,
+                )
+            else:
+                self._send(url, sha256, size, int(held.get("size") or 0))
+        self._uploaded.add(sha256)
+
+    def _send(self, url: str, sha256: str, size: int, offset: int) -> None:
+        assert self.artifacts is not None
+        with self.artifacts.open(sha256) as source:
+            source.seek(offset)
+            while True:
+                chunk = source.read(UPLOAD_CHUNK)
+                answer = self._request(
+                    "PUT", f"{url}?offset={offset}&total={size}", chunk, "application/octet-stream"
+                )
+                if answer.get("complete"):
+                    return
+                if not chunk:
+                    raise StoreError(f"the server holds {answer.get('size')} bytes of {sha256}, not {size}")
+                offset += len(chunk)
+
+    def _request(
+        self, method: str, url: str, body: bytes | None = None, content_type: str | None = None
+    ) -> dict[str, Any]:
         headers = {"Accept": "application/json"}
-        if body is not None:
+        if body is not None and content_type is not None:
+            headers["Content-Type"] = content_type
+        elif body is not None:
             headers |= {"Content-Type": "application/json", "Content-Encoding": "gzip"}
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"

@@ -25,7 +25,9 @@ Why it is built this way:
   token, in `spool_state`, which no copy, export or dashboard reads, in a file only its owner may
   read (mode 0600, `keep_private`); everything else shows it through `Location`, without it.
 - Written only locally, never shipped: quarantined records (the spool's own rejects), the column
-  layout (`set_columns`). Resuming a run by id is refused: the id of a spool is not the database's.
+  layout (`set_columns`). A run is resumed by the database's id: the database reopens it at once
+  (store/run_claims.py), and the spool continues it as a run of its own that an `attach_run`
+  entry maps to it.
 """
 
 from __future__ import annotations
@@ -71,18 +73,20 @@ def location(
     target: Location,
     unique_columns: tuple[str, ...],
     token: str | None = None,
+    artifacts: str | None = None,
 ) -> Location:
     """Bind the spool file at `spool_path` to `target` (the first time, creating it with these
     unique columns; a spool bound to another database is refused) and return the location
     `open_store` opens it by. `token` is a server's write token (kept for the shipper and
-    `tallyboard sync`, as a database's password is; the last one given counts)."""
+    `tallyboard sync`, as a database's password is; the last one given counts); `artifacts` the
+    artefact store whose files a server's shipper uploads (the last one given counts)."""
     if not (target.is_postgres or target.is_http):
         raise ValueError(
             f"a spool ships to a postgresql:// database or an http(s):// tallyboard server, not"
             f" {str(target)!r} (a SQLite table is local already: log to it directly)"
         )
     path = os.path.abspath(os.fspath(spool_path))
-    SpoolStore(path, unique_columns, target=target, token=token).close()
+    SpoolStore(path, unique_columns, target=target, token=token, artifacts=artifacts).close()
     return Location(SPOOL_PREFIX + path)
 
 
@@ -195,13 +199,14 @@ class SpoolStore(SqliteStore):
         access: Access = Access.WRITE,
         target: Location | None = None,
         token: str | None = None,
+        artifacts: str | None = None,
     ) -> None:
         super().__init__(path, unique_columns=unique_columns, access=access)
         if access is not Access.READ:
             with self._lock:
-                self.atomic(lambda: self._bind(target, token))
+                self.atomic(lambda: self._bind(target, token, artifacts))
 
-    def _bind(self, target: Location | None, token: str | None = None) -> None:
+    def _bind(self, target: Location | None, token: str | None = None, artifacts: str | None = None) -> None:
         if target is None and not self.execute("SELECT 1 FROM sqlite_master WHERE name = 'spool_state'"):
             raise StoreError(f"{self.path!r} is not a spool: it was never bound to a database")
         for statement in SPOOL_DDL:
@@ -220,6 +225,8 @@ class SpoolStore(SqliteStore):
         if token is not None and token != self.state("token"):
             keep_private(self.path)  # a spool made before it kept no secret yet
             self._set_state("token", token)
+        if artifacts is not None:
+            self._set_state("artifacts", artifacts)
 
     def bound_to(self) -> tuple[Location, str]:
         """(the database this spool ships to, the id that names the spool there)."""
@@ -295,9 +302,35 @@ class SpoolStore(SqliteStore):
 
     def reopen_run(self, run_id: int, check: bool = True) -> ResumePoint:
         raise StoreError(
-            "resuming a run is not supported through a spool: its run id is the spool's, not the"
-            " database's; resume it from the database URL once the spool has been shipped"
+            "a run of a spool is reopened by the database's id (`ResultTable.resume_run` through the"
+            " spool asks the database or server): a spool's own run ids are not the database's"
         )
+
+    def continue_run(self, reopened: dict[str, Any]) -> tuple[int, ResumePoint]:
+        """A run the database reopened for this spool (`run_claims.reopen`'s answer) continued here:
+        a run of the spool with its fields, its repetition and the database's id noted, and an
+        `attach_run` entry that maps it there when shipped. (its id in the spool, where it stopped)."""
+        point = ResumePoint(int(reopened["rep"]), float(reopened["rep_start"]), dict(reopened["next_steps"]))
+        run_id = int(reopened["run"])
+        fields = {**reopened["fields"], "status": "running", "end_time": None}
+        self.ready_for_writing()
+
+        def record() -> int:
+            spool_run = SqliteStore.create_run(self, fields)  # no unique key: the database checked it
+            self.execute("DELETE FROM repetitions WHERE run_id = ?", (spool_run,))
+            self.execute(
+                "INSERT INTO repetitions (run_id, rep, start_time) VALUES (?, ?, ?)",
+                (spool_run, point.rep, point.rep_start),
+            )
+            self.execute(
+                "INSERT OR REPLACE INTO spool_runs (spool_run, run_id, duplicate_of) VALUES (?, ?, NULL)",
+                (spool_run, run_id),
+            )
+            self._journal("attach_run", {"run": spool_run, "run_id": run_id})
+            return spool_run
+
+        with self._lock:
+            return self.atomic(record), point
 
     # ---- what the shipper reads and records ---------------------------------------------------------
     def pending(self, after: int, limit: int, max_bytes: int) -> list[tuple[int, float, str, str]]:

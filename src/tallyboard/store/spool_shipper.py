@@ -35,9 +35,10 @@ from collections.abc import Sequence
 from typing import Any, Protocol, cast
 
 from tallyboard.errors import DuplicateRunError
+from tallyboard.store import run_claims
 from tallyboard.store.base import Store
 from tallyboard.store.location import LocationLike
-from tallyboard.store.records import ArtifactRow, Batch, QueuedRecord, QueuedValue, ScalarRow
+from tallyboard.store.records import ArtifactRow, Batch, QueuedRecord, QueuedValue, ResumePoint, ScalarRow
 from tallyboard.store.spool import ShippedRun, SpoolStore, batch_from_json, decode
 
 log = logging.getLogger(__name__)
@@ -63,6 +64,9 @@ class Shipping(Protocol):
     def ship(self, entries: list[tuple[int, float, str, str]]) -> tuple[int, list[ShippedRun]]:
         """Apply `entries` exactly once; (the watermark after them, runs the spool has yet to note)."""
 
+    def reopen(self, run_id: int, check: bool = True) -> dict[str, Any]:
+        """Reopen the database's run `run_id` for this spool, at once (store/run_claims.py)."""
+
     def close(self) -> None:
         """Let go of what the destination holds open."""
 
@@ -73,7 +77,7 @@ def destination_for(spool: SpoolStore) -> Shipping:
     if target.is_http:
         from tallyboard.store.http_shipping import HttpDestination
 
-        return HttpDestination(target, spool_id, spool.state("token"))
+        return HttpDestination(target, spool_id, spool.state("token"), spool.state("artifacts"))
     return postgres_destination(target, spool_id)
 
 
@@ -101,6 +105,7 @@ class Destination:
         known = self.known_runs()
         self.runs: dict[int, int] = {spool_run: run_id for spool_run, run_id, _ in known}
         self._unnoted = known  # for the spool's copy, with the next shipment
+        self._touched: set[int] = set()  # runs a shipment wrote to: this spool's for `run_claims.LEASE`
 
     def known_runs(self) -> list[ShippedRun]:
         """Every run of the spool the database holds."""
@@ -123,11 +128,15 @@ class Destination:
             from tallyboard.store.postgres import SCHEMA_LOCK, PostgresStore
 
             cast(PostgresStore, self.db)._advisory_lock(SCHEMA_LOCK)
-        for statement in DDL:
+        for statement in DDL + run_claims.DDL:
             self.db.execute(statement)
 
     def close(self) -> None:
         self.db.close()
+
+    def reopen(self, run_id: int, check: bool = True) -> dict[str, Any]:
+        """Reopen the database's run `run_id` for this spool (store/run_claims.py)."""
+        return run_claims.reopen(self.db, self.spool_id, run_id, check, time.time())
 
     def ship(self, entries: Sequence[tuple[int, float, str, Any]]) -> tuple[int, list[ShippedRun]]:
         """Apply `entries` (seq order) in one transaction, skipping those the database has; return
@@ -149,6 +158,7 @@ class Destination:
             )[0][0]
             created: list[ShippedRun] = []
             runs = dict(self.runs)
+            self._touched = set()
             batches: list[Batch] = []  # consecutive sink batches, written as one
             for seq, _, op, args in entries:
                 if seq <= shipped:
@@ -162,6 +172,7 @@ class Destination:
                 self._write(batches, runs)
                 self._apply(op, fields, runs, created)
             self._write(batches, runs)
+            run_claims.note_writes(db, spool_id, self._touched, time.time())
             watermark = max(shipped, entries[-1][0])
             db.execute("UPDATE tallyboard_spools SET shipped = ? WHERE spool_id = ?", (watermark, spool_id))
             return watermark, created
@@ -180,6 +191,7 @@ class Destination:
             if not found:
                 raise RuntimeError(f"spool {self.spool_id}: run {spool_run} was never shipped")
             runs[spool_run] = found[0][0]
+        self._touched.add(runs[spool_run])
         return runs[spool_run]
 
     def _apply(self, op: str, args: Any, runs: dict[int, int], created: list[ShippedRun]) -> None:
@@ -188,15 +200,11 @@ class Destination:
         db = self.db
         if op == "create_run":
             run_id, duplicate_of = self._create_run(args["fields"], args["debug"], args.get("rerun", False))
-            runs[args["run"]] = run_id
-            created.append(ShippedRun(args["run"], run_id, duplicate_of))
-            db.execute(
-                "INSERT INTO tallyboard_spool_runs (spool_id, spool_run, run_id, duplicate_of)"
-                " VALUES (?, ?, ?, ?)"
-                " ON CONFLICT (spool_id, spool_run) DO UPDATE SET run_id = excluded.run_id,"
-                " duplicate_of = excluded.duplicate_of",
-                (self.spool_id, args["run"], run_id, duplicate_of),
-            )
+            self._map(args["run"], run_id, duplicate_of, runs, created)
+        elif op == "attach_run":  # a run of the database this spool reopened (`reopen`)
+            if not run_claims.granted(db, self.spool_id, args["run_id"]):
+                raise RuntimeError(f"spool {self.spool_id}: run {args['run_id']} was never reopened by it")
+            self._map(args["run"], args["run_id"], None, runs, created)
         elif op == "update_run":
             db.update_run(self._run_id(args["run"], runs), **args["values"])
         elif op == "change_run_tags":
@@ -208,6 +216,26 @@ class Destination:
             db.add_artifact(ArtifactRow(self._run_id(args[0], runs), *args[1:]))
         else:
             raise ValueError(f"unknown spool entry {op!r}: a newer tallyboard wrote this spool")
+
+    def _map(
+        self,
+        spool_run: int,
+        run_id: int,
+        duplicate_of: int | None,
+        runs: dict[int, int],
+        created: list[ShippedRun],
+    ) -> None:
+        """The spool's run `spool_run` is the database's `run_id` from now on."""
+        runs[spool_run] = run_id
+        self._touched.add(run_id)
+        created.append(ShippedRun(spool_run, run_id, duplicate_of))
+        self.db.execute(
+            "INSERT INTO tallyboard_spool_runs (spool_id, spool_run, run_id, duplicate_of)"
+            " VALUES (?, ?, ?, ?)"
+            " ON CONFLICT (spool_id, spool_run) DO UPDATE SET run_id = excluded.run_id,"
+            " duplicate_of = excluded.duplicate_of",
+            (self.spool_id, spool_run, run_id, duplicate_of),
+        )
 
     def _write(self, batches: list[Batch], runs: dict[int, int]) -> None:
         """Write consecutive sink batches as one, with the database's run ids, and empty the list:
@@ -244,6 +272,19 @@ class Destination:
                 (fields.get("unique_key"), run_id),
             )
             return run_id, duplicate.run_id
+
+
+def reopen_run(spool: SpoolStore, run_id: int, check: bool = True) -> tuple[int, ResumePoint]:
+    """`ResultTable.resume_run` through a spool: the database's (or server's) run `run_id` reopened
+    for this spool, synchronously (a bounded wait: `RETRY_FOR` for PostgreSQL, the request timeout
+    for a server), and continued in the spool as a run of its own mapped to it. (its spool id,
+    where it stopped)."""
+    destination = destination_for(spool)
+    try:
+        answer = destination.reopen(run_id, check)
+    finally:
+        destination.close()
+    return spool.continue_run(answer)
 
 
 def ship_once(spool: SpoolStore, destination: Shipping, limit: int = ENTRIES_PER_SHIPMENT) -> int:
