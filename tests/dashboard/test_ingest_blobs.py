@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import random
 
 import pytest
 from starlette.testclient import TestClient
@@ -16,7 +17,7 @@ from tallyboard.dashboard import create_app
 from tallyboard.store.artifacts import LocalBlobs
 
 WRITE, READ = "w-token", "r-token"
-DATA = os.urandom(3000)
+DATA = random.Random(3000).randbytes(3000)  # the same in every test worker: it names parametrised tests
 SHA = hashlib.sha256(DATA).hexdigest()
 
 
