@@ -50,3 +50,38 @@ def test_a_sigterm_at_random_moments_inside_store_writes_ends_the_process_and_fa
         (status,) = conn.execute("SELECT status FROM runs").fetchone()
         conn.close()
         assert status == "failed", trial
+
+
+CTRL_C_TWICE = textwrap.dedent("""
+    import os, signal, sys
+    import tallyboard as tb
+    from tallyboard.run import failure
+    table = tb.ResultTable(sys.argv[1], nocommit_action=tb.NoCommitAction.NOP)
+    run = table.new_run("r")
+    for step in range(100):
+        run.add_scalar("loss", float(step), step=step)
+    run.flush()
+    traceback_text = failure.from_exception
+
+    def read_while_ctrl_c_comes_again(error):  # the second Ctrl-C, while the hook reads the traceback
+        os.kill(os.getpid(), signal.SIGINT)
+        return traceback_text(error)
+
+    failure.from_exception = read_while_ctrl_c_comes_again
+    os.kill(os.getpid(), signal.SIGINT)  # the first Ctrl-C: a KeyboardInterrupt no one catches
+""")
+
+
+def test_a_second_ctrl_c_while_the_uncaught_interrupt_is_recorded_still_fails_the_run(tmp_path):
+    """Before, the second KeyboardInterrupt ended `sys.excepthook` before it recorded anything, and
+    the exit took the run for finished."""
+    db = str(tmp_path / "t.db")
+    proc = subprocess.run(
+        [sys.executable, "-c", CTRL_C_TWICE, db], capture_output=True, text=True, timeout=BOUND
+    )
+    assert proc.returncode == -signal.SIGINT, proc.stderr
+    conn = sqlite3.connect(db)
+    (status,) = conn.execute("SELECT status FROM runs").fetchone()
+    (points,) = conn.execute("SELECT SUM(n) FROM scalar_blocks").fetchone()
+    conn.close()
+    assert (status, points) == ("failed", 100), proc.stderr

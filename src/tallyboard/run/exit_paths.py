@@ -79,6 +79,7 @@ _previous: dict[str, Any] = {}
 _draining = 0  # drains in progress (ends of runs): a signal now is the user's second
 _abandoned = False  # a second signal gave up draining: nothing waits for the queue any more
 _ending = ""  # "" / "draining" / "done": the thread ending the runs after a SIGTERM (see _on_signal)
+_failing = False  # an uncaught exception is ending the runs (`_excepthook`): a signal now is a second one
 
 
 def opened(run: OpenRun, sink: Sink) -> None:
@@ -181,9 +182,14 @@ def _abandon_runs(signum: int) -> None:
 
 # Each hook reads the hook it chains to first: ending the last open run uninstalls ours.
 def _excepthook(exc_type: type[BaseException], value: BaseException, tb: Any) -> None:
-    previous = _previous.get("excepthook", sys.__excepthook__)
-    end_runs("failed", threading.main_thread().ident, failure.from_exception(value))
-    previous(exc_type, value, tb)
+    global _failing
+    _failing = True  # a Ctrl-C again while the traceback is read would end the hook unrecorded
+    try:
+        previous = _previous.get("excepthook", sys.__excepthook__)
+        end_runs("failed", threading.main_thread().ident, failure.from_exception(value))
+        previous(exc_type, value, tb)
+    finally:
+        _failing = False  # an interactive interpreter goes on after the hook
 
 
 def _threading_excepthook(args: Any) -> None:
@@ -197,7 +203,8 @@ def _threading_excepthook(args: Any) -> None:
 def _on_signal(signum: int, frame: Any, key: str) -> None:
     """SIGTERM ends every open run of the process (any thread's) as failed, draining the queue;
     SIGINT is left to the KeyboardInterrupt, which ends the runs on its way out. A second signal
-    while a drain is in progress gives up draining (`_abandon_runs`). Then whatever was there
+    while a drain is in progress, or while an uncaught exception ends the runs (`_excepthook`
+    reading its traceback), gives up draining and marks them failed (`_abandon_runs`). Then whatever was there
     before runs: the user's handler, or the default action (dying of the signal).
 
     The drain never runs in the interrupted frame: the main thread may have been stopped inside a
@@ -209,7 +216,7 @@ def _on_signal(signum: int, frame: Any, key: str) -> None:
     previous = _previous.get(key, signal.SIG_DFL)
     if _ending == "done":  # the runs are ended: pass the signal on
         _ending = ""
-    elif _draining or _abandoned or _ending:
+    elif _draining or _abandoned or _ending or _failing:
         _abandon_runs(signum)
         if previous is signal.default_int_handler:  # Ctrl-C twice: die of it, not mid-drain
             previous = signal.SIG_DFL
@@ -304,9 +311,9 @@ def _forget_parent() -> None:
     """In a forked child (e.g. a DataLoader worker) the parent's runs are not ours to end: start
     from none, with fresh locks in case one was held at the fork, and the hooks that were there
     before ours, so the child's first run installs them afresh (the sinks forget theirs in sink.py)."""
-    global _hooks_lock, _draining, _abandoned, _ending
+    global _hooks_lock, _draining, _abandoned, _ending, _failing
     _hooks_lock = threading.RLock()
-    _draining, _abandoned, _ending = 0, False, ""
+    _draining, _abandoned, _ending, _failing = 0, False, "", False
     _exit_code.clear()
     if _open_runs:  # our hooks are installed while runs are open
         _open_runs.clear()
