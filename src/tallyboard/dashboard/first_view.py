@@ -50,12 +50,12 @@ ESCAPES = str.maketrans(
 )
 
 
-def answers(page: str, request: Request) -> dict[str, object]:
+def answers(page: str, request: Request) -> dict[str, str]:
     """The first requests of `page` (a name of app.PAGES) for the address of `request`, each URL
-    with the API's answer; empty where the page has none to inline."""
-    found: dict[str, object] = {}
+    with the API's answer (its JSON text); empty where the page has none to inline."""
+    found: dict[str, str] = {}
 
-    def ask(url: str, handler: Callable[[Request], Response], **path: int) -> object | None:
+    def ask(url: str, handler: Callable[[Request], Response], **path: int) -> str | None:
         answer = _answer(request, url, handler, path)
         if answer is not None:
             found[url] = answer
@@ -64,13 +64,14 @@ def answers(page: str, request: Request) -> dict[str, object]:
     if page == "run":
         run_id = request.path_params["run_id"]
         run = ask(f"/api/runs/{run_id}", api.run_detail, run_id=run_id)
-        if isinstance(run, dict) and run.get("series"):
-            query = {"runs": str(run_id), "metric": run["series"][0]["metric"], "width": FIRST_CHART_WIDTH}
+        series = run and json.loads(run).get("series")
+        if series:
+            query = {"runs": str(run_id), "metric": series[0]["metric"], "width": FIRST_CHART_WIDTH}
             ask(f"/api/series?{urlencode(query)}", api.series)
     elif page == "table":
         experiments = ask("/api/experiments", api.experiments)
-        if isinstance(experiments, dict):
-            ask(f"/api/runs?{urlencode(_first_rows(request, experiments))}", api.runs)
+        if experiments is not None:
+            ask(f"/api/runs?{urlencode(_first_rows(request, json.loads(experiments)))}", api.runs)
     return found
 
 
@@ -95,8 +96,9 @@ def _flag(value: str) -> str:
     return "true" if value == "1" else "false"
 
 
-def _answer(request: Request, url: str, handler: Callable[[Request], Response], path: dict) -> object | None:
-    """`handler`'s answer to a GET of `url` by the page's client, None unless it is a 200."""
+def _answer(request: Request, url: str, handler: Callable[[Request], Response], path: dict) -> str | None:
+    """`handler`'s answer to a GET of `url` by the page's client (its JSON text, as sent), None
+    unless it is a 200."""
     parts = urlsplit(url)
     scope = {**request.scope, "method": "GET", "path": parts.path, "raw_path": parts.path.encode(),
              "query_string": parts.query.encode(), "path_params": path}  # fmt: skip
@@ -106,14 +108,16 @@ def _answer(request: Request, url: str, handler: Callable[[Request], Response], 
         return None
     if response.status_code != 200:
         return None
-    return json.loads(bytes(response.body))
+    return bytes(response.body).decode()
 
 
-def script(found: dict[str, object]) -> str:
-    """The answers as the page's `#first-view` element (nothing when there are none)."""
+def script(found: dict[str, str]) -> str:
+    """The answers as the page's `#first-view` element (nothing when there are none): a JSON object
+    of URL to answer, each answer's text as the API sent it (not parsed and written again)."""
     if not found:
         return ""
-    text = json.dumps(found, separators=(",", ":"), allow_nan=False).translate(ESCAPES)
+    text = "{" + ",".join(f"{json.dumps(url)}:{answer}" for url, answer in found.items()) + "}"
+    text = text.translate(ESCAPES)
     return f'<script type="application/json" id="first-view">{text}</script>'
 
 

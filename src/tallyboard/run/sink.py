@@ -47,7 +47,6 @@ import sys
 import threading
 import time
 import weakref
-from array import array
 from collections.abc import Callable
 from typing import Any
 
@@ -55,7 +54,7 @@ from tallyboard.errors import DatabaseUnwritable, NotDurableError
 from tallyboard.store import Batch, Store, open_store
 from tallyboard.store.location import Location, LocationLike
 from tallyboard.store.quarantine import describe, halves
-from tallyboard.store.records import NO_EPOCH, QueuedRecord, ScalarColumns
+from tallyboard.store.records import QueuedRecord, ScalarColumns
 from tallyboard.store.tables import BATCH_RECORDS
 
 log = logging.getLogger(__name__)
@@ -197,7 +196,7 @@ class Sink:
         """Give `queue` its epoch column (its first point with an epoch), under the lock a take
         holds, so that the column starts as long as the others and a take never sees it half made."""
         with self._cond:
-            queue.epochs = array("q", [NO_EPOCH]) * len(queue.values)
+            queue.start_epochs()
 
     def realign(self, queue: SeriesQueue) -> None:
         """A point half appended to `queue` (see `ScalarColumns.realign`), dropped under the take's lock."""
@@ -578,7 +577,7 @@ class NullSink:
             queue.take()
 
     def add_epochs(self, queue: SeriesQueue) -> None:
-        queue.epochs = array("q", [NO_EPOCH]) * len(queue.values)
+        queue.start_epochs()
 
     def realign(self, queue: SeriesQueue) -> None:
         queue.realign()

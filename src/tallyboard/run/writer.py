@@ -161,7 +161,8 @@ class LogWriter(AlertCalls):
                 self._sink.add_epochs(series)
         walltime = _clock() - self._rep_start if walltime is None else to_walltime(tag, walltime)
         if self._keep_each != 1 and calls % self._keep_each:
-            to_int(f"add_scalar({tag!r}) step", step)  # checked as a kept call's is
+            if not INT64_MIN <= step <= INT64_MAX:  # refused as a kept call's is
+                to_int(f"add_scalar({tag!r}) step", step)
             series.calls = calls + 1
             return None
         values = series.values

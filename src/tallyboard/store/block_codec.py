@@ -99,18 +99,22 @@ def unsqueezed(data: bytes) -> bytes:
     return zlib.decompress(data[1:]) if data[:1] in (b"z", b"Z") else bytes(data[1:])
 
 
+def consecutive(numbers: Sequence[int]) -> bool:
+    """Whether `numbers` are first, first + 1, ... (a training loop's steps), told by one compare
+    of their bytes rather than a Python step per number (OverflowError past int64)."""
+    count = len(numbers)
+    if not count:
+        return False
+    first = numbers[0]
+    return numbers[-1] - first == count - 1 and _ints(numbers) == _ints(range(first, first + count))
+
+
 def pack_deltas(numbers: Sequence[int], squeeze: bool = True) -> bytes:
     """int64 deltas of `numbers` (the first against 0), zlib'd when `squeeze`; the numbers as they
     are when a delta does not fit in an int64."""
-    count = len(numbers)
     try:
-        first = numbers[0] if count else 0
-        if (
-            count
-            and numbers[-1] - first == count - 1
-            and _ints(numbers) == _ints(range(first, first + count))
-        ):
-            return _squeezed(_ints((first,)) + _ints((1,)) * (count - 1), squeeze)  # consecutive steps
+        if consecutive(numbers):
+            return _squeezed(_ints((numbers[0],)) + _ints((1,)) * (len(numbers) - 1), squeeze)
         deltas = _ints(list(map(sub, numbers, chain((0,), numbers))))
     except OverflowError:
         return _squeezed(_ints(numbers), squeeze, absolute=True)

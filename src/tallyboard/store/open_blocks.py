@@ -34,7 +34,7 @@ from itertools import islice
 from operator import itemgetter, lt
 from typing import TYPE_CHECKING, Any
 
-from tallyboard.store.block_codec import BLOCK_COLUMNS, NAN, Points, pack, unpack, walltime_ms
+from tallyboard.store.block_codec import BLOCK_COLUMNS, NAN, Points, consecutive, pack, unpack, walltime_ms
 from tallyboard.store.records import ScalarColumns, ScalarRow
 from tallyboard.store.schema import BLOCK_POINTS
 
@@ -156,13 +156,14 @@ def _after_last(last: int | None, step: int) -> bool:
 
 def _increasing(steps: array[int]) -> bool:
     """Whether `steps` strictly increase; consecutive steps (a training loop's) told by one compare."""
-    first, count = steps[0], len(steps)
-    if (
-        steps[-1] - first == count - 1
-        and steps.tobytes() == array("q", range(first, first + count)).tobytes()
-    ):
-        return True
-    return all(map(lt, steps, islice(steps, 1, None)))
+    return consecutive(steps) or all(map(lt, steps, islice(steps, 1, None)))
+
+
+def _milliseconds(seconds: Sequence[float]) -> list[int]:
+    """`walltime_ms` of each walltime, inlined for the usual case (none before the repetition)."""
+    if min(seconds) >= 0:
+        return [int(second * 1000 + 0.5) for second in seconds]
+    return list(map(walltime_ms, seconds))
 
 
 def _in_order(rows: Sequence[ScalarRow]) -> tuple[int, Points] | None:
@@ -171,19 +172,12 @@ def _in_order(rows: Sequence[ScalarRow]) -> tuple[int, Points] | None:
     if isinstance(rows, ScalarColumns):
         if not _increasing(rows.steps):
             return None
-        seconds = rows.walltimes
-        if min(seconds) >= 0:  # walltime_ms, inlined for the usual case
-            ms = array("q", [int(second * 1000 + 0.5) for second in seconds])
-        else:
-            ms = array("q", map(walltime_ms, seconds))
+        ms = array("q", _milliseconds(rows.walltimes))
         return rows.rep, Points(rows.steps, rows.epochs_or_none(), ms, rows.values)
     reps, steps, epochs, walltimes, values = (list(map(itemgetter(at), rows)) for at in range(5))
     if reps.count(reps[0]) != len(reps) or not all(map(lt, steps, islice(steps, 1, None))):
         return None
-    if min(walltimes) >= 0:  # walltime_ms, inlined for the usual case
-        walltimes = [int(seconds * 1000 + 0.5) for seconds in walltimes]
-    else:
-        walltimes = list(map(walltime_ms, walltimes))
+    walltimes = _milliseconds(walltimes)
     if None in values:
         values = [NAN if value is None else value for value in values]
     return reps[0], Points(steps, epochs, walltimes, values)

@@ -84,12 +84,17 @@ class ScalarColumns(Sequence[ScalarRow]):
         if rep != self.rep:
             raise ValueError(f"a point of repetition {rep} in the columns of repetition {self.rep}")
         if epoch is not None and self.epochs is None:
-            self.epochs = array("q", [NO_EPOCH]) * len(self.values)
+            self.start_epochs()
         self.steps.append(step)
         self.walltimes.append(walltime)
         if self.epochs is not None:
             self.epochs.append(NO_EPOCH if epoch is None else epoch)
         self.values.append(float("nan") if value is None else value)
+
+    def start_epochs(self) -> None:
+        """The epoch column, from the series' first point with an epoch on: NO_EPOCH for the points
+        before it."""
+        self.epochs = array("q", [NO_EPOCH]) * len(self.values)
 
     def extend(self, rows: Iterable[ScalarRow]) -> None:
         for row in rows:
