@@ -35,6 +35,13 @@ def open_hparams(page, url: str, runs: dict) -> None:
     page.goto(f"{url}/hparams?runs={ids}&metric=val/accuracy")
     page.wait_for_selector("#parcoords path.pc-line", state="attached", timeout=TIMEOUT)
     page.wait_for_selector("#scatter g.sc-point", timeout=TIMEOUT)
+    # The plots are drawn again when the page's width settles (a scroll bar appearing): a drag
+    # started before that redraw would hold an axis that is no longer in the page.
+    page.wait_for_function(
+        "() => { const box = document.getElementById('parcoords');"
+        " return Math.abs(box.clientWidth - +box.dataset.drawnWidth) <= 2; }",
+        timeout=TIMEOUT,
+    )
 
 
 def brush(page, axis: str, top: float, bottom: float) -> None:

@@ -138,7 +138,7 @@ function drawAll() { drawParcoords(); drawScatter(); drawTable(); }
 let drawnWidth = 0;
 new ResizeObserver(TB.debounce(() => {
   const box = document.getElementById("parcoords");
-  if (box && Math.abs(box.clientWidth - drawnWidth) > 2) { drawnWidth = box.clientWidth; drawParcoords(); drawScatter(); }
+  if (box && Math.abs(box.clientWidth - drawnWidth) > 2) { drawParcoords(); drawScatter(); }
 }, 100)).observe(main);
 
 function controls() {
@@ -189,6 +189,8 @@ function drawParcoords() {
     root.append(axis);
   });
   box.replaceChildren(root);
+  drawnWidth = box.clientWidth;
+  box.dataset.drawnWidth = drawnWidth; // what a script driving the page waits on: no redraw pending
 }
 
 // Drag along an axis sets its brush; a click without a drag clears it. While dragging only the
