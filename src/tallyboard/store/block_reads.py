@@ -90,38 +90,48 @@ def last_block(read: Read, key: SeriesId, columns: str = DATA) -> tuple[Any, ...
     return found[0] if found else None
 
 
-def arrays(blocks: Sequence[tuple[Any, ...]], columns: Sequence[str]) -> dict[str, Any]:
+def arrays(blocks: Sequence[tuple[Any, ...]], columns: Sequence[str], no_epoch: int = -1) -> dict[str, Any]:
     """{column: numpy array} of blocks given as (rep, step_data, walltime_data, value_data,
-    epoch_data) rows in order: 'rep', 'step', 'epoch' (int64, -1 where none), 'walltime_ms'
-    (int64), 'value' (float64, NaN as logged). Values are one `np.frombuffer` per block; integer
-    columns are inflated and summed by numpy (int64 deltas, as block_codec packs them)."""
+    epoch_data) rows in order: 'rep', 'step', 'epoch' (int64, `no_epoch` where none), 'walltime_ms'
+    (int64), 'value' (float64, NaN as logged).
+
+    Each column of all the blocks is joined into one buffer and decoded by a handful of numpy
+    calls, whatever the number of blocks: numpy's cost per call, not per point, is what a few
+    hundred blocks of a thousand points cost when decoded one at a time (3x as long)."""
     import numpy as np
 
-    def integers(data: bytes) -> Any:
-        raw = np.frombuffer(unsqueezed(data), dtype="<i8")
-        return raw if data[:1].isupper() else np.cumsum(raw)
+    counts = [len(value_data) // 8 for _, _, _, value_data, _ in blocks]
+    found: dict[str, Any] = {}
+    for name in columns:
+        if name == "value":
+            found[name] = np.frombuffer(b"".join(block[3] for block in blocks), dtype="<f8")
+        elif name == "rep":
+            found[name] = np.repeat(np.array([block[0] for block in blocks], dtype=np.int64), counts)
+        elif name in ("step", "walltime_ms"):
+            found[name] = _integers(np, [block[1 if name == "step" else 2] for block in blocks], counts)
+        else:
+            none = NO_EPOCH.to_bytes(8, "little", signed=True)
+            epoch_data = (block[4] for block in blocks)
+            data = (none * n if e is None else unsqueezed(e) for e, n in zip(epoch_data, counts, strict=True))
+            epochs = np.frombuffer(b"".join(data), dtype="<i8")
+            found[name] = np.where(epochs == NO_EPOCH, no_epoch, epochs)
+    kinds = {"value": np.float64}
+    return {name: found[name].astype(kinds.get(name, np.int64), copy=False) for name in columns}
 
-    parts: dict[str, list[Any]] = {name: [] for name in columns}
-    for rep, step_data, walltime_data, value_data, epoch_data in blocks:
-        values = np.frombuffer(value_data, dtype="<f8")
-        for name in columns:
-            if name == "value":
-                parts[name].append(values)
-            elif name == "rep":
-                parts[name].append(np.full(len(values), rep, dtype=np.int64))
-            elif name == "step":
-                parts[name].append(integers(step_data))
-            elif name == "walltime_ms":
-                parts[name].append(integers(walltime_data))
-            elif epoch_data is None:
-                parts[name].append(np.full(len(values), -1, dtype=np.int64))
-            else:
-                epochs = np.frombuffer(unsqueezed(epoch_data), dtype="<i8")
-                parts[name].append(np.where(epochs == NO_EPOCH, -1, epochs))
-    empty = {"value": np.float64}
-    return {
-        name: np.concatenate(found).astype(empty.get(name, np.int64), copy=False)
-        if found
-        else np.array([], empty.get(name, np.int64))
-        for name, found in parts.items()
-    }
+
+def _integers(np: Any, columns: Sequence[bytes], counts: Sequence[int]) -> Any:
+    """The int64 numbers of some blocks' integer columns (block_codec.pack_deltas), in order.
+
+    Deltas are summed once over all the blocks; each block's first number is absolute, so the
+    running sum of the blocks before it is taken off again. int64 sums wrap past its range and the
+    subtraction wraps back: modulo 2**64 every number that fits an int64 comes out exact."""
+    raw = np.frombuffer(b"".join(unsqueezed(data) for data in columns), dtype="<i8")
+    if not len(raw):
+        return raw
+    stored = [data[:1].isupper() for data in columns]  # numbers as they are, not deltas: rare
+    absolute = np.repeat(np.array(stored), counts) if any(stored) else None
+    with np.errstate(over="ignore"):
+        summed = np.cumsum(raw if absolute is None else np.where(absolute, 0, raw))
+        ends = np.cumsum(counts)
+        summed -= np.repeat(np.r_[0, summed[ends[:-1] - 1]], counts)
+    return summed if absolute is None else np.where(absolute, raw, summed)

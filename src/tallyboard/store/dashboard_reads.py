@@ -17,7 +17,6 @@ import json
 import queue
 import re
 import threading
-from bisect import bisect_left
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from dataclasses import dataclass
@@ -25,10 +24,16 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from tallyboard.errors import DatabaseUnreachable
 from tallyboard.filter import Node
-from tallyboard.store import alert_content, block_reads
+from tallyboard.store import alert_content, block_reads, chart_cuts
 from tallyboard.store import environments as environment_rows
 from tallyboard.store import histograms as histogram_rows
-from tallyboard.store.block_codec import last_epoch, last_of_deltas, unpack, unpack_values, value_or_none
+from tallyboard.store.block_codec import (
+    last_epoch,
+    last_of_deltas,
+    unpack,
+    unpack_values,
+    value_or_none,
+)
 from tallyboard.store.block_reads import DATA, FROM_STEP, KEY
 from tallyboard.store.logged import artifacts_query, console_query
 from tallyboard.store.records import ArtifactRow, Column, ConsoleLine
@@ -494,20 +499,16 @@ class DashboardQueries:
             bucket.merge(lowest, highest)
             if bucket.last is None or last > bucket.last[0]:
                 bucket.last, bucket.last_block = (last, None, None, last_value), first
+        by_series: dict[tuple[int, int, int], list[tuple[Any, ...]]] = {}
         for (r, t, p, _), data in zip(cut, self._each(_BLOCK_DATA, cut), strict=True):
-            buckets = gathered[(r, t, p)]
-            points = block_reads.cut(unpack(*data), lo, hi)
-            steps, at = points.steps, 0
-            while at < len(steps):
-                k = (steps[at] - origin) // span
-                end = bisect_left(steps, origin + (k + 1) * span, at)
-                finite = [value for value in points.values[at:end] if value == value]
+            by_series.setdefault((r, t, p), []).append(data)
+        for ids, blocks in by_series.items():
+            buckets = gathered[ids]
+            for k, lowest, highest, last in chart_cuts.parts(blocks, lo, hi, origin, span):
                 bucket = buckets.setdefault(k, _Bucket())
-                bucket.merge(min(finite, default=None), max(finite, default=None))
-                if bucket.last is None or steps[end - 1] > bucket.last[0]:
-                    end_point = (steps[end - 1], points.epochs[end - 1], points.walltimes_ms[end - 1])
-                    bucket.last, bucket.last_block = (*end_point, value_or_none(points.values[end - 1])), None
-                at = end
+                bucket.merge(lowest, highest)
+                if bucket.last is None or last[0] > bucket.last[0]:
+                    bucket.last, bucket.last_block = last, None
         whole = [
             (ids, bucket)
             for ids, buckets in gathered.items()
