@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import functools
 import io
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
@@ -20,6 +21,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from tallyboard.dashboard import markdown, params
+from tallyboard.dashboard.answer_cache import AnswerCache
 from tallyboard.dashboard.downsample import DEFAULT_WIDTH, MAX_WIDTH, Downsampler, grid, raw_after
 from tallyboard.dashboard.params import BadRequest, Json
 from tallyboard.dashboard.runs_table import MAX_CURSOR, BadCursor, RunsTable
@@ -45,6 +47,10 @@ class Dashboard:
     downsampler: Downsampler
     store: Store | None
     artifacts: str | None = None  # the artefact store (folder or fsspec URL); None: none configured
+    answers: AnswerCache = dataclasses.field(init=False)
+
+    def __post_init__(self) -> None:
+        self.answers = AnswerCache(self.queries.data_version)
 
     @property
     def read_only(self) -> bool:
@@ -60,6 +66,17 @@ def _dash(request: Request) -> Dashboard:
     return request.app.state.dashboard
 
 
+def kept(handler: Callable[[Request], Response]) -> Callable[[Request], Response]:
+    """`handler` answering from the dashboard's AnswerCache: for answers that depend on the table
+    and the request only."""
+
+    @functools.wraps(handler)
+    def answer(request: Request) -> Response:
+        return _dash(request).answers.answer(request, handler)
+
+    return answer
+
+
 def split_tag(name: str) -> tuple[str, str]:
     """'train/loss' -> ('train', 'loss'); a tag without a slash has no split."""
     split, slash, metric = name.partition("/")
@@ -67,6 +84,7 @@ def split_tag(name: str) -> tuple[str, str]:
 
 
 # -- runs table ---------------------------------------------------------------------------------
+@kept
 def runs(request: Request) -> Response:
     dash = _dash(request)
     try:
@@ -122,6 +140,7 @@ def version_json(version: RunsVersion) -> dict[str, Any]:
     return {"runs": version.last_run_id, "deleted": version.deleted, "updated_at": version.updated_at}
 
 
+@kept
 def experiments(request: Request) -> Response:
     """The experiments of the visible runs, the latest first: the views' project selector."""
     return Json({"experiments": _dash(request).queries.experiments()})
@@ -227,6 +246,7 @@ def _runs_and_metric(request: Request) -> tuple[list[int], str | None]:
     return run_ids, params.text(request, "metric", "", MAX_NAME) or None
 
 
+@kept
 def series(request: Request) -> Response:
     """Downsampled series of some runs (all metrics or one), on shared bucket boundaries."""
     dash = _dash(request)

@@ -122,6 +122,8 @@ class DashboardQueries:
         self._slots = threading.BoundedSemaphore(connections)
         self._closing = threading.Lock()  # a connection in use when the pool closes is closed on return
         self._closed = False
+        self._versions: Any = None  # SQLite: the one connection `data_version` asks (see there)
+        self._versions_lock = threading.Lock()
         try:
             self._one("SELECT value FROM meta WHERE key = 'schema_version'")
         except Exception as error:
@@ -228,6 +230,11 @@ class DashboardQueries:
         with self._closing:
             self._closed = True
             self._drop_idle()
+        with self._versions_lock:
+            if self._versions is not None:
+                with suppress(Exception):
+                    self._versions.close()
+                self._versions = None
         if self._owned is not None:
             self._owned.close()
 
@@ -247,6 +254,27 @@ class DashboardQueries:
         row = self._one(RUNS_VERSION) or (None, None, None)  # always a row
         last, deleted, latest = row
         return RunsVersion(int(last or 0), int(deleted or 0), float(latest or 0.0))
+
+    def data_version(self) -> str:
+        """A text that differs from the last one whenever something committed to the table since:
+        what a cached answer is kept against (dashboard/answer_cache.py).
+
+        SQLite: `PRAGMA data_version`, which changes when another connection commits. Its values
+        are comparable only on one connection, so one connection of its own asks it, and that
+        connection never writes. PostgreSQL: the server's snapshot (xmin:xmax:in-progress xids),
+        which changes whenever a transaction that wrote anything (to any database of the server)
+        begins or ends: more changes than this table's, never fewer."""
+        if self.postgres:
+            row = self._one("SELECT txid_current_snapshot()::text")
+            return f"pg:{row[0] if row else ''}"
+        with self._versions_lock:
+            if self._versions is None:
+                try:
+                    self._versions = self._connect()
+                except Exception as error:
+                    raise DatabaseUnreachable(self._unreachable(error)) from error
+            version = self._versions.execute("PRAGMA data_version").fetchone()[0]
+        return f"sqlite:{id(self._versions)}:{version}"
 
     def run_ids_where(self, tree: Node, show_hidden: bool) -> list[int]:
         """The ids of the runs a parsed filter selects, by run id, answered in SQL from the typed
