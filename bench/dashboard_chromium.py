@@ -14,15 +14,15 @@
    drawn, and the charts' series requests made before and after scrolling to the bottom (charts
    below the fold load as they come into view). Target: <= 0.5 MB.
 
-Every trial is a fresh browser context (nothing cached, as on a first visit), ours and the
-reference alternated; figures are medians of --repeats. The server is started once per section and
-keeps its answers while the table is unchanged (dashboard/answer_cache.py): ours' first trial is
-answered without them, the others from them, as a reload or a second visitor is. The dashboard runs as `tallyboard serve`
-does, in a process of its own; the reference pages are served by `python -m http.server`, also a
-process of its own. The 1M-point series and the compare sweep are logged through the public API;
-the 100,000 runs are bench/scale.py's bulk content (20 hparams and 5 results each). The tables are
-cached under --cache (default bench/.scale-cache/, gitignored). Needs playwright and
-/usr/bin/chromium (Debian's), as the browser tests do.
+Every trial is a fresh browser context (nothing cached, as on a first visit), ours and the reference
+alternated; figures are medians of --repeats. The server is started once per section and keeps its
+answers while the table is unchanged (dashboard/answer_cache.py): ours' first trial is answered
+without them, the others from them, as a reload or a second visitor is. The dashboard runs as
+`tallyboard serve` does, in a process of its own; the reference pages are served by `python -m
+http.server`, also a process of its own. The 1M-point series and the compare sweep are logged
+through the public API; the 100,000 runs are bench/scale.py's bulk content (20 hparams and 5 results
+each). The tables are cached under --cache (default bench/.scale-cache/, gitignored). Needs
+playwright and /usr/bin/chromium (Debian's), as the browser tests do.
 
     python bench/dashboard_chromium.py [--points 1000000] [--runs 100000] [--repeats 5]
                                        [--cache DIR] [--only chart,table,compare]
