@@ -23,12 +23,12 @@ mutants = [
     ("max(MIN_BUDGET_ROWS, int(self._rate * COMMIT_BUDGET))", "int(self._rate * COMMIT_BUDGET)"),
     ("return max(1, min(by_bytes", "return max(0, min(by_bytes"),
     (
-        "min(MAX_BACKOFF, self.commit_interval * 2 ** min(self._streak, 6))",
-        "self.commit_interval * 2 ** min(self._streak, 6)",
+        "min(MAX_BACKOFF, self.commit_interval * 2.0 ** min(self._streak, 6))",
+        "self.commit_interval * 2.0 ** min(self._streak, 6)",
     ),
     ("idle = self._clock() - self._idle_since >= self.idle_stop", "idle = True"),
     ("if self._failures > failures and self._clock() >= deadline:", "if self._clock() >= deadline + 1:"),
-    ("queue.pace = count", "pass"),
+    ("queue.pace = len(chunk)", "pass"),
 ]
 survived = 0
 try:
