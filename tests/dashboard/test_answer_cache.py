@@ -146,3 +146,19 @@ def test_the_version_moves_with_every_commit_and_only_then(db_url, logged):
         assert queries.data_version() != before
     finally:
         queries.close()
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+def test_a_version_that_cannot_be_read_keeps_nothing(db_url, logged):
+    """The connection that asks SQLite's data_version dies: that request's version matches no
+    other (its answer is made, never served again), and the next one asks on a new connection."""
+    queries = open_queries(db_url)
+    try:
+        before = queries.data_version()
+        queries._versions.close()  # what a connection lost under the server looks like
+        lost = queries.data_version()
+        after = queries.data_version()
+        assert lost.startswith("unknown:") and len({before, lost, after}) == 3
+        assert after == queries.data_version()  # asked on the new connection, nothing committed
+    finally:
+        queries.close()

@@ -124,6 +124,8 @@ class DashboardQueries:
         self._closed = False
         self._versions: Any = None  # SQLite: the one connection `data_version` asks (see there)
         self._versions_lock = threading.Lock()
+        self._unknown_versions = 0
+        self._connections_asked = 0
         try:
             self._one("SELECT value FROM meta WHERE key = 'schema_version'")
         except Exception as error:
@@ -268,13 +270,19 @@ class DashboardQueries:
             row = self._one("SELECT txid_current_snapshot()::text")
             return f"pg:{row[0] if row else ''}"
         with self._versions_lock:
-            if self._versions is None:
-                try:
+            try:
+                if self._versions is None:
                     self._versions = self._connect()
-                except Exception as error:
-                    raise DatabaseUnreachable(self._unreachable(error)) from error
-            version = self._versions.execute("PRAGMA data_version").fetchone()[0]
-        return f"sqlite:{id(self._versions)}:{version}"
+                    self._connections_asked += 1  # a new connection counts anew: never compared
+                version = self._versions.execute("PRAGMA data_version").fetchone()[0]
+                return f"sqlite:{self._connections_asked}:{version}"
+            except Exception:  # a version never seen again: nothing is kept, and the request's own
+                if self._versions is not None:  # statements meet the fault and say what it is
+                    with suppress(Exception):
+                        self._versions.close()
+                    self._versions = None
+                self._unknown_versions += 1
+                return f"unknown:{self._unknown_versions}"
 
     def run_ids_where(self, tree: Node, show_hidden: bool) -> list[int]:
         """The ids of the runs a parsed filter selects, by run id, answered in SQL from the typed
