@@ -138,15 +138,17 @@ def pack(points: Points, squeeze: bool = True) -> tuple[int, Packed]:
     """(first_step, columns) of a non-empty block whose steps strictly increase; integer columns
     zlib'd when `squeeze` (SQLite), else raw (PostgreSQL)."""
     steps, epochs, walltimes, values = points
-    lowest, highest = extremes(values)
+    finite = values
+    if math.isnan(sum(values)):  # NaN is no extreme (as SQL's MIN/MAX skip NULL); sum() is C speed
+        finite = [v for v in values if v == v]
     epoch_data = None
     if epochs.count(None) != len(epochs):
         epoch_data = _squeezed(_ints([NO_EPOCH if e is None else e for e in epochs]), squeeze)
     packed = Packed(
         steps[-1],
         len(steps),
-        lowest,
-        highest,
+        min(finite, default=None),
+        max(finite, default=None),
         value_or_none(values[0]),
         value_or_none(values[-1]),
         pack_deltas(steps, squeeze),
@@ -155,14 +157,6 @@ def pack(points: Points, squeeze: bool = True) -> tuple[int, Packed]:
         epoch_data,
     )
     return steps[0], packed
-
-
-def extremes(values: Sequence[float]) -> tuple[float | None, float | None]:
-    """(min, max) of some values with NaN skipped, as SQL's MIN/MAX skip NULL (None, None when
-    there is none but NaN): at C speed, told by one sum() whether a NaN is there to skip."""
-    if math.isnan(sum(values)):
-        values = [v for v in values if v == v]
-    return (min(values), max(values)) if values else (None, None)
 
 
 def unpack_epochs(epoch_data: bytes) -> list[int | None]:

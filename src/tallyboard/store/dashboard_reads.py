@@ -27,13 +27,7 @@ from tallyboard.filter import Node
 from tallyboard.store import alert_content, block_reads, chart_cuts
 from tallyboard.store import environments as environment_rows
 from tallyboard.store import histograms as histogram_rows
-from tallyboard.store.block_codec import (
-    last_epoch,
-    last_of_deltas,
-    unpack,
-    unpack_values,
-    value_or_none,
-)
+from tallyboard.store.block_codec import last_epoch, last_of_deltas, unpack, unpack_values, value_or_none
 from tallyboard.store.block_reads import DATA, FROM_STEP, KEY
 from tallyboard.store.logged import artifacts_query, console_query
 from tallyboard.store.records import ArtifactRow, Column, ConsoleLine
