@@ -4,7 +4,6 @@ edits, on SQLite and PostgreSQL), bounded memory, and nothing kept that should n
 
 from __future__ import annotations
 
-import gzip
 import json
 from collections.abc import Iterator
 
@@ -133,7 +132,6 @@ def test_a_kept_answer_is_compressed_again_each_time_it_is_sent(served):
     raw = client.get("/api/runs", headers={"Accept-Encoding": "identity"})
     assert "content-encoding" not in raw.headers and json.loads(raw.content) == bodies[0]
     assert int(raw.headers["content-length"]) == len(raw.content)
-    assert gzip.compress(raw.content)  # the bytes as made
 
 
 def test_the_version_moves_with_every_commit_and_only_then(db_url, logged):

@@ -1,7 +1,8 @@
 """A chart's buckets (`DashboardQueries.buckets_of`: whole blocks from their summaries, the blocks
 a bucket's edge cuts folded by numpy in store/chart_cuts.py) against the same buckets folded in
-plain Python from the points read back as rows, on series of several blocks with gaps, negative
-and extreme steps, NaN, infinities and epochs, for grids that cut blocks anywhere."""
+plain Python (store/bucket_reference.py) from the points read back as rows, on series of several
+blocks with gaps, negative and extreme steps, NaN, infinities and epochs, for grids that cut
+blocks anywhere."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tallyboard as tb
+from store.bucket_reference import brute_buckets
 from tallyboard.store import open_queries
 from tallyboard.store.dashboard_reads import SeriesKey
 
@@ -42,18 +44,6 @@ def log_series(path: Path, seed: int, shape: str) -> list[tuple[int, float, int 
             run.add_scalar("loss", v, step=s, epoch=e)
     table.close()
     return points
-
-
-def folded(rows: list[tuple], origin: int, span: int) -> list[tuple]:
-    """The buckets of raw (step, epoch, walltime_ms, value) rows, as `buckets_of` returns them."""
-    buckets: dict[int, list[tuple]] = {}
-    for row in rows:
-        buckets.setdefault((row[0] - origin) // span, []).append(row)
-    out = []
-    for k in sorted(buckets):
-        finite = [row[3] for row in buckets[k] if row[3] is not None]
-        out.append((*buckets[k][-1], min(finite, default=None), max(finite, default=None)))
-    return out
 
 
 @pytest.fixture(scope="module")
@@ -85,11 +75,11 @@ def test_buckets_are_the_points_folded(series, shape, cut, buckets, shift):
     origin = lo - shift % span
     rows = queries.points(key, lo, hi)
     assert [row[0] for row in rows] == [s for s, _, _ in points if lo <= s <= hi]
-    assert queries.buckets_of([key], lo, hi, span, origin)[key] == folded(rows, origin, span)
+    assert queries.buckets_of([key], lo, hi, span, origin)[key] == brute_buckets(rows, lo, hi, span, origin)
 
 
 def test_the_rows_read_back_are_the_points_logged(series):
-    """What `folded` is given is what was logged: NaN as None, epochs as logged."""
+    """What `brute_buckets` is given is what was logged: NaN as None, epochs as logged."""
     queries, key, points = series["gaps"]
     rows = queries.points(key, points[0][0], points[-1][0])
     assert [(s, None if v != v else v, e) for s, e, _, v in rows] == [

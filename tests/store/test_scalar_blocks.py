@@ -17,6 +17,7 @@ from contextlib import closing
 import pytest
 
 import tallyboard as tb
+from store.bucket_reference import brute_buckets
 from store.schema_versions import downgrade
 from tallyboard.dashboard.downsample import Downsampler, grid
 from tallyboard.store import open_queries, open_store
@@ -104,18 +105,6 @@ def assert_well_formed(blocks: list[tuple]) -> None:
             None if math.isnan(v) else v for v in (values[0], values[-1])
         )
         previous_last = last
-
-
-def brute_buckets(rows: list[tuple], lo: int, hi: int, span: int, origin: int) -> list[tuple]:
-    buckets: dict[int, list[tuple]] = {}
-    for row in rows:
-        if lo <= row[0] <= hi:
-            buckets.setdefault((row[0] - origin) // span, []).append(row)
-    out = []
-    for k in sorted(buckets):
-        values = [row[3] for row in buckets[k] if row[3] is not None]
-        out.append((*buckets[k][-1], min(values, default=None), max(values, default=None)))
-    return out
 
 
 def expected_points(rep: int) -> dict[int, float | None]:
