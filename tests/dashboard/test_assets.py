@@ -1,11 +1,13 @@
-"""The dashboard's scripts as the browser gets them: each page loads one script, built at start from
-the package's ES modules (bundle.py; no CDN, no committed build output), at a content-hashed URL
-cached for a year; scripts arrive with a JavaScript media type (module scripts, and under nosniff
-all scripts, run only then) and under a CSP that allows this server's scripts and nothing inline
-or evaluated; responses are compressed."""
+"""The dashboard's scripts as the browser gets them: each page holds one script, built at start from
+the package's ES modules (bundle.py; no CDN, no committed build output), and the style sheet,
+both written into the page (assets.py) under a CSP that allows exactly those two texts by their
+hashes and nothing else inline or evaluated; static files arrive with a JavaScript media type
+(module scripts, and under nosniff all scripts, run only then); responses are compressed."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import re
 import shutil
@@ -17,6 +19,7 @@ import pytest
 
 from support import require
 from tallyboard.dashboard.app import PAGES
+from tallyboard.dashboard.assets import STYLES, Inline
 from tallyboard.dashboard.bundle import bundle, evaluation_order
 
 STATIC = Path(__file__).resolve().parents[2] / "src" / "tallyboard" / "dashboard" / "static"
@@ -24,7 +27,8 @@ SPECIFIER = re.compile(r"""\bfrom\s+["']([^"']+)["']""")
 PAGE_URLS = {
     "table": "/", "run": "/runs/1", "compare": "/compare?runs=1,2", "hparams": "/hparams", "diff": "/diff",
 }  # fmt: skip
-SCRIPT = re.compile(r'<script src="(/static/bundle/[a-z]+\.[0-9a-f]{12}\.js)" type="module"></script>')
+SCRIPT = re.compile(r'<script type="module">(.*?)</script>', re.S)
+STYLE = re.compile(r"<style>(.*?)</style>", re.S)
 
 
 def test_every_module_is_a_package_file_that_some_page_loads():
@@ -86,31 +90,46 @@ def _node() -> str:
     return node
 
 
-def test_pages_load_one_hashed_script_with_a_javascript_type_under_the_csp(client):
+def _hash(text: str) -> str:
+    return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode()).digest()).decode() + "'"
+
+
+def _directive(csp: str, name: str) -> list[str]:
+    [found] = [part.split()[1:] for part in csp.split(";") if part.split()[:1] == [name]]
+    return found
+
+
+def test_pages_hold_their_one_script_and_the_style_sheet_allowed_by_their_hashes_only(client):
+    styles = "\n".join((STATIC / name).read_text(encoding="utf-8") for name in STYLES)
     for name, url in PAGE_URLS.items():
         _, module, classic = PAGES[name]
         page = client.get(url)
         [script] = SCRIPT.findall(page.text)
-        # nothing inline to run, uPlot inside the bundle (the first view is data: first_view.py)
+        assert script == bundle(STATIC, module, classic)
+        assert ("globalThis.uPlot" in script) == bool(classic)
+        # one script to run (the first view is data: first_view.py), nothing to fetch before it draws
         assert page.text.count("<script") - page.text.count('<script type="application/json"') == 1
+        assert "<script src" not in page.text and '<link rel="stylesheet"' not in page.text
+        assert STYLE.findall(page.text) == [styles] and ".uplot" in styles
         csp = page.headers["content-security-policy"]
-        assert "script-src 'self';" in csp and "unsafe-inline" not in csp and "unsafe-eval" not in csp
-        answer = client.get(script)
-        assert answer.status_code == 200
-        assert answer.headers["content-type"] == "text/javascript; charset=utf-8"
-        assert answer.headers["x-content-type-options"] == "nosniff"
-        assert answer.headers["cache-control"] == "public, max-age=31536000, immutable"
-        assert answer.headers["content-encoding"] == "gzip"  # the client asks for it
-        assert answer.text == bundle(STATIC, module, classic)
-        assert ("globalThis.uPlot" in answer.text) == bool(classic)
-        plain = client.get(script, headers={"Accept-Encoding": "identity"})
-        assert "content-encoding" not in plain.headers and plain.content == answer.content
-    [styles] = re.findall(
-        r'<link rel="stylesheet" href="(/static/bundle/styles\.[0-9a-f]{12}\.css)">', page.text
-    )
-    css = client.get(styles)
-    assert css.headers["content-type"] == "text/css; charset=utf-8" and ".uplot" in css.text
-    assert css.headers["cache-control"].endswith("immutable")
+        assert _directive(csp, "script-src") == [_hash(script)]  # no 'self', no other inline script
+        assert _directive(csp, "style-src") == [_hash(styles)]
+        assert "unsafe-inline" not in csp and "unsafe-eval" not in csp and "frame-ancestors 'none'" in csp
+        assert page.headers["x-frame-options"] == "DENY" and page.headers["cache-control"] == "no-store"
+    icon = re.search(r'<link rel="icon" href="(/static/favicon\.[0-9a-f]{12}\.svg)"', page.text)
+    assert icon is not None
+    answer = client.get(icon[1])
+    assert answer.headers["content-type"] == "image/svg+xml"
+    assert answer.headers["cache-control"].endswith("immutable")
+
+
+def test_a_text_that_would_end_its_element_is_refused_at_start():
+    assert Inline.of("script", "const a = '<scrip' + 't>';", "a").source.startswith("'sha256-")
+    for text in ("x = '</script>'", "x = '</SCRIPT '", "<!-- x"):
+        with pytest.raises(ValueError, match="cannot be inlined"):
+            Inline.of("script", text, "a")
+    with pytest.raises(ValueError, match="cannot be inlined"):
+        Inline.of("style", "a { } </style><script>", "the style sheet")
 
 
 def first_view(html: str) -> dict:
@@ -139,20 +158,22 @@ def test_the_run_and_runs_pages_hold_their_first_answers_as_the_api_gives_them(c
 
 
 def test_a_page_sends_its_head_before_its_first_view_compressed_apart_from_it(client):
-    """The head (script, styles, CSRF secret) leaves at once; after a full flush, the first view
-    cannot be compressed against the secret (BREACH)."""
+    """The head (script, styles, CSRF secret) leaves at once, so the script compiles while the first
+    view is computed; after a full flush, the first view cannot be compressed against the secret
+    (BREACH)."""
     with client.stream("GET", "/runs/2", headers={"Accept-Encoding": "gzip"}) as answer:
         assert answer.headers["content-encoding"] == "gzip"
         chunks = list(answer.iter_raw())
     head = zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(chunks[0])
-    assert b"/static/bundle/run." in head and b'name="csrf-token"' in head and b"first-view" not in head
+    assert b'<script type="module">' in head and b'name="csrf-token"' in head
+    assert b'id="first-view"' not in head
     whole = zlib.decompressobj(16 + zlib.MAX_WBITS)
     text = (whole.decompress(b"".join(chunks)) + whole.flush()).decode()
-    assert text.startswith(head.decode()) and "first-view" in text
+    assert text.startswith(head.decode()) and 'id="first-view"' in text
     plain = client.get("/runs/2", headers={"Accept-Encoding": "identity"})
     assert (
         "content-encoding" not in plain.headers
-        and plain.text.split("first-view")[0] == text.split("first-view")[0]
+        and plain.text.split('id="first-view"')[0] == text.split('id="first-view"')[0]
     )
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 
 def test_state_changes_need_the_csrf_header(client):
     assert client.post("/api/runs/1", json={"note": "x"}).status_code == 403
@@ -48,7 +50,9 @@ def test_token_is_required_and_kept_in_a_cookie(make_client):
 def test_pages_carry_a_restrictive_csp(client):
     headers = client.get("/").headers
     csp = headers["content-security-policy"]
-    assert "script-src 'self'" in csp and "unsafe-inline" not in csp and "frame-ancestors 'none'" in csp
+    # only the page's own script, by its hash (test_assets.py checks it is that script's)
+    assert re.search(r"script-src 'sha256-[A-Za-z0-9+/]+=*';", csp) and "unsafe-inline" not in csp
+    assert "frame-ancestors 'none'" in csp and headers["x-frame-options"] == "DENY"
     assert headers["x-content-type-options"] == "nosniff"
     api_headers = client.get("/api/runs").headers
     assert "content-security-policy" in api_headers

@@ -1,7 +1,8 @@
 """The ASGI application: routes for pages, the JSON API, logged HTML fragments and static files.
 
-Pages are static HTML from templates/ with one substitution (the CSRF secret); all data comes
-from the API and is put into the page with textContent, never as markup.
+Pages are HTML from templates/ filled in once, at start (the CSRF secret, the page's script and
+style sheet); all data comes from the API, or from the first view written into the page
+(first_view.py), and is put into the page with textContent, never as markup.
 """
 
 from __future__ import annotations
@@ -29,7 +30,13 @@ from tallyboard.dashboard.ingest import Ingest, IngestGate
 from tallyboard.dashboard.openapi import openapi_schema
 from tallyboard.dashboard.params import MAX_ID, BadRequest, Json
 from tallyboard.dashboard.runs_table import RunsTable
-from tallyboard.dashboard.security import FRAGMENT_CSP, BodyTooLarge, SecurityMiddleware, usable_token
+from tallyboard.dashboard.security import (
+    FRAGMENT_CSP,
+    BodyTooLarge,
+    SecurityMiddleware,
+    page_csp,
+    usable_token,
+)
 from tallyboard.dashboard.tokens import KINDS, TokenEntry, TokenSet
 from tallyboard.errors import DamagedTableError
 from tallyboard.store import DatabaseUnreachable, open_for_dashboard
@@ -39,6 +46,7 @@ from tallyboard.store.location import Location, LocationLike
 HERE = Path(__file__).parent
 OUT_OF_RANGE = MAX_ID + 1
 DECLARATIVE_SHADOW = re.compile("shadowrootmode", re.IGNORECASE)
+_PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")  # in templates/page.html
 UPLOT = ("vendor/uplot/uPlot.iife.min.js",)  # a classic script: the vendored build defines `uPlot`
 # page -> (title, its ES module (which imports the rest), classic scripts it needs first); each
 # page loads them as one script (assets.py, bundle.py)
@@ -105,12 +113,14 @@ def create_app(
     guard = (HERE / "static" / "fragment-guard.js").read_text(encoding="utf-8")
 
     def page(name: str):
-        head, _, tail = pages[name].partition("{{first_view}}")
+        head, tail = pages[name]
+        policy = page_csp(assets.scripts[name].source, assets.styles.source)
 
         async def handler(request: Request) -> Response:
             # the head at once, the first screen's answers once computed (first_view.py)
             gzipped = "gzip" in request.headers.get("accept-encoding", "")
-            headers = {"Cache-Control": "no-store", "Vary": "Accept-Encoding"}
+            headers = {"Cache-Control": "no-store", "Vary": "Accept-Encoding",
+                       "Content-Security-Policy": policy, "X-Frame-Options": "DENY"}  # fmt: skip
             if gzipped:
                 headers["Content-Encoding"] = "gzip"
             body = first_view.page_body(head, tail, name, request, gzipped)
@@ -243,16 +253,16 @@ class Compressed:
         await (self.app if plain else self.gzip)(scope, receive, send)
 
 
-def _page(name: str, csrf_secret: str, read_only: bool, table_id: str, assets: Assets) -> str:
-    """The one page template filled in for a page (no user data: that arrives through the API)."""
-    title = PAGES[name][0]
-    html = (HERE / "templates" / "page.html").read_text(encoding="utf-8")
-    values = {"csrf": csrf_secret, "read_only": "true" if read_only else "false", "title": title,
-              "page": name, "table": table_id, "script": assets.urls[f"{name}.js"],
-              "styles": assets.urls["styles.css"], "favicon": assets.urls["favicon.svg"]}  # fmt: skip
-    for key, value in values.items():
-        html = html.replace("{{" + key + "}}", value)
-    return html
+def _page(name: str, csrf_secret: str, read_only: bool, table_id: str, assets: Assets) -> tuple[str, str]:
+    """The page template filled in for a page, split where its first view goes (first_view.py).
+    No user data: that arrives through the API or in the first view. Each placeholder is filled
+    once, so a script that happens to hold a placeholder's text keeps it."""
+    values = {"csrf": csrf_secret, "read_only": "true" if read_only else "false", "title": PAGES[name][0],
+              "page": name, "table": table_id, "script": assets.scripts[name].text,
+              "styles": assets.styles.text, "favicon": assets.urls["favicon.svg"]}  # fmt: skip
+    template = (HERE / "templates" / "page.html").read_text(encoding="utf-8")
+    head, _, tail = template.partition("{{first_view}}")
+    return _PLACEHOLDER.sub(lambda m: values[m[1]], head), _PLACEHOLDER.sub(lambda m: values[m[1]], tail)
 
 
 async def _bad_request(request: Request, error: Exception) -> Response:

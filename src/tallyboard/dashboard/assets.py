@@ -1,24 +1,30 @@
-"""The dashboard's static files: served with the media types the browser insists on, and the
-built assets of the pages at content-hashed URLs.
+"""The dashboard's static files, served with the media types the browser insists on, and what
+each page is built from: its script and style sheet, written into the page's HTML.
 
-The pages' scripts are ES modules, and a browser runs a module only when it arrives with a
+The static modules are ES modules, and a browser runs a module only when it arrives with a
 JavaScript media type (under `X-Content-Type-Options: nosniff`, which we send, a classic script
 too). Starlette guesses from the `mimetypes` table, which the machine's own files and registry
 can change (Windows often maps .js to text/plain), so the types of what we ship are fixed here.
 
-What a page loads is built once, when the app is created: its script (bundle.py: its module graph,
-uPlot first where it draws charts), the style sheet (uPlot's and ours) and the icon. Each is named
-by a hash of its content (`bundle/run.3f1c9a0b2d4e.js`), kept in memory with its gzip form, and
-sent with `Cache-Control: immutable` for a year: a browser asks once per version, and a new
-version is a new name. Every file of static/ is also served under its own name (revalidated each
+What a page needs is built once, when the app is created: its script (bundle.py: its module graph,
+uPlot first where it draws charts) and the style sheet (uPlot's and ours). Both are written into
+the page itself rather than linked. Why: on a first visit a linked file is a second round trip
+that starts only once the browser has parsed the page's head. On a loaded machine that came to
+60-100 ms of a 200-400 ms first chart, idle in the middle of it. Inline, the script compiles while
+the server is still computing the page's first view (first_view.py). The page's CSP allows
+exactly these texts, by their SHA-256 (`Inline.source`): no other inline script or style runs.
+The icon is served at a content-hashed name (`favicon.3f1c9a0b2d4e.svg`) with `Cache-Control:
+immutable` for a year. Every file of static/ is also served under its own name (revalidated each
 time: `no-cache`), for scripts and tests that fetch one.
 """
 
 from __future__ import annotations
 
+import base64
 import gzip
 import hashlib
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +45,30 @@ MEDIA_TYPES = {
 }
 IMMUTABLE = "public, max-age=31536000, immutable"
 STYLES = ("vendor/uplot/uPlot.min.css", "app.css")  # in cascade order: ours may override uPlot's
+# What would end an inline element early, or (`<!--`) put the HTML parser in a script's escaped
+# state, where a `<script` would then hide the element's end.
+_ENDS = {
+    "script": re.compile(r"</script|<!--", re.IGNORECASE),
+    "style": re.compile(r"</style", re.IGNORECASE),
+}
+
+
+@dataclass(frozen=True)
+class Inline:
+    """A script or style sheet written into a page: its text and the CSP source that allows it."""
+
+    text: str
+    source: str  # "'sha256-<base64>'"
+
+    @classmethod
+    def of(cls, element: str, text: str, name: str) -> Inline:
+        """`text` as the content of a `<script>` or `<style>` (`element`); a ValueError at start if
+        it holds what would end the element (only our own files are ever inlined)."""
+        found = _ENDS[element].search(text)
+        if found is not None:
+            raise ValueError(f"{name} holds {found[0]!r}: it cannot be inlined in a <{element}>")
+        digest = base64.b64encode(hashlib.sha256(text.encode()).digest()).decode()
+        return cls(text, f"'sha256-{digest}'")
 
 
 @dataclass(frozen=True)
@@ -51,23 +81,26 @@ class Built:
 
 
 class Assets(StaticFiles):
-    """static/ with fixed media types, plus the pages' built assets at hashed names.
+    """static/ with fixed media types and the icon at a hashed name, plus each page's script and
+    the style sheet, to be written into the pages.
 
     `pages` maps a page to (its entry module, the classic scripts it needs first)."""
 
     def __init__(self, directory: Path, pages: Mapping[str, tuple[str, tuple[str, ...]]]) -> None:
         super().__init__(directory=directory)
         self.built: dict[str, Built] = {}  # hashed name under /static/ -> asset
-        self.urls: dict[str, str] = {}  # what it is ("run.js", "styles.css", "favicon.svg") -> URL
-        for page, (entry, classic) in pages.items():
-            self._add(f"{page}.js", "bundle/", bundle(directory, entry, classic).encode())
+        self.urls: dict[str, str] = {}  # what it is ("favicon.svg") -> URL
+        self.scripts = {
+            page: Inline.of("script", bundle(directory, entry, classic), f"{page}'s script")
+            for page, (entry, classic) in pages.items()
+        }
         styles = "\n".join((directory / name).read_text(encoding="utf-8") for name in STYLES)
-        self._add("styles.css", "bundle/", styles.encode())
-        self._add("favicon.svg", "", (directory / "favicon.svg").read_bytes())
+        self.styles = Inline.of("style", styles, "the style sheet")
+        self._add("favicon.svg", (directory / "favicon.svg").read_bytes())
 
-    def _add(self, what: str, folder: str, body: bytes) -> None:
+    def _add(self, what: str, body: bytes) -> None:
         stem, suffix = os.path.splitext(what)
-        name = f"{folder}{stem}.{hashlib.sha256(body).hexdigest()[:12]}{suffix}"
+        name = f"{stem}.{hashlib.sha256(body).hexdigest()[:12]}{suffix}"
         self.built[name] = Built(body, gzip.compress(body, 9, mtime=0), MEDIA_TYPES[suffix])
         self.urls[what] = f"/static/{name}"
 

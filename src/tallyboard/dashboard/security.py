@@ -9,7 +9,8 @@ Why each one:
   secret out of our pages.
 - host check: without a token, only loopback host names are served, so a DNS-rebinding page
   cannot read our pages (and the CSRF secret in them) under its own name.
-- CSP: pages load scripts, styles and images only from this server; logged HTML gets a
+- CSP: a page runs only its own script and style sheet, allowed by their hashes (they are
+  written into it: assets.py), and loads images only from this server; logged HTML gets a
   sandboxing policy of its own (see `FRAGMENT_CSP`).
 """
 
@@ -29,11 +30,19 @@ SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "[::1]", "::1"})
 MAX_BODY = 1_000_000  # bytes: the largest edit (a column layout of 10,000 columns) is far below
 
-PAGE_CSP = (
-    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; "
-    "connect-src 'self'; frame-src 'self'; object-src 'none'; base-uri 'none'; "
-    "form-action 'self'; frame-ancestors 'none'"
-)
+
+def page_csp(script: str = "'self'", style: str = "'self'") -> str:
+    """The policy of our pages and answers: scripts and styles only from the CSP sources `script`
+    and `style`. A page passes the hashes of its own inline script and style sheet (assets.py
+    `Inline`), so nothing else inline runs; every other answer gets 'self'."""
+    return (
+        f"default-src 'self'; script-src {script}; style-src {style}; img-src 'self' data: blob:; "
+        "connect-src 'self'; frame-src 'self'; object-src 'none'; base-uri 'none'; "
+        "form-action 'self'; frame-ancestors 'none'"
+    )
+
+
+PAGE_CSP = page_csp()
 # Logged HTML runs its own scripts (plots made with plotly, say) in an opaque origin: it cannot
 # read our pages, cookies or API, cannot fetch anything (no connect-src), and cannot navigate the
 # dashboard. It is only ever shown in our own frame (see app.fragment), whose page's frame-src

@@ -104,7 +104,8 @@ export function viewNote(out, withFailed, change) {
 
 export function time(seconds) {
   if (!seconds) return "";
-  return new Date(seconds * 1000).toLocaleString();
+  const d = new Date(seconds * 1000), two = (n) => String(n).padStart(2, "0");
+  return `${d.getFullYear()}-${two(d.getMonth() + 1)}-${two(d.getDate())} ${two(d.getHours())}:${two(d.getMinutes())}:${two(d.getSeconds())}`;
 }
 
 

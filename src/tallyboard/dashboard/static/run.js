@@ -33,7 +33,11 @@ async function start() {
   }
   document.title = `Run ${runId} · tallyboard`;
   alerts = runAlerts(runId);
-  main.replaceChildren(el("div", { class: "layout" }, sidebar(), el("section", {}, title(), failureCard(run.error), alerts.element, tabs())));
+  // The sidebar's form controls are most of the page's first layout: they are built once the
+  // first frame is out, so it shows the first chart without them (its column is fixed: app.css).
+  const side = el("aside", { class: "card side" });
+  main.replaceChildren(el("div", { class: "layout" }, side, el("section", {}, title(), failureCard(run.error), alerts.element, tabs())));
+  requestAnimationFrame(() => setTimeout(() => side.replaceWith(sidebar())));
   if (run.status === "running") follow();
   showTab(state.tab);
 }

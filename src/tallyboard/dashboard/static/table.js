@@ -29,7 +29,7 @@ const table = el("table", { class: "runs", id: "runs" });
 const sizer = el("div", { class: "table-sizer" }, table);
 const wrap = el("div", { class: "table-wrap" }, sizer);
 const VIRTUAL_FROM = 40, OVERSCAN = 8; // rows of a page from which only those in view are drawn; extra rows drawn
-let rowHeight = 33, drawn = [0, 0];
+let rowHeight = 33, headHeight = 34, viewHeight = 0, drawn = [0, 0]; // px, until measured after a frame
 const pager = el("div", { class: "pager" });
 const columnsPanel = el("div", { class: "card panel-columns", hidden: true, id: "columns-panel" });
 const tagOptions = el("datalist", { id: "table-tags" });
@@ -168,9 +168,7 @@ function header() {
 function row(run) {
   const box = el("input", { type: "checkbox", checked: selected.has(run.run_id),
     onclick: (e) => { e.stopPropagation(); e.target.checked ? selected.add(run.run_id) : selected.delete(run.run_id); renderSelection(); } });
-  const colour = el("input", { type: "color", value: run.color || "#5b9cff", title: "row colour", disabled: TB.readOnly,
-    onclick: (e) => e.stopPropagation(),
-    onchange: (e) => edit(run.run_id, { color: e.target.value }) });
+  const colour = colourButton(run);
   const hide = el("button", { class: "icon-btn", title: run.hidden ? "show this run" : "hide this run", disabled: TB.readOnly,
     onclick: (e) => { e.stopPropagation(); edit(run.run_id, { hidden: !run.hidden }); } }, run.hidden ? "show" : "hide");
   const tr = el("tr", { class: [selected.has(run.run_id) ? "selected" : "", run.hidden ? "hidden-run" : ""].join(" "),
@@ -181,27 +179,62 @@ function row(run) {
   return tr;
 }
 
-const virtual = () => page.rows.length >= VIRTUAL_FROM;
-const headHeight = () => (table.tHead ? table.tHead.getBoundingClientRect().height : 0); // fractional, as rows are
-
-// The rows [first, last) of the page that are in view, with OVERSCAN more on each side.
-function rowsInView() {
-  if (!virtual()) return [0, page.rows.length];
-  const top = Math.max(0, wrap.scrollTop - headHeight());
-  const height = Math.max(wrap.clientHeight, innerHeight - 200); // before the first draw the box is empty
-  return [Math.max(0, Math.floor(top / rowHeight) - OVERSCAN),
-    Math.min(page.rows.length, Math.ceil((top + height) / rowHeight) + OVERSCAN)];
+// A row's colour: a swatch that becomes the browser's colour input when clicked. Why not the input
+// at once: a page's rows in view each had one, and laying them out took a third of its first rows.
+function colourButton(run) {
+  const value = run.color || "#5b9cff";
+  const button = el("button", { class: "colour", title: "row colour", disabled: TB.readOnly, onclick: (e) => {
+    e.stopPropagation();
+    const input = el("input", { type: "color", class: "colour", value, title: "row colour",
+      onclick: (event) => event.stopPropagation(), onchange: (event) => edit(run.run_id, { color: event.target.value }) });
+    button.replaceWith(input);
+    try { input.showPicker(); } catch (error) { input.click(); } // showPicker needs a click, which this is
+  } });
+  button.style.background = value; // CSSOM, allowed by the page's CSP
+  return button;
 }
 
+const virtual = () => page.rows.length >= VIRTUAL_FROM;
+
+// The rows [first, last) of the page that are in view when it is scrolled to `top`, with OVERSCAN
+// more on each side.
+function rowsInView(top) {
+  if (!virtual()) return [0, page.rows.length];
+  const from = Math.max(0, top - headHeight);
+  const height = Math.max(viewHeight, innerHeight - 200); // before the first frame the box is empty
+  return [Math.max(0, Math.floor(from / rowHeight) - OVERSCAN),
+    Math.min(page.rows.length, Math.ceil((from + height) / rowHeight) + OVERSCAN)];
+}
+
+// Draws the rows in view. It reads no layout: the heights it places rows by are those measured
+// after the last frame (`measureRows`), so the new rows are laid out once, by the frame that shows
+// them, rather than first by a read here (on a wide table that read was most of the first screen).
 function drawRows() {
-  drawn = rowsInView();
+  drawn = rowsInView(viewHeight ? wrap.scrollTop : 0); // nothing has scrolled before the first frame
   const body = el("tbody", {}, page.rows.slice(...drawn).map(row));
   if (table.tBodies.length) table.tBodies[0].replaceWith(body); else table.append(body);
-  if (virtual() && body.rows.length) rowHeight = body.rows[0].getBoundingClientRect().height || rowHeight;
-  sizer.style.height = virtual() ? `${headHeight() + page.rows.length * rowHeight}px` : "";
-  table.style.transform = virtual() ? `translateY(${drawn[0] * rowHeight}px)` : "";
+  placeRows();
   renderSelection();
   markRuns(table); // the alerts' markers of the rows just drawn
+  if (virtual()) requestAnimationFrame(measureRows);
+}
+
+function placeRows() {
+  sizer.style.height = virtual() ? `${headHeight + page.rows.length * rowHeight}px` : "";
+  table.style.transform = virtual() ? `translateY(${drawn[0] * rowHeight}px)` : "";
+}
+
+// The heights as laid out (fractional, as rows are), read in the frame after a draw; where they
+// differ from those the rows were placed and chosen by, the rows are placed or drawn again.
+function measureRows() {
+  const body = table.tBodies[0];
+  if (!page || !virtual() || !body || !body.rows.length) return;
+  const measured = { rowHeight: body.rows[0].getBoundingClientRect().height || rowHeight,
+    headHeight: table.tHead ? table.tHead.getBoundingClientRect().height : 0, viewHeight: wrap.clientHeight };
+  const moved = measured.rowHeight !== rowHeight || measured.headHeight !== headHeight;
+  ({ rowHeight, headHeight, viewHeight } = measured);
+  const [first, last] = rowsInView(wrap.scrollTop);
+  if (first !== drawn[0] || last !== drawn[1]) drawRows(); else if (moved) placeRows();
 }
 
 let scrollQueued = false;
@@ -211,7 +244,7 @@ wrap.addEventListener("scroll", () => {
   requestAnimationFrame(() => {
     scrollQueued = false;
     if (table.querySelector("td.editable input, td.editable select")) return; // a cell being edited stays
-    const [first, last] = rowsInView();
+    const [first, last] = rowsInView(wrap.scrollTop);
     if (first !== drawn[0] || last !== drawn[1]) drawRows();
   });
 }, { passive: true });
