@@ -262,7 +262,8 @@ def _page(name: str, csrf_secret: str, read_only: bool, table_id: str, assets: A
               "styles": assets.styles.text, "favicon": assets.urls["favicon.svg"]}  # fmt: skip
     template = (HERE / "templates" / "page.html").read_text(encoding="utf-8")
     head, _, tail = template.partition("{{first_view}}")
-    return _PLACEHOLDER.sub(lambda m: values[m[1]], head), _PLACEHOLDER.sub(lambda m: values[m[1]], tail)
+    head, tail = (_PLACEHOLDER.sub(lambda m: values[m[1]], part) for part in (head, tail))
+    return head, tail
 
 
 async def _bad_request(request: Request, error: Exception) -> Response:

@@ -5,17 +5,18 @@ their answers, written into the HTML the server returns.
 Why: otherwise the first chart waits for the page, then its script, then a request the script
 can only make once it runs, and the server's work on that request starts only then. Inlined, the
 server computes the answers while the browser fetches and compiles the script (the page is sent in
-two parts: its head at once, so the script and styles load meanwhile; the answers when ready), and
+two parts: its head, with the script and styles written in, at once, so the script compiles
+meanwhile; the answers when ready), and
 the script draws without a round trip. Each inlined answer is used once (static/common.js
 `firstAnswer`); everything later, and live updates, go through the API as before.
 
 The answers are the API handlers' own responses, made from synthetic GET requests, so an inlined
 answer is byte for byte what the page would have fetched. They sit in a
-`<script type="application/json">`, which the browser never runs (the page's CSP forbids inline
-scripts anyway) and the script reads with `JSON.parse`; every `<`, `>` and `&` is written as a
-JSON escape, so no stored name can end the element or open a comment. An answer the API would
-refuse (no such run, a bad filter, a database that is down) is left out: the page then asks for it
-and shows the error as it always did.
+`<script type="application/json">`, which the browser never runs (the page's CSP allows no inline
+script but the page's own, by its hash) and the script reads with `JSON.parse`; every `<`, `>`
+and `&` is written as a JSON escape, so no stored name can end the element or open a comment.
+An answer the API would refuse (no such run, a bad filter, a database that is down) is left out:
+the page then asks for it and shows the error as it always did.
 """
 
 from __future__ import annotations
