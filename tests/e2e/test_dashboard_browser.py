@@ -86,6 +86,28 @@ def test_note_tag_and_status_are_edited_in_the_table(page, base_url, sample_db):
     assert page.url.rstrip("/") == base_url  # editing did not open the run
 
 
+def test_a_rows_colour_swatch_opens_the_colour_input_and_saves_the_colour(page, base_url, sample_db):
+    page.goto(base_url + "/")
+    swatch = '#runs tr[data-run="3"] td.tools button.colour'
+    page.wait_for_selector(swatch, timeout=TIMEOUT)
+    assert page.locator('#runs tr[data-run] input[type="color"]').count() == 0  # none until asked for
+    page.click(swatch)
+    picker = '#runs tr[data-run="3"] td.tools input[type="color"]'
+    page.wait_for_selector(picker, timeout=TIMEOUT)
+    page.fill(picker, "#ff8800")  # what choosing a colour does: the value, then its change event
+    page.wait_for_function(
+        "() => getComputedStyle(document.querySelector('#runs tr[data-run=\"3\"] td')).borderLeftColor"
+        " === 'rgb(255, 136, 0)'",
+        timeout=TIMEOUT,
+    )
+    table = tb.ResultTable(sample_db, nocommit_action=tb.NoCommitAction.NOP)
+    colours = {run_id: table.get_experiment_raw(run_id)["color"] for run_id in (2, 3)}
+    table.close()
+    assert colours[3] == "ff8800" and colours[2] != "ff8800"  # read back as DeepBoard did, no '#'
+    assert page.url.rstrip("/") == base_url  # choosing a colour did not open the run
+    assert page.errors == []
+
+
 def test_run_view_draws_one_chart_per_metric_with_a_line_per_split_and_rep(page, base_url):
     page.goto(base_url + "/runs/1?reps=lines")
     page.wait_for_selector('.chart-card[data-metric="loss"] canvas', timeout=TIMEOUT)

@@ -148,4 +148,16 @@ test("xTitle says what the x axis is: epoch when the steps are the epochs, else 
   assert.equal(xTitle([], "step"), "step");
   assert.equal(xTitle([byStep], "relative"), "time since start");
   assert.equal(xTitle([byStep], "wall"), "wall time");
+  const windows = line([0, 1, 2], [1, 2, 3], { axis: "window" });
+  assert.equal(xTitle([windows], "step"), "window");
+  assert.equal(xTitle([windows, byStep], "step"), "step"); // not every line counts windows
+  assert.equal(xTitle([windows], "relative"), "time since start");
+});
+
+test("a group of lines counts windows only when each of its lines does", () => {
+  const windows = line([0, 1], [1, 2], { axis: "window" });
+  const [both] = aggregate([windows, { ...windows, key: "b" }], () => "g", "minmax", 0, 1);
+  const [mixed] = aggregate([windows, line([0, 1], [3, 4])], () => "g", "minmax", 0, 1);
+  assert.equal(both.axis, "window");
+  assert.equal(mixed.axis, undefined);
 });

@@ -187,3 +187,38 @@ def test_the_open_window_of_a_stat_lands_before_the_run_ends(table, registered, 
     assert series(table.load_run(run.run_id), "step_time.mean") == [(0, 1.0), (1, 3.0)]
     assert stat.count == 0  # logged; the Stat itself stays open
     stat.close()  # nothing left to log, so the ended run is not asked to take anything
+
+
+def window_tags(table, run) -> list[str] | None:
+    run.flush()
+    stored = table.get_experiment_raw(run.run_id)["window_tags"]
+    return None if stored is None else json.loads(stored)
+
+
+def test_the_run_lists_the_keys_whose_steps_count_windows_while_they_do(table, run, registered):
+    """What lets a chart say "window" under a Stat's series: the run's `window_tags` lists a key
+    while its windows land at their indices, and no longer once one lands at the training step."""
+    registered(tb.ResultTableEventHandler(run))
+    clock = FakeClock()
+    stat = monitor.Stat("train/step_time", [monitor.MEAN, monitor.MAX], 1.0, clock=clock)
+    assert window_tags(table, run) is None
+    for second in (0.0, 1.5, 2.5):  # two windows close before any training step
+        clock.at(second)
+        stat.add(second)
+    assert window_tags(table, run) == ["train/step_time.max", "train/step_time.mean"]
+    run.add_scalar("train/loss", 0.5)
+    clock.at(3.5)  # this window lands at the training step
+    stat.add(1.0)
+    assert window_tags(table, run) is None
+    assert [step for step, _ in series(run, "train/step_time.mean")] == [0, 1, 2]
+
+
+def test_a_step_callable_counts_no_windows(table, run, registered):
+    registered(tb.ResultTableEventHandler(run, step=lambda: 7))
+    clock = FakeClock()
+    stat = monitor.Stat("lr", [monitor.VALUE], 1.0, clock=clock)
+    for second in (0.0, 1.5):
+        clock.at(second)
+        stat.add(second)
+    assert series(run, "lr.value") == [(7, 0.0)]
+    assert window_tags(table, run) is None

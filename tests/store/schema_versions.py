@@ -7,8 +7,8 @@ from collections.abc import Callable
 
 from tallyboard.store import Store, block_reads, open_store, schema
 from tallyboard.store.indexed_values import TYPED_COLUMNS
-from tallyboard.store.migrations import RUN_END_AND_RERUNS_COLUMNS
-from tallyboard.store.schema import BLOCKS_STEP, RUN_END_AND_RERUNS_STEP, TYPED_VALUES_STEP
+from tallyboard.store.migrations import RUN_END_AND_RERUNS_COLUMNS, WINDOW_TAGS_COLUMNS
+from tallyboard.store.schema import BLOCKS_STEP, RUN_END_AND_RERUNS_STEP, TYPED_VALUES_STEP, WINDOW_TAGS_STEP
 from tallyboard.store.tables import IMPORT_RUN_TABLES
 
 # The tables each schema version added (v4 changed columns only: its step runs again harmlessly).
@@ -27,6 +27,7 @@ COLUMNS_ADDED: dict[int, dict[str, tuple[str, ...]]] = {
     8: {"texts": ("markdown",)},
     TYPED_VALUES_STEP + 1: {"hparams": TYPED_COLUMNS, "results": TYPED_COLUMNS},
     RUN_END_AND_RERUNS_STEP + 1: {"runs": tuple(RUN_END_AND_RERUNS_COLUMNS)},
+    WINDOW_TAGS_STEP + 1: {"runs": tuple(WINDOW_TAGS_COLUMNS)},
 }
 INDEXES_ADDED: dict[int, tuple[str, ...]] = {
     TYPED_VALUES_STEP + 1: ("hparams_by_value", "results_by_value", "runs_hidden"),

@@ -190,7 +190,7 @@ def run_detail(request: Request) -> Response:
     run["hidden"] = bool(run["hidden"])
     run["series"] = [
         {"tag": name, "split": split_tag(name)[0], "metric": split_tag(name)[1], "rep": rep}
-        for _, _, name, rep, _ in dash.queries.tags_of_runs([run_id])
+        for _, _, name, rep, *_ in dash.queries.tags_of_runs([run_id])
     ]
     run["now"] = time.time()
     run["note_html"] = markdown.render(run["note"]) if run["note"] else None
@@ -254,10 +254,7 @@ def series(request: Request) -> Response:
     width = params.integer(request, "width", DEFAULT_WIDTH, 1, MAX_WIDTH)
     step_min = params.integer(request, "step_min", None)
     step_max = params.integer(request, "step_max", None)
-    listed = {
-        SeriesKey(run_id, tag_id, rep): (name, start)
-        for run_id, tag_id, name, rep, start in _series_of(dash, run_ids, metric)
-    }
+    listed = {series.key: series for series in _series_of(dash, run_ids, metric)}
     # one set of statements for the chart, however many series it has (not a few per series)
     found = dash.queries.series_bounds(run_ids, sorted({key.tag_id for key in listed}))
     found = {key: found[key] for key in listed if key in found}
@@ -270,18 +267,23 @@ def series(request: Request) -> Response:
     lo = lo if step_min is None else max(lo, step_min)
     hi = hi if step_max is None else min(hi, step_max)
     drawn = dash.downsampler.chart(found, lo, hi, width)
-    out = [series_json(key, *listed[key], last, drawn[key].to_json()) for key, (_, last) in found.items()]
+    out = [series_json(listed[key], last, drawn[key].to_json()) for key, (_, last) in found.items()]
     bucket = max(s["bucket"] for s in out)
     origin = grid(lo, hi, width)[0] if bucket > 1 else lo  # where bucket 0 starts
     return Json({"lo": origin, "hi": hi, "bucket": bucket, "series": out})
 
 
-def series_json(key: SeriesKey, name: str, start: float, last: int, data: dict) -> dict[str, Any]:
-    split, metric = split_tag(name)
-    return {
-        "run_id": key.run_id, "tag_id": key.tag_id, "tag": name, "split": split, "metric": metric,
-        "rep": key.rep, "start_time": start, "last_step": last, **data,
+def series_json(series: SeriesOfRun, last: int, data: dict) -> dict[str, Any]:
+    """A series as the API describes it, with `data` (its points); `axis` "window" where its steps
+    count a Stat's windows (left out otherwise: the axis is the step)."""
+    split, metric = split_tag(series.tag)
+    out = {
+        "run_id": series.run_id, "tag_id": series.tag_id, "tag": series.tag, "split": split,
+        "metric": metric, "rep": series.rep, "start_time": series.start_time, "last_step": last, **data,
     }  # fmt: skip
+    if series.window:
+        out["axis"] = "window"
+    return out
 
 
 def series_names(request: Request) -> Response:
@@ -291,7 +293,7 @@ def series_names(request: Request) -> Response:
     dash = _dash(request)
     run_ids, _ = _runs_and_metric(request)
     found: dict[str, list[int]] = {}
-    for run_id, _, name, _, _ in dash.queries.tags_of_runs(run_ids):
+    for run_id, _, name, *_ in dash.queries.tags_of_runs(run_ids):
         having = found.setdefault(name, [])
         if run_id not in having:
             having.append(run_id)
@@ -320,12 +322,11 @@ def live(request: Request) -> Response:
     run_ids, metric = _runs_and_metric(request)
     after = cursors(request)
     out = []
-    for run_id, tag_id, name, rep, start in _series_of(dash, run_ids, metric):
-        key = SeriesKey(run_id, tag_id, rep)
-        start_after = after.get((run_id, tag_id, rep), -(2**62))
-        data, more = raw_after(dash.queries, key, start_after, LIVE_LIMIT)
+    for series in _series_of(dash, run_ids, metric):
+        start_after = after.get((series.run_id, series.tag_id, series.rep), -(2**62))
+        data, more = raw_after(dash.queries, series.key, start_after, LIVE_LIMIT)
         if data.step or more:
-            out.append({**series_json(key, name, start, data.step[-1], data.to_json()), "more": more})
+            out.append({**series_json(series, data.step[-1], data.to_json()), "more": more})
     states = dash.queries.run_states(run_ids)
     return Json({"series": out, "runs": states})
 
@@ -344,12 +345,10 @@ def scalars_csv(request: Request) -> Response:
         buffer = io.StringIO()
         writer = csv.writer(buffer)
         writer.writerow(["run_id", "tag", "rep", "step", "epoch", "walltime", "value"])
-        for _, _, name, rep, _ in reps:
-            for count, (step, epoch, wall_ms, value) in enumerate(
-                dash.queries.stream_points(SeriesKey(run_id, tag_id, rep))
-            ):
+        for series in reps:
+            for count, (step, epoch, wall_ms, value) in enumerate(dash.queries.stream_points(series.key)):
                 shown = "nan" if value is None else value
-                writer.writerow([run_id, inert(name), rep, step, epoch, wall_ms / 1000.0, shown])
+                writer.writerow([run_id, inert(series.tag), series.rep, step, epoch, wall_ms / 1000.0, shown])
                 if count % 2000 == 1999:
                     yield buffer.getvalue()
                     buffer.seek(0)

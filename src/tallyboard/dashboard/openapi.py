@@ -42,6 +42,12 @@ SERIES = {
         "rep": {"type": "integer"},
         "start_time": {"type": "number", "description": "when the repetition started (seconds since 1970)"},
         "last_step": {"type": "integer"},
+        "axis": {
+            "type": "string",
+            "enum": ["window"],
+            "description": "what the steps count, where they are not training steps: window, the"
+            " windows of a monitor Stat (its index 0, 1, 2, ...); absent: steps",
+        },
         "step": {
             "description": "each point's step (a bucket's: its last point's): a StepRange when they"
             " are regular, else the first step and then each step minus the one before",

@@ -31,7 +31,7 @@ from tallyboard.dashboard.downsample import raw_after
 from tallyboard.dashboard.params import BadRequest
 from tallyboard.json_numbers import dumps
 from tallyboard.store import DatabaseUnreachable
-from tallyboard.store.dashboard_reads import DashboardQueries, RunsVersion, SeriesKey
+from tallyboard.store.dashboard_reads import DashboardQueries, RunsVersion, SeriesKey, SeriesOfRun
 
 INTERVAL = 1.0  # seconds between polls of the store
 KEEP = 300  # updates kept for reconnects (5 minutes at the default interval)
@@ -104,7 +104,7 @@ class Hub:
         self.closed = False
         self._lock = threading.Lock()  # poll (a worker thread) against subscribe/unsubscribe
         self._marks: dict[SeriesKey, int] = {}
-        self._names: dict[SeriesKey, tuple[str, float]] = {}
+        self._names: dict[SeriesKey, SeriesOfRun] = {}
         self._states: dict[int, dict[str, Any]] = {}
         self._items: tuple[int, int] | None = None
         self._alerts_after: int | None = None  # the largest text id runs tables were told of
@@ -205,11 +205,11 @@ class Hub:
         if any(key not in self._names for key in grown):
             self._names.update(series_names(self.queries, grown))
         for key, last in grown.items():
-            name, start = self._names.get(key, ("", 0.0))
+            series = self._names.get(key) or unnamed(key)
             if key not in self._marks:  # a new series: the page loads it as a whole
-                update.series[key] = {**api.series_json(key, name, start, last, {}), "new": True}
+                update.series[key] = {**api.series_json(series, last, {}), "new": True}
             else:
-                update.series[key] = grown_series(self.queries, key, name, start, self._marks[key], last)
+                update.series[key] = grown_series(self.queries, series, self._marks[key], last)
             self._marks[key] = last
 
     def _poll_runs(self, run_ids: list[int], update: Update) -> None:
@@ -284,19 +284,21 @@ class Hub:
             self._polled.set()
 
 
-def series_names(queries: DashboardQueries, keys: Iterable[SeriesKey]) -> dict[SeriesKey, tuple[str, float]]:
-    """(tag name, repetition start) of series, read for the runs they belong to."""
-    rows = queries.tags_of_runs(sorted({key.run_id for key in keys}))
-    return {SeriesKey(run_id, tag_id, rep): (name, start) for run_id, tag_id, name, rep, start in rows}
+def series_names(queries: DashboardQueries, keys: Iterable[SeriesKey]) -> dict[SeriesKey, SeriesOfRun]:
+    """Series with their tag names and repetition starts, read for the runs they belong to."""
+    return {series.key: series for series in queries.tags_of_runs(sorted({key.run_id for key in keys}))}
 
 
-def grown_series(
-    queries: DashboardQueries, key: SeriesKey, name: str, start: float, after: int, last: int
-) -> dict[str, Any]:
+def unnamed(key: SeriesKey) -> SeriesOfRun:
+    """A series its runs' listing did not have (deleted meanwhile): no name, no start."""
+    return SeriesOfRun(key.run_id, key.tag_id, "", key.rep, 0.0, False)
+
+
+def grown_series(queries: DashboardQueries, series: SeriesOfRun, after: int, last: int) -> dict[str, Any]:
     """A series' points after step `after` up to `last`, or only `more: true` past LIVE_LIMIT of
     them (the page reloads that chart instead)."""
-    data, more = raw_after(queries, key, after, LIVE_LIMIT, upto=last)
-    return {**api.series_json(key, name, start, last, {} if more else data.to_json()), "more": more}
+    data, more = raw_after(queries, series.key, after, LIVE_LIMIT, upto=last)
+    return {**api.series_json(series, last, {} if more else data.to_json()), "more": more}
 
 
 def sse(event: str, data: Any, event_id: str | None = None) -> str:
@@ -312,10 +314,10 @@ def _catch_up(
     names = series_names(queries, sub.marks)
     for key, last in sub.marks.items():
         cursor = after.get((key.run_id, key.tag_id, key.rep))
-        name, start = names.get(key, ("", 0.0))
-        if cursor is None or cursor >= last or (metric is not None and api.split_tag(name)[1] != metric):
+        named = names.get(key) or unnamed(key)
+        if cursor is None or cursor >= last or (metric is not None and api.split_tag(named.tag)[1] != metric):
             continue
-        series.append(grown_series(queries, key, name, start, cursor, last))
+        series.append(grown_series(queries, named, cursor, last))
     return {
         "series": series,
         "runs": queries.run_states(run_ids) if run_ids else [],

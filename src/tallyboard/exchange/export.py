@@ -76,7 +76,7 @@ RUNS = Layout(
     typed((
         "run_id", "experiment", "status", "start_time", "end_time", "tag", "note", "color", "hidden",
         "comment", "config_path", "config_hash", "config_content", "cli", "command", "git_commit",
-        "git_diff", "unique_key", "error", "rerun_of",
+        "git_diff", "unique_key", "error", "rerun_of", "window_tags",
     )),
 )  # fmt: skip
 HPARAMS = Layout("hparams", (("run_id", int, False), ("name", str, False), ("value", str, False)))

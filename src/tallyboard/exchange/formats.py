@@ -114,7 +114,8 @@ def read_rows(
 ) -> Iterator[list[tuple[Any, ...]]]:
     """The rows of one file as typed tuples in the layout's column order, `batch` rows at a time.
     A layout grows at its end only (never reordered): an older export that lacks its last columns,
-    all nullable, reads them as NULL (`runs.error` and `runs.rerun_of` came with schema v13)."""
+    all nullable, reads them as NULL (`runs.error` and `runs.rerun_of` came with schema v13,
+    `runs.window_tags` with v15)."""
     if not path.is_file():
         raise FileNotFoundError(f"the export has no {path.name}")
     if file_format == "parquet":

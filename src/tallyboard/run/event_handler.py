@@ -23,6 +23,10 @@ if TYPE_CHECKING:  # pragma: no cover
 _owner = threading.local()
 # The Stat keys every handler of a writer logged: not training scalars, whoever logged them.
 _window_keys: weakref.WeakKeyDictionary[LogWriter, set[str]] = weakref.WeakKeyDictionary()
+# Those of them whose last window landed at its index (the run knew no training step): the
+# writer's `window_tags`. Shared by the handlers of a writer, under one lock.
+_counted_keys: weakref.WeakKeyDictionary[LogWriter, set[str]] = weakref.WeakKeyDictionary()
+_counted_lock = threading.Lock()
 
 
 class ResultTableEventHandler:
@@ -34,7 +38,9 @@ class ResultTableEventHandler:
       auto step of its other scalars, `LogWriter.auto_step`), so the window's chart shares the step
       axis of the run's other charts; each window of a key lands after the one before (a window
       closing while training stands still takes the next step rather than overwriting). Before any
-      other scalar is logged, the step is the index of the window for that key (0, 1, 2, ...).
+      other scalar is logged, the step is the index of the window for that key (0, 1, 2, ...), and
+      the run lists the key in its `window_tags` (`LogWriter.set_window_tags`), so that its chart
+      says "window" under it; a later window that lands at the training step takes it off again.
     - Any other event gives a text record tagged with the event's name, holding its timestamp and
       data as JSON; its step counts the events of that name (or is ``step()``).
 
@@ -77,7 +83,21 @@ class ResultTableEventHandler:
             if training is not None:
                 step = max(step, training)
             self._windows[key] = step
+        self._count_windows(key, training is None)
         return step
+
+    def _count_windows(self, key: str, counted: bool) -> None:
+        """Keep the run's `window_tags` to the keys whose steps count windows; written only when
+        that changes (once per key, in a run that never has a training step)."""
+        with _counted_lock:
+            keys = _counted_keys.setdefault(self._writer, set())
+            if counted == (key in keys):
+                return
+            if counted:
+                keys.add(key)
+            else:
+                keys.discard(key)
+            self._writer.set_window_tags(keys)
 
     def _next_step(self, name: str) -> int:
         """An event's step: `step()`, else the count of the events of its name so far."""

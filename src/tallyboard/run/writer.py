@@ -15,7 +15,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Container
+from collections.abc import Callable, Collection, Container
 from typing import TYPE_CHECKING, Any
 
 from tallyboard.run.alerting import AlertCalls
@@ -31,6 +31,7 @@ from tallyboard.store.records import (
     RunUpdate,
     ScalarRow,
 )
+from tallyboard.store.run_fields import window_tags_text
 from tallyboard.values import (
     INT64_MAX,
     INT64_MIN,
@@ -193,6 +194,14 @@ class LogWriter(AlertCalls):
         which may close in another thread (the copy, made in one C call, never sees a tag added)."""
         series = tuple(self._series.items())
         return max((s.calls for tag, s in series if s.calls and tag not in excluding), default=None)
+
+    def set_window_tags(self, tags: Collection[str]) -> None:
+        """Say which of this run's tags have steps that count the windows of a monitor Stat
+        (`runs.window_tags`), so that their charts say "window" under them. ResultTableEventHandler
+        calls it. Queued behind what was logged before it, like a record: the caller, inside
+        `Stat.add` in a training loop maybe, never waits on the database."""
+        if not self._read_only:
+            self._queue([("run_updates", RunUpdate(self._run_id, {"window_tags": window_tags_text(tags)}))])
 
     def _furthest_step(self) -> int:
         """The furthest scalar step of this repetition: where an image or text without a step lands."""

@@ -13,6 +13,7 @@ PostgreSQL read-only transactions), so it works on a read-only file system or a 
 
 from __future__ import annotations
 
+import functools
 import json
 import queue
 import re
@@ -31,7 +32,7 @@ from tallyboard.store.block_codec import last_epoch, last_of_deltas, unpack, unp
 from tallyboard.store.block_reads import DATA, FROM_STEP, KEY
 from tallyboard.store.logged import artifacts_query, console_query
 from tallyboard.store.records import ArtifactRow, Column, ConsoleLine
-from tallyboard.store.run_fields import DETAIL_FIELDS, LISTED_FIELDS
+from tallyboard.store.run_fields import DETAIL_FIELDS, LISTED_FIELDS, window_tags
 from tallyboard.store.runs_sql import Dialect, Translator, value_names_sql
 from tallyboard.store.runs_walk import matching_sql
 
@@ -84,13 +85,19 @@ class SeriesKey:
 
 
 class SeriesOfRun(NamedTuple):
-    """One scalar series of a run (`DashboardQueries.tags_of_runs`)."""
+    """One scalar series of a run (`DashboardQueries.tags_of_runs`); `window`: its steps count the
+    windows of a monitor Stat (its tag is in the run's `window_tags`)."""
 
     run_id: int
     tag_id: int
     tag: str
     rep: int
     start_time: float
+    window: bool
+
+    @property
+    def key(self) -> SeriesKey:
+        return SeriesKey(self.run_id, self.tag_id, self.rep)
 
 
 class DashboardQueries:
@@ -404,13 +411,17 @@ class DashboardQueries:
             return []
         marks = ", ".join("?" * len(run_ids))
         sql = f"""
-            SELECT r.run_id, t.tag_id, t.name, r.rep, r.start_time
-            FROM repetitions r CROSS JOIN tags t
+            SELECT r.run_id, t.tag_id, t.name, r.rep, r.start_time, u.window_tags
+            FROM repetitions r JOIN runs u ON u.run_id = r.run_id CROSS JOIN tags t
             WHERE r.run_id IN ({marks}) AND EXISTS (
                 SELECT 1 FROM scalar_blocks b
                 WHERE b.run_id = r.run_id AND b.tag_id = t.tag_id AND b.rep = r.rep)
             ORDER BY r.run_id, t.name, r.rep"""
-        return [SeriesOfRun(*row) for row in self._all(sql, list(run_ids))]
+        windows = functools.cache(window_tags)
+        return [
+            SeriesOfRun(run_id, tag_id, tag, rep, start, tag in windows(marked))
+            for run_id, tag_id, tag, rep, start, marked in self._all(sql, list(run_ids))
+        ]
 
     def metric_points(self, run_ids: Sequence[int], tag: str) -> list[tuple[int, int, float | None]]:
         """(run_id, rep, value) of one tag of some runs, ordered by run, rep and step: what the

@@ -29,6 +29,7 @@ from tallyboard.store.schema import (
     SHARED_ENVIRONMENTS_STEP,
     TYPED_VALUE_INDEXES,
     TYPED_VALUES_STEP,
+    WINDOW_TAGS_STEP,
 )
 from tallyboard.store.schema import (
     SCHEMA_VERSION as SCHEMA_VERSION,  # re-exported: engine.py reads it here (tests replace it here)
@@ -187,25 +188,34 @@ def shared_environments(store: Engine) -> None:
         store.execute(sql)
 
 
-# ---- v12 -> v13: runs.error and runs.rerun_of -------------------------------------------------
+# ---- v12 -> v13: runs.error and runs.rerun_of; v14 -> v15: runs.window_tags --------------------
 # Why in Python: as for texts.markdown, the step must be safe on a table that has the columns (two
 # processes migrating one PostgreSQL table), which SQLite's ADD COLUMN cannot say.
 RUN_END_AND_RERUNS_COLUMNS = {"error": "TEXT", "rerun_of": "BIGINT"}
+WINDOW_TAGS_COLUMNS = {"window_tags": "TEXT"}
 
 
-def run_end_and_reruns(store: Engine) -> None:
+def _add_run_columns(store: Engine, columns: dict[str, str]) -> None:
     if store.url.is_postgres:
-        for name, kind in RUN_END_AND_RERUNS_COLUMNS.items():
+        for name, kind in columns.items():
             store.execute(f"ALTER TABLE runs ADD COLUMN IF NOT EXISTS {name} {kind}")
     else:
         present = {row[1] for row in store.execute("PRAGMA table_info(runs)")}
-        for name, kind in RUN_END_AND_RERUNS_COLUMNS.items():
+        for name, kind in columns.items():
             if name not in present:
                 store.execute(f"ALTER TABLE runs ADD COLUMN {name} {kind}")
+
+
+def run_end_and_reruns(store: Engine) -> None:
+    _add_run_columns(store, RUN_END_AND_RERUNS_COLUMNS)
     if not store.execute("SELECT 1 FROM columns WHERE name = 'rerun_of'"):  # hidden by default
         store.execute(
             "INSERT INTO columns (name, kind, alias, position) VALUES ('rerun_of', 'run', 'Rerun Of', NULL)"
         )
+
+
+def window_tags(store: Engine) -> None:
+    _add_run_columns(store, WINDOW_TAGS_COLUMNS)  # bookkeeping: not a column of the result table
 
 
 # ---- v13 -> v14: scalars as blocks of points (store/block_codec.py) ------------------------------
@@ -278,4 +288,5 @@ PYTHON_MIGRATIONS: dict[int, Callable[[Engine], None]] = {
     SHARED_ENVIRONMENTS_STEP: shared_environments,
     RUN_END_AND_RERUNS_STEP: run_end_and_reruns,
     BLOCKS_STEP: scalars_as_blocks,
+    WINDOW_TAGS_STEP: window_tags,
 }

@@ -9,12 +9,15 @@ table's `columns` rows, which a new table shows in that order.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Collection
 from typing import Any, NamedTuple, get_type_hints
 
 from tallyboard.filter import qualified
-from tallyboard.store.schema import RUN_END_AND_RERUNS_STEP
+from tallyboard.store.schema import RUN_END_AND_RERUNS_STEP, WINDOW_TAGS_STEP
 
 V13 = RUN_END_AND_RERUNS_STEP + 1  # the version that added `error` and `rerun_of` (renumber in schema.py)
+V15 = WINDOW_TAGS_STEP + 1  # the version that added `window_tags`
 
 
 class RunField(NamedTuple):
@@ -67,6 +70,8 @@ RUN_ROW: tuple[RunField, ...] = (
     RunField("error", str, True, None, editable=True, long=True, since=V13),
     # The run this one runs again (v13): `new_run(on_duplicate="new")` met run N's configuration.
     RunField("rerun_of", int, True, "Rerun Of", cell=True, since=V13),
+    # The tags whose steps count Stat windows (v15): a JSON array, set by ResultTableEventHandler.
+    RunField("window_tags", str, True, None, editable=True, since=V15),
 )
 FIELDS = {field.name: field for field in RUN_ROW}
 
@@ -97,6 +102,7 @@ class RunRow(NamedTuple):
     updated_at: float
     error: str | None
     rerun_of: int | None
+    window_tags: str | None
 
 
 def check_record(record: type, fields: tuple[RunField, ...]) -> None:
@@ -146,6 +152,22 @@ def select_list(names: tuple[str, ...], version: int | None) -> str:
     return ", ".join(
         name if version is None or FIELDS[name].since <= version else f"NULL AS {name}" for name in names
     )
+
+
+def window_tags_text(tags: Collection[str]) -> str | None:
+    """`runs.window_tags` as stored: the tags as a sorted JSON array, None when there are none."""
+    return json.dumps(sorted(tags)) if tags else None
+
+
+def window_tags(text: str | None) -> frozenset[str]:
+    """The tags a stored `runs.window_tags` lists: none for NULL, and none for a text that is not a
+    JSON array of strings (the column is plain text; a table edited by hand must not break a chart)."""
+    try:
+        tags = json.loads(text) if text else []
+    except ValueError:
+        return frozenset()
+    listed = isinstance(tags, list) and all(isinstance(tag, str) for tag in tags)
+    return frozenset(tags) if listed else frozenset()
 
 
 def typed(names: tuple[str, ...]) -> tuple[tuple[str, type, bool], ...]:

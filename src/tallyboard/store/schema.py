@@ -114,9 +114,13 @@ Conventions every reader relies on:
   "traceback"} (`run/exit_paths.py`: an uncaught exception, a non-zero exit, a signal), NULL for a
   run that did not fail so; `runs.rerun_of` (v13) is the run this one runs again
   (`on_duplicate="new"`), NULL for a first run. Both are added in Python (migrations.run_end_and_reruns).
+- `runs.window_tags` (v15) is the JSON array of the run's tags whose steps count the windows of a
+  `tallyboard.monitor` Stat (0, 1, 2, ...: logged by `ResultTableEventHandler` before the run had a
+  training step), sorted; NULL when none does. It is what lets a chart say "window" under such a
+  series rather than "step" (added in Python: migrations.window_tags).
 """
 
-SCHEMA_VERSION = 14
+SCHEMA_VERSION = 15
 UNIQUE_KEY_PREFIX = 256
 BLOCK_BITS = 8
 BLOCK_STEPS = 1 << BLOCK_BITS  # steps per row of scalar_blocks (why 256: docs/dashboard.md)
@@ -408,6 +412,9 @@ BLOCKS_SWAP = """
 DROP TABLE scalar_blocks;
 DROP TABLE scalars;
 ALTER TABLE scalar_blocks_v14 RENAME TO scalar_blocks"""
+
+# v15: runs.window_tags (added in Python: migrations.window_tags).
+WINDOW_TAGS_STEP = 14  # the version it upgrades from
 
 # MIGRATIONS[n] upgrades a store at version n to n + 1. Version 1 is the first released schema.
 MIGRATIONS: dict[int, str] = {

@@ -64,12 +64,14 @@ export function xOf(line, mode) {
   return line.step.slice();
 }
 
-// What a chart's x axis is, said on it: by step, "epoch" when every point of every line was logged
+// What a chart's x axis is, said on it: by step, "window" when every line's steps count the
+// windows of a monitor Stat (the API's `axis`), "epoch" when every point of every line was logged
 // at its epoch as its step (`add_scalar(..., step=epoch, epoch=epoch)`: the step axis counts
 // epochs), else "step"; the time modes say which time.
 const X_TITLES = { step: "step", epoch: "epoch", wall: "wall time", relative: "time since start" };
 export function xTitle(lines, mode) {
   if (mode !== "step") return X_TITLES[mode] || mode;
+  if (lines.length && lines.every((l) => l.axis === "window")) return "window";
   const byEpoch = lines.some((l) => l.step.length) && lines.every((l) => l.step.every((s, i) => l.epoch[i] === s));
   return byEpoch ? "epoch" : "step";
 }
@@ -98,6 +100,7 @@ export function aggregate(lines, keyOf, bandMode, lo, bucket) {
     }
     const keys = [...buckets.keys()].sort((a, b) => a - b);
     const agg = { ...members[0], key: `group:${key}`, label: key, members: members.length,
+      axis: members.every((line) => line.axis === "window") ? "window" : undefined,
       step: [], epoch: [], wall: [], value: [], min: [], max: [],
       dropped: members.reduce((n, line) => n + nonFinite(line.value), 0) };
     for (const k of keys) {
