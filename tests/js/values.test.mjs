@@ -3,7 +3,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { duration, fileName, format, number, shorten } from "../../src/tallyboard/dashboard/static/values.js";
+import { duration, fileName, format, number, shorten, thousands } from "../../src/tallyboard/dashboard/static/values.js";
 import { resample, ROWS } from "../../src/tallyboard/dashboard/static/histogram-math.js";
 
 test("the API's non-finite strings become numbers; other values pass through", () => {
@@ -49,4 +49,9 @@ test("a histogram's buckets spread over the heat map's rows by overlap, keeping 
   assert.ok(Math.abs(lower - 10) < 1e-9); // the first bucket covers exactly the lower half
   const constant = resample({ edges: [3, 3], counts: [7] }, 3, 3); // all values equal: one row
   assert.equal(constant[0], 7);
+});
+
+test("thousands groups a count's digits by three, as the runs table and chart notes write counts", () => {
+  assert.deepEqual([0, 7, 999, 1000, 95000, 1234567, 100000].map(thousands),
+    ["0", "7", "999", "1,000", "95,000", "1,234,567", "100,000"]);
 });

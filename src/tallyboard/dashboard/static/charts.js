@@ -1,6 +1,6 @@
 // Charts on top of uPlot (vendored, loaded as a classic script before the page's modules):
 // smoothing, bands, x modes, zoom that re-queries, PNG export. The numbers are series-math.js's.
-import { debounce, el, format, number, shorten, swatch, time, duration } from "./common.js";
+import { debounce, el, format, number, shorten, swatch, thousands, time, duration } from "./common.js";
 import { MAX_NAME } from "./chart-names.js";
 import { clampToBand, ema, nonFinite, smoothingWeight, stepRange, xOf, xTitle } from "./series-math.js";
 
@@ -8,7 +8,7 @@ const uPlot = globalThis.uPlot;
 
 // What a card says instead of a chart when the metric's name is too long to ask the API for.
 export const tooLong = (name) => el("div", { class: "empty-state too-long" },
-  `This metric's name is ${name.length.toLocaleString()} characters long: charts and CSV exports take names of up to ${MAX_NAME.toLocaleString()}.`);
+  `This metric's name is ${thousands(name.length)} characters long: charts and CSV exports take names of up to ${thousands(MAX_NAME)}.`);
 
 function alpha(hex, a) {
   const n = parseInt(hex.slice(1), 16);
@@ -108,7 +108,7 @@ export class Chart {
     this.container.dataset.points = this.lines.reduce((n, line) => n + line.step.length, 0);
     const dropped = this.lines.reduce((n, line) => n + (line.dropped ?? nonFinite(line.value)), 0);
     this.container.dataset.nonfinite = dropped;
-    this.note.textContent = dropped ? `${dropped.toLocaleString()} non-finite value${dropped === 1 ? "" : "s"} (NaN or ±inf) left out: gaps in the line` : "";
+    this.note.textContent = dropped ? `${thousands(dropped)} non-finite value${dropped === 1 ? "" : "s"} (NaN or ±inf) left out: gaps in the line` : "";
     if (!this.lines.length) { this.area.replaceChildren(el("div", { class: "empty-state" }, "no points")); return; }
     this.area.replaceChildren();
     const { data, series, bands } = this.build();

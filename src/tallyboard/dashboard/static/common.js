@@ -1,6 +1,6 @@
 // Shared helpers of the dashboard pages (an ES module; each page's script imports what it uses).
 // User text only ever enters the DOM via textContent.
-export { number, format, duration, shorten, fileName } from "./values.js";
+export { number, format, duration, shorten, fileName, thousands } from "./values.js";
 
 const csrf = document.querySelector('meta[name="csrf-token"]').content;
 export const readOnly = document.querySelector('meta[name="read-only"]').content === "true";

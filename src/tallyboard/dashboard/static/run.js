@@ -280,7 +280,7 @@ async function artifacts() {
     el("td", {}, a.kind), el("td", { class: "mono" }, String(a.size)),
     el("td", { class: "mono" }, a.step === null ? "" : String(a.step)),
     el("td", { class: "mono", title: a.sha256 }, a.sha256.slice(0, 12)),
-    el("td", {}, new Date(a.logged_at * 1000).toLocaleString())));
+    el("td", {}, TB.time(a.logged_at))));
   tabBody.append(el("div", { class: "card" }, el("table", { id: "artifacts" }, el("thead", {}, el("tr", {}, head)), el("tbody", {}, rows))));
 }
 

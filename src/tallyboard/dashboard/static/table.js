@@ -197,11 +197,13 @@ function colourButton(run) {
 const virtual = () => page.rows.length >= VIRTUAL_FROM;
 
 // The rows [first, last) of the page that are in view when it is scrolled to `top`, with OVERSCAN
-// more on each side.
+// more on each side. Before the first frame the box is empty (viewHeight 0): the window's height
+// stands in for it, as `outerHeight`, which a browser knows without laying the page out (reading
+// `innerHeight` forces a layout of the page before its rows are in it); it is never less.
 function rowsInView(top) {
   if (!virtual()) return [0, page.rows.length];
   const from = Math.max(0, top - headHeight);
-  const height = Math.max(viewHeight, innerHeight - 200); // before the first frame the box is empty
+  const height = Math.max(viewHeight, outerHeight - 200);
   return [Math.max(0, Math.floor(from / rowHeight) - OVERSCAN),
     Math.min(page.rows.length, Math.ceil((from + height) / rowHeight) + OVERSCAN)];
 }
@@ -257,7 +259,7 @@ function render() {
   if (!page.rows.length) table.tBodies[0].append(el("tr", {}, el("td", { colspan: 99, class: "empty-state" }, "no runs match")));
   const offset = +state.offset, limit = +state.limit;
   const { total, more } = viewTotal();
-  const shown = `${total.toLocaleString()}${more ? "+" : ""}`;
+  const shown = `${TB.thousands(total)}${more ? "+" : ""}`;
   count.textContent = `${shown} run${total === 1 && !more ? "" : "s"}`;
   const last = page.rows.length < limit || (!more && offset + limit >= total);
   pager.replaceChildren(
