@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 
 import tallyboard as tb
+from live_runs import FakeClock
+from tallyboard import monitor
 
 SCRIPT_FRAGMENT = "<p id='frag'>fragment</p><script>parent.document.title='pwned'; top.pwned = 1</script>"
 HOSTILE_NOTE = "<img src=x onerror=\"document.title='pwned'; window.pwned=1\">"
@@ -73,6 +75,24 @@ def log_sample(url_or_path: str | Path) -> tuple[tb.ResultTable, list[tb.LogWrit
     debug.add_scalar("train/loss", 1.0, step=0)
     debug.flush()
     return table, [third, debug]
+
+
+def log_windows_run(url_or_path: str | Path) -> int:
+    """A run that logs only a monitor Stat (three 1 s windows through ResultTableEventHandler,
+    before any training step: at steps 0, 1, 2, its `window_tags` listing them); its run id."""
+    table = tb.ResultTable(url_or_path, nocommit_action=tb.NoCommitAction.NOP)
+    run = table.new_run("windows", auto_log_plt=False)
+    handle = monitor.register_event_handler(tb.ResultTableEventHandler(run))
+    clock = FakeClock()
+    stat = monitor.Stat("train/step_time", [monitor.MEAN], 1.0, clock=clock)
+    for second in (0.0, 1.5, 2.5):
+        clock.at(second)
+        stat.add(second)
+    stat.close()
+    monitor.unregister_event_handler(handle)
+    run.close()
+    table.close()
+    return run.run_id
 
 
 def snapshot_sample(directory: Path) -> Path:

@@ -11,8 +11,7 @@ import pytest
 
 import tallyboard as tb
 from dashboard.compact_series import decoded
-from live_runs import FakeClock
-from tallyboard import monitor
+from dashboard.sample_table import log_windows_run
 
 
 def post(client, url: str, body) -> object:
@@ -196,23 +195,12 @@ def test_series_come_compact_with_no_repeated_or_empty_columns(client):
 def test_a_series_whose_steps_count_stat_windows_says_so(make_client, sample_db):
     """A run that logged only a monitor Stat (through ResultTableEventHandler): its steps are the
     windows' indices, and its series say `axis: "window"`, which the chart puts under its x axis."""
-    table = tb.ResultTable(sample_db, nocommit_action=tb.NoCommitAction.NOP)
-    run = table.new_run("windows", auto_log_plt=False)
-    handle = monitor.register_event_handler(tb.ResultTableEventHandler(run))
-    clock = FakeClock()
-    stat = monitor.Stat("train/step_time", [monitor.MEAN], 1.0, clock=clock)
-    for second in (0.0, 1.5, 2.5):
-        clock.at(second)
-        stat.add(second)
-    stat.close()
-    monitor.unregister_event_handler(handle)
-    run.close()
-    table.close()
+    run_id = log_windows_run(sample_db)
     client = make_client()
-    (windows,) = client.get(f"/api/series?runs={run.run_id}&metric=step_time.mean").json()["series"]
+    (windows,) = client.get(f"/api/series?runs={run_id}&metric=step_time.mean").json()["series"]
     assert windows["axis"] == "window" and decoded(windows)["step"] == [0, 1, 2]
     assert all("axis" not in s for s in client.get("/api/series?runs=1&metric=loss").json()["series"])
-    grown = client.get(f"/api/live?runs={run.run_id}&after={run.run_id}:{windows['tag_id']}:0:0").json()
+    grown = client.get(f"/api/live?runs={run_id}&after={run_id}:{windows['tag_id']}:0:0").json()
     assert [s["axis"] for s in grown["series"]] == ["window"]
 
 

@@ -4,8 +4,7 @@ hostile logged HTML and notes execute nothing in the dashboard's origin."""
 from __future__ import annotations
 
 import tallyboard as tb
-from live_runs import FakeClock
-from tallyboard import monitor
+from dashboard.sample_table import log_windows_run
 
 TIMEOUT = 15_000  # ms; generous for a loaded CI machine, never reached when things work
 LOSS_POINTS = "document.querySelector('.chart-card[data-metric=loss]')?.dataset.points"
@@ -227,18 +226,8 @@ def test_hostile_notes_and_fragments_execute_nothing(page, base_url, sample_db):
 def test_a_chart_of_stat_windows_says_window_under_its_x_axis(page, base_url, sample_db):
     """A run that logged only a monitor Stat: its steps are the windows' indices (runs.window_tags),
     and its chart says so; the sample runs' charts, logged at training steps, say "step"."""
-    table = tb.ResultTable(sample_db, nocommit_action=tb.NoCommitAction.NOP)
-    run = table.new_run("windows", auto_log_plt=False)
-    handle = monitor.register_event_handler(tb.ResultTableEventHandler(run))
-    clock = FakeClock()
-    stat = monitor.Stat("train/step_time", [monitor.MEAN], 1.0, clock=clock)
-    for second in (0.0, 1.5, 2.5, 3.5):
-        clock.at(second)
-        stat.add(second)
-    monitor.unregister_event_handler(handle)
-    run.close()
-    table.close()
-    page.goto(f"{base_url}/runs/{run.run_id}")
+    run_id = log_windows_run(sample_db)
+    page.goto(f"{base_url}/runs/{run_id}")
     card = '.chart-card[data-metric="step_time.mean"]'
     page.wait_for_selector(f"{card} .uplot", timeout=TIMEOUT)
     assert page.get_attribute(card, "data-x") == "window"

@@ -32,7 +32,7 @@ from tallyboard.store.block_codec import last_epoch, last_of_deltas, unpack, unp
 from tallyboard.store.block_reads import DATA, FROM_STEP, KEY
 from tallyboard.store.logged import artifacts_query, console_query
 from tallyboard.store.records import ArtifactRow, Column, ConsoleLine
-from tallyboard.store.run_fields import DETAIL_FIELDS, LISTED_FIELDS, window_tags
+from tallyboard.store.run_fields import DETAIL_FIELDS, LISTED_FIELDS, window_tags_of
 from tallyboard.store.runs_sql import Dialect, Translator, value_names_sql
 from tallyboard.store.runs_walk import matching_sql
 
@@ -417,7 +417,7 @@ class DashboardQueries:
                 SELECT 1 FROM scalar_blocks b
                 WHERE b.run_id = r.run_id AND b.tag_id = t.tag_id AND b.rep = r.rep)
             ORDER BY r.run_id, t.name, r.rep"""
-        windows = functools.cache(window_tags)
+        windows = functools.cache(window_tags_of)
         return [
             SeriesOfRun(run_id, tag_id, tag, rep, start, tag in windows(marked))
             for run_id, tag_id, tag, rep, start, marked in self._all(sql, list(run_ids))

@@ -159,7 +159,7 @@ def window_tags_text(tags: Collection[str]) -> str | None:
     return json.dumps(sorted(tags)) if tags else None
 
 
-def window_tags(text: str | None) -> frozenset[str]:
+def window_tags_of(text: str | None) -> frozenset[str]:
     """The tags a stored `runs.window_tags` lists: none for NULL, and none for a text that is not a
     JSON array of strings (the column is plain text; a table edited by hand must not break a chart)."""
     try:
