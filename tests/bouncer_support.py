@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from own_postgres import free_port
+from ports import free_port
 from support import require
 
 BINARY = shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
@@ -63,19 +63,39 @@ class Bouncer:
         # pgbouncer logs to stderr as well as to its logfile: a pipe nobody reads would fill up
         # (64 kB of connection lines) and stop it mid-write, with every client waiting on it
         stderr = Path(self.folder) / "stderr.log"
+        listening = f"listening on 127.0.0.1:{self.port}"
+        started_before = self._log().count(listening)  # a restart appends to the same log
         with open(stderr, "ab") as sink:
             self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=sink)
+        # its own log line, not a connection to the port: another process may be listening there
         deadline = time.monotonic() + 10
-        while not _listening(self.port):
+        while self._log().count(listening) == started_before:
             if self.process.poll() is not None or time.monotonic() > deadline:
+                self.stop()
                 raise RuntimeError(f"pgbouncer did not start: {stderr.read_text(errors='replace')}")
             time.sleep(0.02)
 
     def stop(self) -> None:
+        """Shut down once the transactions in flight have ended (SIGINT, PgBouncer's safe shutdown:
+        a restart the clients should ride out); a bouncer still running after 10 s (a test that
+        failed inside a transaction) is killed rather than left to hang the test."""
         if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGINT)  # immediate shutdown
-            self.process.wait(timeout=10)
+            self.process.send_signal(signal.SIGINT)
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
         self.process = None
+
+    def _log(self) -> str:
+        with contextlib.suppress(OSError):
+            return Path(self.folder, "pgbouncer.log").read_text(errors="replace")
+        return ""
+
+    def log_tail(self, lines: int = 40) -> str:
+        """The end of PgBouncer's log: why it closed a client is written there, not sent to it."""
+        return "\n".join(self._log().splitlines()[-lines:]) or "(no pgbouncer log)"
 
     def restart(self) -> None:
         self.stop()
@@ -99,14 +119,6 @@ class Bouncer:
         return f"postgresql://{parts.username or USER}@127.0.0.1:{self.port}/{alias}"
 
 
-def _listening(port: int) -> bool:
-    import socket
-
-    with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.2):
-        return True
-    return False
-
-
 @contextlib.contextmanager
 def bouncer(server_url: str, pool_size: int = 5) -> Iterator[Bouncer]:
     """A started PgBouncer in front of the server of `server_url`, stopped and deleted afterwards."""
@@ -121,6 +133,9 @@ def bouncer(server_url: str, pool_size: int = 5) -> Iterator[Bouncer]:
         running.start()
         try:
             yield running
+        except BaseException as error:
+            error.add_note(f"pgbouncer's log ends:\n{running.log_tail()}")
+            raise
         finally:
             running.stop()
     finally:

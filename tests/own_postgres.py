@@ -10,21 +10,15 @@ import contextlib
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import tempfile
 from collections.abc import Iterator
 
+from ports import free_port
 from support import require
 
 BIN = "/usr/lib/postgresql/15/bin"
 USER = "postgres"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class OwnServer:

@@ -18,7 +18,7 @@ import threading
 from collections.abc import Iterator
 from typing import IO
 
-from own_postgres import free_port
+from ports import free_port
 
 WRITE_TOKEN = "write-token-of-the-test"
 READ_TOKEN = "read-token-of-the-test"

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -20,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from ports import free_port
 from tallyboard import ResultTable
 from tallyboard.analysis.runs_listing import RunsView
 
@@ -78,12 +78,6 @@ def test_null_matches_runs_without_a_note_or_tag(demo_table: str) -> None:
     assert [run["run_id"] for run in load_runs(demo_table, "tag == null").rows] == [-1]  # the debug run
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def _get(url: str, deadline: float) -> tuple[int, dict]:
     while True:
         try:
@@ -97,7 +91,7 @@ def _get(url: str, deadline: float) -> tuple[int, dict]:
 
 
 def test_every_documented_api_call_answers_on_the_demo_table(demo_table: str) -> None:
-    port = _free_port()
+    port = free_port()
     command = [sys.executable, "-m", "tallyboard", "serve", demo_table, "--port", str(port), "--read-only"]
     server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:

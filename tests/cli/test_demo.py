@@ -6,7 +6,6 @@ that it learned (validation accuracy far above the 10 % of guessing), not only t
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 import time
@@ -16,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from demo_table import DEMO_EPOCHS, copy_of
+from ports import free_port
 from tallyboard.cli.demo import HIDDEN_WIDTHS, LEARNING_RATES, REPETITIONS
 from tallyboard.store import open_store
 
@@ -95,15 +95,9 @@ def test_one_run_fails_on_purpose_and_one_is_the_debug_run(demo_db: str) -> None
         store.close()
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def test_the_demo_run_again_adds_a_second_sweep_then_serves_it(demo_db: str, tmp_path: Path) -> None:
     path = copy_of(demo_db, tmp_path / "twice.db")
-    port = _free_port()
+    port = free_port()
     command = [sys.executable, "-m", "tallyboard", "demo", "--db", str(path), "--epochs", "1", "--quiet"]
     server = subprocess.Popen([*command, "--port", str(port)], stdout=subprocess.PIPE, text=True)
     try:

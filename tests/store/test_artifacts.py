@@ -7,7 +7,6 @@ import csv
 import hashlib
 import json
 import os
-import socket
 import subprocess
 import sys
 import textwrap
@@ -20,6 +19,7 @@ from starlette.testclient import TestClient
 
 import tallyboard as tb
 from cli_runner import assert_one_line_error, run_cli
+from ports import free_port
 from tallyboard.dashboard import create_app
 from tallyboard.errors import ArtifactError
 from tallyboard.store import is_postgres_url, open_store
@@ -355,9 +355,7 @@ def s3_url(monkeypatch: pytest.MonkeyPatch):
     import fsspec
     from moto.server import ThreadedMotoServer
 
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
     options = {"endpoint_url": f"http://127.0.0.1:{port}", "key": "testing", "secret": "testing"}

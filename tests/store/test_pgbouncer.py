@@ -8,6 +8,7 @@ parametrized with it: tests/store/test_postgres.py, test_copy.py, test_store.py,
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 import time
@@ -112,16 +113,15 @@ def test_reading_leaves_the_shared_server_connection_writable():
     read-only transactions must not become the writer's (a session SET would)."""
     with own_server() as server, bouncer(server.url, pool_size=1) as pooler:
         url = pooler.url_for(server.url)
-        writer = open_store(url)
-        reader = open_store(url, access=Access.READ)
-        dashboard = open_queries(url, read_only=True)
-        for number in range(3):
-            writer.create_run({"experiment": f"e{number}", "start_time": 0.0})
-            assert len(reader.runs()) == number + 1
-            assert dashboard.runs_version()[0] == number + 1
-        for store in (writer, reader):
-            store.close()
-        dashboard.close()
+        with contextlib.ExitStack() as opened:
+            writer = opened.enter_context(open_store(url))
+            reader = opened.enter_context(open_store(url, access=Access.READ))
+            dashboard = open_queries(url, read_only=True)
+            opened.callback(dashboard.close)
+            for number in range(3):
+                writer.create_run({"experiment": f"e{number}", "start_time": 0.0})
+                assert len(reader.runs()) == number + 1
+                assert dashboard.runs_version()[0] == number + 1
 
 
 def test_a_url_with_options_through_pgbouncer_says_where_the_search_path_goes(pg_url, pg_bouncer):
