@@ -113,7 +113,7 @@ def create_app(
     guard = (HERE / "static" / "fragment-guard.js").read_text(encoding="utf-8")
 
     def page(name: str):
-        head, tail = pages[name]
+        parts = first_view.PageParts(*pages[name])
         policy = page_csp(assets.scripts[name].source, assets.styles.source)
 
         async def handler(request: Request) -> Response:
@@ -123,7 +123,7 @@ def create_app(
                        "Content-Security-Policy": policy, "X-Frame-Options": "DENY"}  # fmt: skip
             if gzipped:
                 headers["Content-Encoding"] = "gzip"
-            body = first_view.page_body(head, tail, name, request, gzipped)
+            body = first_view.page_body(parts, name, request, gzipped)
             return StreamingResponse(body, media_type="text/html", headers=headers)
 
         return handler

@@ -52,7 +52,10 @@ export async function postJSON(url, data) {
 // el("div", {class: "x", onclick: f}, "text", child): builds DOM without parsing markup.
 export function el(tag, attrs, ...children) {
   const node = document.createElement(tag);
-  for (const [key, value] of Object.entries(attrs || {})) {
+  // for...in and a recursive append, not Object.entries and flat(): el builds every cell of the
+  // runs table, and those two allocate an array a call
+  for (const key in attrs) {
+    const value = attrs[key];
     if (value === null || value === undefined || value === false) continue;
     if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
     else if (key === "class") node.className = value;
@@ -60,11 +63,16 @@ export function el(tag, attrs, ...children) {
     else if (key in node && typeof value !== "string") node[key] = value;
     else node.setAttribute(key, value === true ? "" : value);
   }
-  for (const child of children.flat()) {
-    if (child === null || child === undefined || child === false) continue;
-    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
-  }
+  appendAll(node, children);
   return node;
+}
+
+function appendAll(node, children) {
+  for (const child of children) {
+    if (child === null || child === undefined || child === false) continue;
+    if (Array.isArray(child)) appendAll(node, child);
+    else node.append(child instanceof Node ? child : String(child));
+  }
 }
 
 const PALETTE = ["#5b9cff", "#f5a524", "#3ecf8e", "#f25f5c", "#b084ff", "#2ad4d9", "#ff7ab6", "#c4d64b",
@@ -146,5 +154,7 @@ export function writeState(state, defaults) {
     if (value !== undefined && value !== null && String(value) !== String(defaults[key] ?? "")) query.set(key, value);
     else query.delete(key);
   }
-  history.replaceState(null, "", `${location.pathname}${query.toString() ? "?" + query : ""}`);
+  const address = `${location.pathname}${query.toString() ? "?" + query : ""}`;
+  // replaceState costs milliseconds even when nothing changes (the first screen saves its state)
+  if (address !== location.pathname + location.search) history.replaceState(null, "", address);
 }

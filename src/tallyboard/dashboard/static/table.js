@@ -148,7 +148,7 @@ function display(row, column) {
   if (column.name === "color") return el("td", {}, TB.swatch(value), " ", value);
   if (Array.isArray(value)) return el("td", { class: value.length ? "tags" : "empty" }, value.map((t) => el("span", { class: "chip" }, t)));
   const text = TB.format(TB.number(value));
-  return el("td", { class: typeof value === "number" ? "num" : "", title: text }, text);
+  return el("td", { class: typeof value === "number" ? "num" : null, title: text }, text);
 }
 
 function header() {
