@@ -144,9 +144,11 @@ def test_the_run_and_runs_pages_hold_their_first_answers_as_the_api_gives_them(c
     [series] = [url for url in run if url.startswith("/api/series?")]
     assert series == "/api/series?runs=2&metric=" + run["/api/runs/2"]["series"][0]["metric"] + "&width=800"
     assert run[series] == client.get(series).json()  # what the page would have fetched
+    assert run["/api/runs/2/alerts"] == client.get("/api/runs/2/alerts").json()
     table = first_view(client.get("/").text)
     rows = "/api/runs?offset=0&limit=100&sort=run_id&desc=false&filter=&q=&hidden=false"
-    assert table == {"/api/experiments": client.get("/api/experiments").json(), rows: client.get(rows).json()}
+    first_screen = ("/api/experiments", rows, "/api/alerts")
+    assert table == {url: client.get(url).json() for url in first_screen}
     assert list(first_view(client.get("/?sort=lr&desc=1").text))[1].endswith(
         "sort=lr&desc=true&filter=&q=&hidden=false"
     )

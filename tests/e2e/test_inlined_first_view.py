@@ -1,10 +1,12 @@
 """The first screen written into the page (dashboard/first_view.py), checked in headless Chromium:
-the run page draws its first chart from the inlined series as it draws the one it fetches, asks the
-API for none of it, and no stored name can end the inlined element or run as script."""
+the run page draws its first chart from the inlined series as it draws the one it fetches, the run
+page and the runs page ask the API for none of their first screen, and no stored name can end the
+inlined element or run as script."""
 
 from __future__ import annotations
 
 import re
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -45,7 +47,9 @@ def test_the_inlined_first_chart_draws_as_the_fetched_one(page, chromium, base_u
     metric, inlined = drawn_chart(page, f"{base_url}/runs/2")
     width = [url for url in page.evaluate(f"Object.keys({INLINED})") if url.startswith("/api/series")]
     assert width and width[0].endswith("&width=800") and f"metric={metric}" in width[0]
-    assert not [url for url in asked if f"metric={metric}" in url or url.endswith("/api/runs/2")]
+    assert not [
+        url for url in asked if f"metric={metric}" in url or url.endswith(("/api/runs/2", "/2/alerts"))
+    ]
     assert page.errors == []
     # The same page without its first view asks the API (at the inlined width, to compare like for like).
     with_fetch = chromium.new_page(viewport={"width": 1440, "height": 900})
@@ -67,6 +71,16 @@ def test_the_inlined_first_chart_draws_as_the_fetched_one(page, chromium, base_u
     finally:
         with_fetch.context.close()
     assert fetched_metric == metric and fetched == inlined
+
+
+def test_the_runs_page_draws_its_first_screen_without_asking_the_api(page, base_url):
+    asked: list[str] = []
+    page.on("request", lambda r: asked.append(urlsplit(r.url).path))
+    page.goto(f"{base_url}/")
+    page.wait_for_selector("#runs tbody tr[data-run]", timeout=TIMEOUT)
+    assert set(page.evaluate(f"Object.keys({INLINED})")) >= {"/api/experiments", "/api/alerts"}
+    assert not {"/api/runs", "/api/experiments", "/api/alerts"} & set(asked)
+    assert page.errors == []
 
 
 def test_the_first_view_holds_hostile_names_as_data(page, base_url, table):

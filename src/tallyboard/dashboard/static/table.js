@@ -147,9 +147,18 @@ function display(row, column) {
   if (column.name === "start_time" || column.name === "end_time") return el("td", {}, TB.time(value));
   if (column.name === "color") return el("td", {}, TB.swatch(value), " ", value);
   if (Array.isArray(value)) return el("td", { class: value.length ? "tags" : "empty" }, value.map((t) => el("span", { class: "chip" }, t)));
-  const text = TB.format(TB.number(value));
-  return el("td", { class: typeof value === "number" ? "num" : null, title: text }, text);
+  const td = document.createElement("td"); // the most common cell of all, built without el()
+  if (typeof value === "number") td.className = "num";
+  td.textContent = TB.format(TB.number(value));
+  return td;
 }
+
+// A cell cut short by the column's width shows its whole text on hover: its title is written when
+// the pointer reaches it, not for each of a page's thousands of cells as they are drawn.
+table.addEventListener("mouseover", (e) => {
+  const td = e.target.closest("tbody td");
+  if (td && !td.title && !td.childElementCount && td.textContent) td.title = td.textContent;
+});
 
 function header() {
   const cols = visibleColumns();
@@ -216,7 +225,7 @@ function drawRows() {
   const body = el("tbody", {}, page.rows.slice(...drawn).map(row));
   if (table.tBodies.length) table.tBodies[0].replaceWith(body); else table.append(body);
   placeRows();
-  renderSelection();
+  selectionChanged();
   markRuns(table); // the alerts' markers of the rows just drawn
   if (virtual()) requestAnimationFrame(measureRows);
 }
@@ -271,18 +280,27 @@ function render() {
 }
 
 function renderSelection() {
+  table.querySelectorAll("tbody tr[data-run]").forEach((tr) => tr.classList.toggle("selected", selected.has(+tr.dataset.run)));
+  selectionChanged();
+}
+
+// What follows the selection but the rows' own mark (rows just drawn carry it): the buttons that
+// act on it and the columns it differs in.
+function selectionChanged() {
   compareButton.disabled = selected.size < 2 || selected.size > 50;
   compareButton.textContent = selected.size ? `Compare ${selected.size}` : "Compare";
-  table.querySelectorAll("tbody tr[data-run]").forEach((tr) => tr.classList.toggle("selected", selected.has(+tr.dataset.run)));
   diffButton.disabled = selected.size < 2 || selected.size > 10;
   markDiffering();
 }
 
 // With 2+ runs selected, the hparam columns whose values differ among them are highlighted.
+let differing = false; // whether a cell or heading is marked now
 function markDiffering() {
   const chosen = page.rows.filter((r) => selected.has(r.run_id));
   const differs = new Set(chosen.length < 2 ? [] : visibleColumns().filter((c) => c.kind === "hparam")
     .filter((c) => new Set(chosen.map((r) => JSON.stringify(TB.cell(r, c.name) ?? null))).size > 1).map((c) => c.name));
+  if (!differs.size && !differing) return; // nothing to mark or unmark: every cell of a page drawn
+  differing = differs.size > 0;
   const index = new Map(visibleColumns().map((c, i) => [i + 1, c.name]));
   table.querySelectorAll("thead th[data-column]").forEach((th) => th.classList.toggle("differs", differs.has(th.dataset.column)));
   table.querySelectorAll("tbody tr[data-run]").forEach((tr) => {
