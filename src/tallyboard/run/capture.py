@@ -180,7 +180,9 @@ def _with_diff(
         if taken:
             index_copy = Path(scratch) / "index"
             if repository.index.exists():
-                shutil.copyfile(repository.index, index_copy)
+                # with its times: git trusts a file's cached stat unless the file is as new as the
+                # index, so a copy made now would hide a same-size rewrite within that second
+                shutil.copy2(repository.index, index_copy)
             env = {**env, "GIT_INDEX_FILE": str(index_copy)}
             add = ("add", "--intent-to-add", "--pathspec-from-file=-", "--pathspec-file-nul")
             run_git(root, {**env, "GIT_LITERAL_PATHSPECS": "1"}, timeout_s, *add, stdin=b"\0".join(taken))
