@@ -228,7 +228,8 @@ def bench_chart(browser, path: Path, points: int, repeats: int) -> None:
         data = decoded_columns(answer["series"][0])
         html = REFERENCE_CHART.replace("DATA", json.dumps(data)).replace("WIDTH", str(width))
         with reference_server({"chart.html": html}) as reference:
-            print(f"1. first chart of a {points:,}-point series ({len(data[0])} buckets, {width} px)")
+            buckets = len(data[0])
+            print(f"1. first chart of a {points:,}-point series ({buckets} buckets, {width} px) in Chromium")
             ours = (f"{url}/runs/1", "tallyboard:first-chart", ".chart-card .uplot")
             theirs = (f"{reference}/chart.html", "reference:first-chart", ".uplot")
             both_starts(browser, repeats, reference, ours, theirs, "first chart drawn")
@@ -256,6 +257,7 @@ def bench_table(browser, path: Path, runs: int, repeats: int) -> None:
             both_starts(browser, repeats, reference, ours, theirs, "first rows drawn")
 
 
+# -- 3. the compare page ------------------------------------------------------------------------
 def log_sweep(path: Path, runs: int, metrics: int, steps: int) -> None:
     table = tb.ResultTable(path, nocommit_action=NOP)
     for i in range(runs):
