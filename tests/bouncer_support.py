@@ -21,6 +21,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
+import psycopg
+
 from ports import free_port
 from support import require
 
@@ -52,6 +54,8 @@ class Bouncer:
                 "pool_mode = transaction\nmax_client_conn = 2000\n"
                 f"default_pool_size = {self.pool_size}\nreserve_pool_size = 0\n"
                 "server_reset_query =\nignore_startup_parameters = extra_float_digits\n"
+                # a client left waiting for a server connection gets PgBouncer's error, not a hang
+                f"query_wait_timeout = 30\nadmin_users = {USER}\n"
                 # every test schema is a pool of its own: close idle server connections soon, or a
                 # session's worth of pools would hold the shared server's connections for minutes
                 "server_idle_timeout = 2\n"
@@ -96,6 +100,15 @@ class Bouncer:
     def log_tail(self, lines: int = 40) -> str:
         """The end of PgBouncer's log: why it closed a client is written there, not sent to it."""
         return "\n".join(self._log().splitlines()[-lines:]) or "(no pgbouncer log)"
+
+    def server_states(self) -> list[str]:
+        """The state of each server connection (SHOW SERVERS on the admin console): `active` while
+        linked to a client, `idle` once taken back into the pool."""
+        admin = f"postgresql://{USER}@127.0.0.1:{self.port}/pgbouncer"
+        with psycopg.connect(admin, autocommit=True, cursor_factory=psycopg.ClientCursor) as conn:
+            cursor = conn.execute("SHOW SERVERS")
+            column = [c.name for c in cursor.description or ()].index("state")
+            return [row[column] for row in cursor.fetchall()]
 
     def restart(self) -> None:
         self.stop()

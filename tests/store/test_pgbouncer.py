@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -122,6 +123,50 @@ def test_reading_leaves_the_shared_server_connection_writable():
                 writer.create_run({"experiment": f"e{number}", "start_time": 0.0})
                 assert len(reader.runs()) == number + 1
                 assert dashboard.runs_version()[0] == number + 1
+
+
+def test_a_pipeline_answered_before_its_flush_leaves_the_pool_to_the_next_client(monkeypatch):
+    """Leaving a pipeline, psycopg follows its Sync with a Flush when results are still due. On a
+    loaded machine PgBouncer can get the Sync's answer, and take the server connection back, before
+    that Flush arrives; a Flush arriving outside a transaction then held the pool's one server
+    connection for good and the next client waited forever. Here every Flush waits until PgBouncer
+    took the server back (or 0.3 s, as it should when the pipeline ended inside its transaction)."""
+    from psycopg._pipeline_base import BasePipeline  # the one place psycopg sends a naked Flush
+
+    with own_server() as server, bouncer(server.url, pool_size=1) as pooler:
+        url = pooler.url_for(server.url)
+        with open_store(url) as writer:
+            writer.create_run({"experiment": "e", "start_time": 0.0})
+        flushes = []
+        send_flushed_fetch = BasePipeline._fetch_gen
+
+        def flush_once_pooler_took_the_server_back(self, *, flush):
+            if flush and self.result_queue:
+                flushes.append(self)
+                deadline = time.monotonic() + 0.3
+                while "active" in pooler.server_states() and time.monotonic() < deadline:
+                    time.sleep(0.01)
+            return (yield from send_flushed_fetch(self, flush=flush))
+
+        monkeypatch.setattr(BasePipeline, "_fetch_gen", flush_once_pooler_took_the_server_back)
+        with contextlib.ExitStack() as opened:
+            reader = opened.enter_context(open_store(url, access=Access.READ))
+            assert len(reader.runs()) == 1
+            dashboard = open_queries(url, read_only=False)  # autocommit readers: pipelined batches
+            opened.callback(dashboard.close)
+            assert dashboard.runs_version()[0] == 1
+            monkeypatch.undo()
+            answers: list[int] = []
+
+            def read_as_the_next_client() -> None:
+                with open_store(url, access=Access.READ) as store:
+                    answers.append(len(store.runs()))
+
+            next_client = threading.Thread(target=read_as_the_next_client, daemon=True)
+            next_client.start()
+            next_client.join(timeout=20)
+            assert answers == [1], "the next client got no server connection from PgBouncer"
+        assert flushes  # the late flushes happened, so the test tested something
 
 
 def test_a_url_with_options_through_pgbouncer_says_where_the_search_path_goes(pg_url, pg_bouncer):

@@ -6,7 +6,8 @@ pooling hands a client a server connection for one transaction at a time. Anythi
 transaction on the server session then leaks to other clients or is gone at the next one. So:
 - no session state: a reading connection does not `SET default_transaction_read_only` (that would
   make some other client's writes fail); it runs each statement in its own `BEGIN READ ONLY`
-  transaction, pipelined with the statement so it still costs one round trip;
+  transaction, pipelined with the statement, and no pipeline ends a transaction
+  (`pipelined_transaction` says why);
 - no server-side prepared statements (psycopg prepares a query it has run 5 times; PgBouncer
   before 1.21 sends the next EXECUTE to a server connection that never saw the PREPARE);
 - locks are transaction-scoped advisory locks (store/postgres.py), never session ones;
@@ -76,13 +77,25 @@ def _refusal(error: psycopg.Error, reason: str) -> psycopg.Error:
 
 
 @contextlib.contextmanager
-def read_only_transaction(conn: psycopg.Connection) -> Iterator[None]:
-    """Run the block's statements in one read-only transaction sent as one pipeline: the block
-    should only send statements and fetch their results after it ends."""
+def pipelined_transaction(conn: psycopg.Connection, read_only: bool) -> Iterator[None]:
+    """Run the block's statements in one transaction sent as one pipeline, and commit after it: the
+    block should only send statements, and fetch their results after it ends. A connection already
+    in a transaction of psycopg's (not autocommit) sends the block in that one, which its owner ends.
+
+    Why the COMMIT is not part of the pipeline: leaving a pipeline, psycopg follows its Sync with a
+    Flush whenever results are still on their way. When the Sync ended the transaction, PgBouncer in
+    transaction pooling may already have taken the server connection back when that Flush arrives;
+    it then hands the Flush a server connection of the pool, which never answers a Flush with the
+    ReadyForQuery PgBouncer waits for to take it back, so every other client of that pool waits for
+    a connection for good (tests/store/test_pgbouncer.py reproduces it). Ending the pipeline inside
+    the transaction keeps the server connection with this client until the COMMIT's answer."""
+    begin = conn.autocommit
     try:
         with conn.pipeline():
-            conn.execute("BEGIN READ ONLY")
+            if begin:
+                conn.execute("BEGIN READ ONLY" if read_only else "BEGIN")
             yield
+        if begin:
             conn.execute("COMMIT")
     except BaseException:
         if not conn.closed and conn.info.transaction_status != TransactionStatus.IDLE:

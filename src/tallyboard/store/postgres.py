@@ -332,7 +332,7 @@ class PostgresStore(Store):
         def run() -> list[tuple[Any, ...]]:
             conn = self._connection()
             if self.access is Access.READ and not self._in_transaction:
-                with pg_session.read_only_transaction(conn):
+                with pg_session.pipelined_transaction(conn, read_only=True):
                     cursor = conn.execute(_psycopg_sql(sql), tuple(params), binary=binary)
             else:
                 cursor = conn.execute(_psycopg_sql(sql), tuple(params), binary=binary)
@@ -371,9 +371,11 @@ class PostgresStore(Store):
         return _psycopg_sql(sql)
 
     def first_rows(self, conn: Any, sql: str, param_rows: Sequence[Sequence[Any]]) -> list[tuple[Any, ...]]:
-        """All in one pipeline: one round trip, not one per parameter row."""
+        """All in one pipeline: one round trip, not one per parameter row (two on an autocommit
+        connection: its COMMIT follows the pipeline)."""
         cursor = conn.cursor()
-        cursor.executemany(_psycopg_sql(sql), param_rows, returning=True)
+        with pg_session.pipelined_transaction(conn, read_only=False):
+            cursor.executemany(_psycopg_sql(sql), param_rows, returning=True)
         rows = [cursor.fetchone()]
         while cursor.nextset():
             rows.append(cursor.fetchone())
