@@ -107,16 +107,6 @@ function cellValue(row, column) {
   return column.kind === "run" ? (Object.hasOwn(row, column.name) ? row[column.name] : undefined) : TB.cell(row, column.name);
 }
 
-function cell(row, column) {
-  const td = display(row, column);
-  if (EDITABLE.includes(column.name) && !TB.readOnly) {
-    td.classList.add("editable");
-    td.title = `click to edit the ${column.alias.toLowerCase()}`;
-    td.addEventListener("click", (e) => { e.stopPropagation(); editCell(td, row, column.name); });
-  }
-  return td;
-}
-
 // Note, tag and status are edited in place: Enter or leaving the field saves, Escape cancels.
 const EDITABLE = ["note", "tag", "status"];
 function editCell(td, row, name) {
@@ -140,17 +130,20 @@ function editCell(td, row, name) {
   input.focus();
 }
 
-function display(row, column) {
+// Writes a cell's value into `td`, a cell of the blank row (which carries the column's own classes).
+function fill(td, row, column) {
   const value = cellValue(row, column);
-  if (value === null || value === undefined || value === "") return el("td", { class: "empty" });
-  if (column.name === "status") return el("td", {}, TB.statusBadge(value));
-  if (column.name === "start_time" || column.name === "end_time") return el("td", {}, TB.time(value));
-  if (column.name === "color") return el("td", {}, TB.swatch(value), " ", value);
-  if (Array.isArray(value)) return el("td", { class: value.length ? "tags" : "empty" }, value.map((t) => el("span", { class: "chip" }, t)));
-  const td = document.createElement("td"); // the most common cell of all, built without el()
-  if (typeof value === "number") td.className = "num";
-  td.textContent = TB.format(TB.number(value));
-  return td;
+  if (value === null || value === undefined || value === "") td.classList.add("empty");
+  else if (column.name === "status") td.append(TB.statusBadge(value));
+  else if (column.name === "start_time" || column.name === "end_time") td.textContent = TB.time(value);
+  else if (column.name === "color") td.append(TB.swatch(value), " ", value);
+  else if (Array.isArray(value)) {
+    td.classList.add(value.length ? "tags" : "empty");
+    for (const t of value) td.append(el("span", { class: "chip" }, t));
+  } else {
+    if (typeof value === "number") td.classList.add("num");
+    td.textContent = TB.format(TB.number(value));
+  }
 }
 
 // A cell cut short by the column's width shows its whole text on hover: its title is written when
@@ -174,33 +167,68 @@ function header() {
     }), el("th", { class: "tools" }, "")));
 }
 
-function row(run) {
-  const box = el("input", { type: "checkbox", checked: selected.has(run.run_id),
-    onclick: (e) => { e.stopPropagation(); e.target.checked ? selected.add(run.run_id) : selected.delete(run.run_id); renderSelection(); } });
-  const colour = colourButton(run);
-  const hide = el("button", { class: "icon-btn", title: run.hidden ? "show this run" : "hide this run", disabled: TB.readOnly,
-    onclick: (e) => { e.stopPropagation(); edit(run.run_id, { hidden: !run.hidden }); } }, run.hidden ? "show" : "hide");
-  const tr = el("tr", { class: [selected.has(run.run_id) ? "selected" : "", run.hidden ? "hidden-run" : ""].join(" "),
-    dataset: { run: run.run_id }, onclick: () => { location.href = `/runs/${run.run_id}`; } },
-  el("td", { class: "pick" }, box, el("i", { class: `dot ${run.status}`, title: run.status, role: "img", "aria-label": run.status })),
-  ...visibleColumns().map((c) => cell(run, c)), el("td", { class: "tools" }, colour, " ", hide));
-  if (run.color) tr.firstChild.style.borderLeftColor = run.color;
+// A page's rows are copies of one blank row made for the view's columns, filled in, and their
+// controls are answered by one listener on the table (below): a handful of elements and closures
+// made anew for each row were most of the first screen's script.
+function blankRow(cols) {
+  const editable = !TB.readOnly;
+  return el("tr", {},
+    el("td", { class: "pick" }, el("input", { type: "checkbox" }), el("i", { class: "dot", role: "img" })),
+    cols.map((c) => (editable && EDITABLE.includes(c.name)
+      ? el("td", { class: "editable", title: `click to edit the ${c.alias.toLowerCase()}`, dataset: { column: c.name } })
+      : document.createElement("td"))),
+    el("td", { class: "tools" }, el("button", { class: "colour", title: "row colour", disabled: TB.readOnly }), " ",
+      el("button", { class: "icon-btn", disabled: TB.readOnly })));
+}
+
+function row(run, cols, blank) {
+  const tr = blank.cloneNode(true);
+  tr.dataset.run = run.run_id;
+  if (selected.has(run.run_id)) tr.classList.add("selected");
+  if (run.hidden) tr.classList.add("hidden-run");
+  const pick = tr.firstChild, dot = pick.lastChild;
+  pick.firstChild.checked = selected.has(run.run_id);
+  dot.className = `dot ${run.status}`;
+  dot.title = run.status;
+  dot.setAttribute("aria-label", run.status);
+  if (run.color) pick.style.borderLeftColor = run.color;
+  let td = pick.nextSibling;
+  for (const c of cols) {
+    fill(td, run, c);
+    td = td.nextSibling;
+  }
+  const colour = td.firstChild, hide = td.lastChild;
+  colour.style.background = run.color || DEFAULT_COLOUR; // CSSOM, allowed by the page's CSP
+  hide.title = run.hidden ? "show this run" : "hide this run";
+  hide.textContent = run.hidden ? "show" : "hide";
   return tr;
 }
 
-// A row's colour: a swatch that becomes the browser's colour input when clicked. Why not the input
-// at once: a page's rows in view each had one, and laying them out took a third of its first rows.
-function colourButton(run) {
-  const value = run.color || "#5b9cff";
-  const button = el("button", { class: "colour", title: "row colour", disabled: TB.readOnly, onclick: (e) => {
-    e.stopPropagation();
-    const input = el("input", { type: "color", class: "colour", value, title: "row colour",
-      onclick: (event) => event.stopPropagation(), onchange: (event) => edit(run.run_id, { color: event.target.value }) });
-    button.replaceWith(input);
-    try { input.showPicker(); } catch (error) { input.click(); } // showPicker needs a click, which this is
-  } });
-  button.style.background = value; // CSSOM, allowed by the page's CSP
-  return button;
+// What a click in a row does: its controls act on the run; anywhere else opens the run's page.
+// (A field being edited, a colour input and an alert's marker stop their own clicks.)
+table.addEventListener("click", (e) => {
+  const tr = e.target.closest("tbody tr[data-run]");
+  const run = tr && page.rows.find((r) => r.run_id === +tr.dataset.run);
+  if (!run) return;
+  const control = e.target.closest("td.pick input, button.colour, button.icon-btn, td.editable");
+  if (control && control.disabled) return; // a read-only table's buttons
+  if (!control) location.href = `/runs/${run.run_id}`;
+  else if (control.matches("td.pick input")) {
+    if (control.checked) selected.add(run.run_id); else selected.delete(run.run_id);
+    renderSelection();
+  } else if (control.matches("button.colour")) pickColour(control, run);
+  else if (control.matches("button.icon-btn")) edit(run.run_id, { hidden: !run.hidden });
+  else editCell(control, run, control.dataset.column);
+});
+
+// A row's colour is a swatch that becomes the browser's colour input when clicked. Why not the
+// input at once: a page's rows in view each had one, and laying them out took a third of its first rows.
+const DEFAULT_COLOUR = "#5b9cff";
+function pickColour(button, run) {
+  const input = el("input", { type: "color", class: "colour", value: run.color || DEFAULT_COLOUR, title: "row colour",
+    onclick: (event) => event.stopPropagation(), onchange: (event) => edit(run.run_id, { color: event.target.value }) });
+  button.replaceWith(input);
+  try { input.showPicker(); } catch (error) { input.click(); } // showPicker needs a click, which this is
 }
 
 const virtual = () => page.rows.length >= VIRTUAL_FROM;
@@ -222,7 +250,8 @@ function rowsInView(top) {
 // them, rather than first by a read here (on a wide table that read was most of the first screen).
 function drawRows() {
   drawn = rowsInView(viewHeight ? wrap.scrollTop : 0); // nothing has scrolled before the first frame
-  const body = el("tbody", {}, page.rows.slice(...drawn).map(row));
+  const cols = visibleColumns(), blank = blankRow(cols);
+  const body = el("tbody", {}, page.rows.slice(...drawn).map((run) => row(run, cols, blank)));
   if (table.tBodies.length) table.tBodies[0].replaceWith(body); else table.append(body);
   placeRows();
   selectionChanged();
