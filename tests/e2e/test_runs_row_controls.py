@@ -22,7 +22,8 @@ def test_the_checkbox_selects_and_the_hide_button_hides_without_opening_the_run(
     page.click('#runs tr[data-run="1"] td.pick input')
     page.click('#runs tr[data-run="3"] td.pick input')
     assert page.text_content("#compare") == "Compare 2"
-    assert page.eval_on_selector_all("#runs tr.selected", "rows => rows.map(r => r.dataset.run)") == ["1", "3"]
+    selected = page.eval_on_selector_all("#runs tr.selected", "rows => rows.map(r => r.dataset.run)")
+    assert selected == ["1", "3"]
     page.click('#runs tr[data-run="2"] td.tools button.icon-btn')
     page.wait_for_function(f"() => ({ROWS})() === '-1,1,3'", timeout=TIMEOUT)
     table = tb.ResultTable(sample_db, nocommit_action=tb.NoCommitAction.NOP)
