@@ -103,10 +103,6 @@ function viewTotal() {
 
 const visibleColumns = () => page.columns.filter((c) => c.position !== null);
 
-function cellValue(row, column) {
-  return column.kind === "run" ? (Object.hasOwn(row, column.name) ? row[column.name] : undefined) : TB.cell(row, column.name);
-}
-
 // Note, tag and status are edited in place: Enter or leaving the field saves, Escape cancels.
 const EDITABLE = ["note", "tag", "status"];
 function editCell(td, row, name) {
@@ -130,20 +126,21 @@ function editCell(td, row, name) {
   input.focus();
 }
 
-// Writes a cell's value into `td`, a cell of the blank row (which carries the column's own classes).
-function fill(td, row, column) {
-  const value = cellValue(row, column);
-  if (value === null || value === undefined || value === "") td.classList.add("empty");
-  else if (column.name === "status") td.append(TB.statusBadge(value));
+// Writes a cell's value into `td`, a cell of the blank row, whose own classes (`base`) it keeps.
+// The cells of the rows in view are the first screen's most repeated code, run once and cold.
+function fill(td, base, row, column) {
+  const value = column.kind === "run" ? (Object.hasOwn(row, column.name) ? row[column.name] : undefined) : TB.cell(row, column.name);
+  if (value === null || value === undefined || value === "") td.className = base + "empty";
+  else if (typeof value === "number") {
+    td.className = base + "num";
+    td.textContent = TB.format(value);
+  } else if (column.name === "status") td.append(TB.statusBadge(value));
   else if (column.name === "start_time" || column.name === "end_time") td.textContent = TB.time(value);
   else if (column.name === "color") td.append(TB.swatch(value), " ", value);
   else if (Array.isArray(value)) {
-    td.classList.add(value.length ? "tags" : "empty");
+    td.className = base + (value.length ? "tags" : "empty");
     for (const t of value) td.append(el("span", { class: "chip" }, t));
-  } else {
-    if (typeof value === "number") td.classList.add("num");
-    td.textContent = TB.format(TB.number(value));
-  }
+  } else td.textContent = TB.format(TB.number(value));
 }
 
 // A cell cut short by the column's width shows its whole text on hover: its title is written when
@@ -178,29 +175,31 @@ function blankRow(cols) {
       ? el("td", { class: "editable", title: `click to edit the ${c.alias.toLowerCase()}`, dataset: { column: c.name } })
       : document.createElement("td"))),
     el("td", { class: "tools" }, el("button", { class: "colour", title: "row colour", disabled: TB.readOnly }), " ",
-      el("button", { class: "icon-btn", disabled: TB.readOnly })));
+      el("button", { class: "icon-btn", title: "hide this run", disabled: TB.readOnly }, "hide")));
 }
 
-function row(run, cols, blank) {
-  const tr = blank.cloneNode(true);
-  tr.dataset.run = run.run_id;
-  if (selected.has(run.run_id)) tr.classList.add("selected");
-  if (run.hidden) tr.classList.add("hidden-run");
+function row(run, cols, bases, blank) {
+  const tr = blank.cloneNode(true), chosen = selected.has(run.run_id);
+  tr.setAttribute("data-run", run.run_id);
+  if (chosen || run.hidden) tr.className = `${chosen ? "selected" : ""} ${run.hidden ? "hidden-run" : ""}`;
   const pick = tr.firstChild, dot = pick.lastChild;
-  pick.firstChild.checked = selected.has(run.run_id);
+  if (chosen) pick.firstChild.checked = true;
   dot.className = `dot ${run.status}`;
   dot.title = run.status;
   dot.setAttribute("aria-label", run.status);
-  if (run.color) pick.style.borderLeftColor = run.color;
   let td = pick.nextSibling;
-  for (const c of cols) {
-    fill(td, run, c);
+  for (let i = 0; i < cols.length; i++) {
+    fill(td, bases[i], run, cols[i]);
     td = td.nextSibling;
   }
-  const colour = td.firstChild, hide = td.lastChild;
-  colour.style.background = run.color || DEFAULT_COLOUR; // CSSOM, allowed by the page's CSP
-  hide.title = run.hidden ? "show this run" : "hide this run";
-  hide.textContent = run.hidden ? "show" : "hide";
+  if (run.color) {
+    pick.style.borderLeftColor = run.color;
+    td.firstChild.style.backgroundColor = run.color; // CSSOM, allowed by the page's CSP
+  }
+  if (run.hidden) {
+    td.lastChild.title = "show this run";
+    td.lastChild.textContent = "show";
+  }
   return tr;
 }
 
@@ -251,7 +250,8 @@ function rowsInView(top) {
 function drawRows() {
   drawn = rowsInView(viewHeight ? wrap.scrollTop : 0); // nothing has scrolled before the first frame
   const cols = visibleColumns(), blank = blankRow(cols);
-  const body = el("tbody", {}, page.rows.slice(...drawn).map((run) => row(run, cols, blank)));
+  const bases = [...blank.children].slice(1, -1).map((td) => (td.className ? `${td.className} ` : ""));
+  const body = el("tbody", {}, page.rows.slice(...drawn).map((run) => row(run, cols, bases, blank)));
   if (table.tBodies.length) table.tBodies[0].replaceWith(body); else table.append(body);
   placeRows();
   selectionChanged();
