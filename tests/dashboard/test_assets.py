@@ -19,7 +19,7 @@ import pytest
 
 from support import require
 from tallyboard.dashboard.app import PAGES
-from tallyboard.dashboard.assets import STYLES, Inline
+from tallyboard.dashboard.assets import Inline, joined_styles
 from tallyboard.dashboard.bundle import bundle, evaluation_order
 
 STATIC = Path(__file__).resolve().parents[2] / "src" / "tallyboard" / "dashboard" / "static"
@@ -37,10 +37,12 @@ def test_every_module_is_a_package_file_that_some_page_loads():
         for target in SPECIFIER.findall(script.read_text(encoding="utf-8")):
             assert target.startswith("./"), f"{script.name} imports {target}: only files of the package"
             assert (STATIC / target).is_file(), f"{script.name} imports a missing {target}"
-    loaded = {name for _, module, _ in PAGES.values() for name in evaluation_order(STATIC, module)}
+    loaded = {name for _, module, _, _ in PAGES.values() for name in evaluation_order(STATIC, module)}
     # fragment-guard.js is no module: it is inlined into logged HTML fragments
     unused = {p.name for p in STATIC.glob("*.js")} - loaded - {"fragment-guard.js"}
     assert not unused, f"modules no page loads: {sorted(unused)}"
+    sheets = {sheet for *_, styles in PAGES.values() for sheet in styles}
+    assert {p.name for p in STATIC.glob("*.css")} <= sheets, "a style sheet no page holds"
 
 
 def test_a_module_comes_after_the_modules_it_imports():
@@ -77,7 +79,7 @@ def test_the_bundler_binds_every_import_form_and_refuses_what_it_does_not_know(t
 
 def test_every_page_bundle_is_valid_javascript(tmp_path: Path):
     node = _node()
-    for name, (_, module, classic) in PAGES.items():
+    for name, (_, module, classic, _) in PAGES.items():
         target = tmp_path / f"{name}.mjs"
         target.write_text(bundle(STATIC, module, classic))
         subprocess.run([node, "--check", str(target)], check=True)
@@ -99,10 +101,10 @@ def _directive(csp: str, name: str) -> list[str]:
     return found
 
 
-def test_pages_hold_their_one_script_and_the_style_sheet_allowed_by_their_hashes_only(client):
-    styles = "\n".join((STATIC / name).read_text(encoding="utf-8") for name in STYLES)
+def test_pages_hold_their_one_script_and_their_style_sheets_allowed_by_their_hashes_only(client):
     for name, url in PAGE_URLS.items():
-        _, module, classic = PAGES[name]
+        _, module, classic, sheets = PAGES[name]
+        styles = joined_styles(STATIC, sheets)
         page = client.get(url)
         [script] = SCRIPT.findall(page.text)
         assert script == bundle(STATIC, module, classic)
@@ -110,7 +112,8 @@ def test_pages_hold_their_one_script_and_the_style_sheet_allowed_by_their_hashes
         # one script to run (the first view is data: first_view.py), nothing to fetch before it draws
         assert page.text.count("<script") - page.text.count('<script type="application/json"') == 1
         assert "<script src" not in page.text and '<link rel="stylesheet"' not in page.text
-        assert STYLE.findall(page.text) == [styles] and ".uplot" in styles
+        assert STYLE.findall(page.text) == [styles] and (".uplot" in styles) == bool(classic)
+        assert (".chart-card" in styles) == (name != "table")  # the views' rules but on the runs page
         csp = page.headers["content-security-policy"]
         assert _directive(csp, "script-src") == [_hash(script)]  # no 'self', no other inline script
         assert _directive(csp, "style-src") == [_hash(styles)]

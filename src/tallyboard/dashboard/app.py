@@ -50,12 +50,16 @@ _PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")  # in templates/page.html
 UPLOT = ("vendor/uplot/uPlot.iife.min.js",)  # a classic script: the vendored build defines `uPlot`
 # page -> (title, its ES module (which imports the rest), classic scripts it needs first); each
 # page loads them as one script (assets.py, bundle.py)
+# A page's style sheets, in cascade order (ours may override uPlot's): every page has app.css, the
+# pages of runs, charts and statistics views.css as well.
+VIEWS = ("app.css", "views.css")
+CHARTS = ("vendor/uplot/uPlot.min.css", *VIEWS)
 PAGES = {
-    "table": ("Runs", "table.js", ()),
-    "run": ("Run", "run.js", UPLOT),
-    "compare": ("Compare", "compare.js", UPLOT),
-    "hparams": ("Hparams", "hparams.js", ()),
-    "diff": ("Diff", "diff.js", ()),
+    "table": ("Runs", "table.js", (), ("app.css",)),
+    "run": ("Run", "run.js", UPLOT, CHARTS),
+    "compare": ("Compare", "compare.js", UPLOT, CHARTS),
+    "hparams": ("Hparams", "hparams.js", (), VIEWS),
+    "diff": ("Diff", "diff.js", (), VIEWS),
 }
 
 
@@ -106,7 +110,7 @@ def create_app(
     # Names the browser's saved layout; of the shown location, so the page holds no hash of a password.
     table_id = hashlib.sha256(str(table).encode()).hexdigest()[:16]
     assets = Assets(
-        HERE / "static", {name: (module, classic) for name, (_, module, classic) in PAGES.items()}
+        HERE / "static", {name: (module, classic, sheets) for name, (_, module, classic, sheets) in PAGES.items()}
     )
     pages = {name: _page(name, csrf_secret, read_only, table_id, assets) for name in PAGES}
     fragment_frame = (HERE / "templates" / "fragment.html").read_text(encoding="utf-8")
@@ -114,7 +118,7 @@ def create_app(
 
     def page(name: str):
         parts = first_view.PageParts(*pages[name])
-        policy = page_csp(assets.scripts[name].source, assets.styles.source)
+        policy = page_csp(assets.scripts[name].source, assets.styles[name].source)
 
         async def handler(request: Request) -> Response:
             # the head at once, the first screen's answers once computed (first_view.py)
@@ -259,7 +263,7 @@ def _page(name: str, csrf_secret: str, read_only: bool, table_id: str, assets: A
     once, so a script that happens to hold a placeholder's text keeps it."""
     values = {"csrf": csrf_secret, "read_only": "true" if read_only else "false", "title": PAGES[name][0],
               "page": name, "table": table_id, "script": assets.scripts[name].text,
-              "styles": assets.styles.text, "favicon": assets.urls["favicon.svg"]}  # fmt: skip
+              "styles": assets.styles[name].text, "favicon": assets.urls["favicon.svg"]}  # fmt: skip
     template = (HERE / "templates" / "page.html").read_text(encoding="utf-8")
     head, _, tail = template.partition("{{first_view}}")
     head, tail = (_PLACEHOLDER.sub(lambda m: values[m[1]], part) for part in (head, tail))

@@ -7,8 +7,9 @@ too). Starlette guesses from the `mimetypes` table, which the machine's own file
 can change (Windows often maps .js to text/plain), so the types of what we ship are fixed here.
 
 What a page needs is built once, when the app is created: its script (bundle.py: its module graph,
-uPlot first where it draws charts) and the style sheet (uPlot's and ours). Both are written into
-the page itself rather than linked. Why: on a first visit a linked file is a second round trip
+uPlot first where it draws charts) and its style sheets (app.py `PAGES`: uPlot's where it draws
+charts, ours for every page, and views.css but on the runs page, whose first rows parsing the views'
+rules delayed by 5-10 ms). Both are written into the page itself rather than linked. Why: on a first visit a linked file is a second round trip
 that starts only once the browser has parsed the page's head. On a loaded machine that came to
 60-100 ms of a 200-400 ms first chart, idle in the middle of it. Inline, the script compiles while
 the server is still computing the page's first view (first_view.py). The page's CSP allows
@@ -44,7 +45,6 @@ MEDIA_TYPES = {
     ".svg": "image/svg+xml",
 }
 IMMUTABLE = "public, max-age=31536000, immutable"
-STYLES = ("vendor/uplot/uPlot.min.css", "app.css")  # in cascade order: ours may override uPlot's
 # What would end an inline element early, or (`<!--`) put the HTML parser in a script's escaped
 # state, where a `<script` would then hide the element's end.
 _ENDS = {
@@ -71,6 +71,11 @@ class Inline:
         return cls(text, f"'sha256-{digest}'")
 
 
+def joined_styles(directory: Path, sheets: tuple[str, ...]) -> str:
+    """The style sheets `sheets` of `directory`, as one page holds them."""
+    return "\n".join((directory / name).read_text(encoding="utf-8") for name in sheets)
+
+
 @dataclass(frozen=True)
 class Built:
     """One built asset: its bytes, their gzip form and its media type."""
@@ -82,20 +87,23 @@ class Built:
 
 class Assets(StaticFiles):
     """static/ with fixed media types and the icon at a hashed name, plus each page's script and
-    the style sheet, to be written into the pages.
+    style sheet, to be written into the pages.
 
-    `pages` maps a page to (its entry module, the classic scripts it needs first)."""
+    `pages` maps a page to (its entry module, the classic scripts it needs first, its style sheets
+    in cascade order)."""
 
-    def __init__(self, directory: Path, pages: Mapping[str, tuple[str, tuple[str, ...]]]) -> None:
+    def __init__(self, directory: Path, pages: Mapping[str, tuple[str, tuple[str, ...], tuple[str, ...]]]) -> None:
         super().__init__(directory=directory)
         self.built: dict[str, Built] = {}  # hashed name under /static/ -> asset
         self.urls: dict[str, str] = {}  # what it is ("favicon.svg") -> URL
         self.scripts = {
             page: Inline.of("script", bundle(directory, entry, classic), f"{page}'s script")
-            for page, (entry, classic) in pages.items()
+            for page, (entry, classic, _) in pages.items()
         }
-        styles = "\n".join((directory / name).read_text(encoding="utf-8") for name in STYLES)
-        self.styles = Inline.of("style", styles, "the style sheet")
+        self.styles = {
+            page: Inline.of("style", joined_styles(directory, sheets), f"{page}'s style sheets")
+            for page, (_, _, sheets) in pages.items()
+        }
         self._add("favicon.svg", (directory / "favicon.svg").read_bytes())
 
     def _add(self, what: str, body: bytes) -> None:
