@@ -109,9 +109,8 @@ def create_app(
     csrf_secret = secrets.token_urlsafe(32)
     # Names the browser's saved layout; of the shown location, so the page holds no hash of a password.
     table_id = hashlib.sha256(str(table).encode()).hexdigest()[:16]
-    assets = Assets(
-        HERE / "static", {name: (module, classic, sheets) for name, (_, module, classic, sheets) in PAGES.items()}
-    )
+    files = {name: (module, classic, sheets) for name, (_, module, classic, sheets) in PAGES.items()}
+    assets = Assets(HERE / "static", files)
     pages = {name: _page(name, csrf_secret, read_only, table_id, assets) for name in PAGES}
     fragment_frame = (HERE / "templates" / "fragment.html").read_text(encoding="utf-8")
     guard = (HERE / "static" / "fragment-guard.js").read_text(encoding="utf-8")

@@ -9,8 +9,9 @@ can change (Windows often maps .js to text/plain), so the types of what we ship 
 What a page needs is built once, when the app is created: its script (bundle.py: its module graph,
 uPlot first where it draws charts) and its style sheets (app.py `PAGES`: uPlot's where it draws
 charts, ours for every page, and views.css but on the runs page, whose first rows parsing the views'
-rules delayed by 5-10 ms). Both are written into the page itself rather than linked. Why: on a first visit a linked file is a second round trip
-that starts only once the browser has parsed the page's head. On a loaded machine that came to
+rules delayed by 5-10 ms). Both are written into the page itself rather than linked. Why: on a
+first visit a linked file is a second round trip that starts only once the browser has parsed the
+page's head. On a loaded machine that came to
 60-100 ms of a 200-400 ms first chart, idle in the middle of it. Inline, the script compiles while
 the server is still computing the page's first view (first_view.py). The page's CSP allows
 exactly these texts, by their SHA-256 (`Inline.source`): no other inline script or style runs.
@@ -53,6 +54,10 @@ _ENDS = {
 }
 
 
+# A page's entry module, the classic scripts it needs first and its style sheets in cascade order.
+PageFiles = tuple[str, tuple[str, ...], tuple[str, ...]]
+
+
 @dataclass(frozen=True)
 class Inline:
     """A script or style sheet written into a page: its text and the CSP source that allows it."""
@@ -89,10 +94,9 @@ class Assets(StaticFiles):
     """static/ with fixed media types and the icon at a hashed name, plus each page's script and
     style sheet, to be written into the pages.
 
-    `pages` maps a page to (its entry module, the classic scripts it needs first, its style sheets
-    in cascade order)."""
+    `pages` maps a page to its files (`PageFiles`)."""
 
-    def __init__(self, directory: Path, pages: Mapping[str, tuple[str, tuple[str, ...], tuple[str, ...]]]) -> None:
+    def __init__(self, directory: Path, pages: Mapping[str, PageFiles]) -> None:
         super().__init__(directory=directory)
         self.built: dict[str, Built] = {}  # hashed name under /static/ -> asset
         self.urls: dict[str, str] = {}  # what it is ("favicon.svg") -> URL
