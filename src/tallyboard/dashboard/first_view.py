@@ -47,9 +47,11 @@ TABLE_DEFAULTS = {"sort": "run_id", "desc": "0", "filter": "", "q": "", "hidden"
                   "limit": "100", "experiment": ""}  # fmt: skip
 ALL_EXPERIMENTS = "*"
 REFUSED = (BadRequest, HTTPException, DatabaseUnreachable, DamagedTableError)
-ESCAPES = str.maketrans(
-    {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
-)
+# Written as JSON escapes in the first view: `<`, `>` and `&` (no stored name can end the element
+# or open a comment) and the two line separators old JavaScript parsers took for line ends. One
+# `str.replace` each: `str.translate` with a table looks up every character, 8 ms for the runs
+# page's 60 kB, on the path of every page's first view.
+ESCAPES = (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"), ("\u2028", "\\u2028"), ("\u2029", "\\u2029"))
 
 
 def answers(page: str, request: Request) -> dict[str, str]:
@@ -123,7 +125,8 @@ def script(found: dict[str, str]) -> str:
     if not found:
         return ""
     text = "{" + ",".join(f"{json.dumps(url)}:{answer}" for url, answer in found.items()) + "}"
-    text = text.translate(ESCAPES)
+    for character, escape in ESCAPES:
+        text = text.replace(character, escape)
     return f'<script type="application/json" id="first-view">{text}</script>'
 
 
