@@ -304,13 +304,15 @@ def served(path: Path) -> Iterator[str]:
 
 
 @contextmanager
-def served_process(path: Path) -> Iterator[tuple[str, subprocess.Popen]]:
-    """`served`, also yielding the server's process (whose CPU time section 6 reads)."""
+def served_process(path: Path, src: Path | None = None) -> Iterator[tuple[str, subprocess.Popen]]:
+    """`served`, also yielding the server's process (whose CPU time section 6 reads); with `src`,
+    the package of that folder serves (bench/dashboard_ab.py: another revision's code)."""
     code = f"from tallyboard.dashboard import serve; serve({str(path)!r}, port=0)"
-    server = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    env = None if src is None else {**os.environ, "PYTHONPATH": str(src)}
+    server = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=env)
     try:
         found = re.search(r"(http://[^/\s]+)/", server.stdout.readline() if server.stdout else "")
-        assert found, "the dashboard did not start"
+        assert found, f"the dashboard of {src or 'this checkout'} did not start"
         yield found.group(1), server
     finally:
         server.terminate()

@@ -15,9 +15,6 @@ table dashboard_chromium.py builds and caches (its section 2).
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import re
 import statistics
 import subprocess
 import sys
@@ -29,27 +26,11 @@ from pathlib import Path
 import dashboard_chromium as chromium  # bench/dashboard_chromium.py
 from scale import Size, build  # bench/scale.py
 
+from dashboard import served_process  # bench/dashboard.py
 from e2e.browser import chromium_available, launched_chromium  # tests/e2e/browser.py
 
 ROOT = Path(__file__).resolve().parent.parent
 RUNS = 100_000
-OURS = ("tallyboard:first-rows", "#runs tbody tr[data-run]")  # the page's mark, what shows it drew
-THEIRS = ("reference:first-rows", "#runs tbody tr")
-
-
-@contextmanager
-def served_from(src: Path, table: Path) -> Iterator[str]:
-    """`serve` of the package in `src`, in a process of its own, as `tallyboard serve` runs."""
-    code = f"from tallyboard.dashboard import serve; serve({str(table)!r}, port=0)"
-    env = {**os.environ, "PYTHONPATH": str(src)}
-    server = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=env)
-    try:
-        found = re.search(r"(http://[^/\s]+)/", server.stdout.readline() if server.stdout else "")
-        assert found, f"the dashboard of {src} did not start"
-        yield found.group(1)
-    finally:
-        server.terminate()
-        server.wait(30)
 
 
 @contextmanager
@@ -61,13 +42,6 @@ def source_of(revision: str) -> Iterator[Path]:
         )
         subprocess.run(["tar", "-x", "-C", folder], input=archive.stdout, check=True)
         yield Path(folder) / "src"
-
-
-def reference_page(url: str) -> str:
-    """The bare page building the first 100 rows of `url`'s table from inline data."""
-    rows = json.loads(chromium._get(f"{url}/api/runs?limit=100"))
-    rows["columns"] = [c for c in rows["columns"] if c["position"] is not None]
-    return chromium.REFERENCE_TABLE.replace("DATA", json.dumps(rows))
 
 
 def main() -> None:
@@ -84,16 +58,18 @@ def main() -> None:
     if not table.exists():
         args.cache.mkdir(parents=True, exist_ok=True)
         build(str(table), Size(scalars=0, runs=RUNS), appended=0)
-    with source_of(args.base) as base, served_from(base, table) as a, served_from(ROOT / "src", table) as b:
-        html = reference_page(a)
+    with source_of(args.base) as base, served_process(table, base) as (a, _), served_process(table) as (b, _):
+        html = chromium.reference_table(a)
         with launched_chromium() as browser, chromium.reference_server({"table.html": html}) as reference:
             start = chromium.elsewhere(reference)
             trials: dict[str, list[float]] = {"A": [], "B": [], "reference": []}
             for _ in range(args.repeats):
-                trials["A"].append(chromium.mark_ms(browser, f"{a}/", *OURS, start=start))
-                trials["B"].append(chromium.mark_ms(browser, f"{b}/", *OURS, start=start))
+                trials["A"].append(chromium.mark_ms(browser, f"{a}/", *chromium.FIRST_ROWS, start=start))
+                trials["B"].append(chromium.mark_ms(browser, f"{b}/", *chromium.FIRST_ROWS, start=start))
                 bare_page = f"{reference}/table.html"
-                trials["reference"].append(chromium.mark_ms(browser, bare_page, *THEIRS, start=start))
+                trials["reference"].append(
+                    chromium.mark_ms(browser, bare_page, *chromium.REFERENCE_ROWS, start=start)
+                )
     bare = statistics.median(trials["reference"])
     print(f"first rows: A = {args.base}, B = the working tree, {args.repeats} rounds from another site")
     for label, times in trials.items():

@@ -242,19 +242,28 @@ def _get(url: str) -> bytes:
 
 
 # -- 2. the runs table --------------------------------------------------------------------------
+# each page's mark of its first rows, and what shows they are drawn
+FIRST_ROWS = ("tallyboard:first-rows", "#runs tbody tr[data-run]")
+REFERENCE_ROWS = ("reference:first-rows", "#runs tbody tr")
+
+
 def bench_table(browser, path: Path, runs: int, repeats: int) -> None:
     if not path.exists():
         build(str(path), Size(scalars=0, runs=runs), appended=0)
     with served(path) as url:
-        page = json.loads(_get(f"{url}/api/runs?limit=100"))
         total = json.loads(_get(f"{url}/api/runs/count"))["total"]
-        page["columns"] = [c for c in page["columns"] if c["position"] is not None]
-        html = REFERENCE_TABLE.replace("DATA", json.dumps(page))
-        with reference_server({"table.html": html}) as reference:
+        with reference_server({"table.html": reference_table(url)}) as reference:
             print(f"2. first rows of a {total:,}-run table in Chromium")
-            ours = (f"{url}/", "tallyboard:first-rows", "#runs tbody tr[data-run]")
-            theirs = (f"{reference}/table.html", "reference:first-rows", "#runs tbody tr")
+            ours = (f"{url}/", *FIRST_ROWS)
+            theirs = (f"{reference}/table.html", *REFERENCE_ROWS)
             both_starts(browser, repeats, reference, ours, theirs, "first rows drawn")
+
+
+def reference_table(url: str) -> str:
+    """The bare page building the first 100 rows of the table `url` serves, from inline data."""
+    page = json.loads(_get(f"{url}/api/runs?limit=100"))
+    page["columns"] = [c for c in page["columns"] if c["position"] is not None]
+    return REFERENCE_TABLE.replace("DATA", json.dumps(page))
 
 
 # -- 3. the compare page ------------------------------------------------------------------------

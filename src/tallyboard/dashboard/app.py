@@ -48,12 +48,12 @@ OUT_OF_RANGE = MAX_ID + 1
 DECLARATIVE_SHADOW = re.compile("shadowrootmode", re.IGNORECASE)
 _PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")  # in templates/page.html
 UPLOT = ("vendor/uplot/uPlot.iife.min.js",)  # a classic script: the vendored build defines `uPlot`
-# page -> (title, its ES module (which imports the rest), classic scripts it needs first); each
-# page loads them as one script (assets.py, bundle.py)
 # A page's style sheets, in cascade order (ours may override uPlot's): every page has app.css, the
 # pages of runs, charts and statistics views.css as well.
 VIEWS = ("app.css", "views.css")
 CHARTS = ("vendor/uplot/uPlot.min.css", *VIEWS)
+# page -> (title, its ES module (which imports the rest), classic scripts it needs first, its style
+# sheets); each page holds its scripts as one script and its sheets as one style (assets.py, bundle.py)
 PAGES = {
     "table": ("Runs", "table.js", (), ("app.css",)),
     "run": ("Run", "run.js", UPLOT, CHARTS),

@@ -8,13 +8,13 @@ can change (Windows often maps .js to text/plain), so the types of what we ship 
 
 What a page needs is built once, when the app is created: its script (bundle.py: its module graph,
 uPlot first where it draws charts) and its style sheets (app.py `PAGES`: uPlot's where it draws
-charts, ours for every page, and views.css but on the runs page, whose first rows parsing the views'
-rules delayed by 5-10 ms). Both are written into the page itself rather than linked. Why: on a
-first visit a linked file is a second round trip that starts only once the browser has parsed the
-page's head. On a loaded machine that came to
-60-100 ms of a 200-400 ms first chart, idle in the middle of it. Inline, the script compiles while
-the server is still computing the page's first view (first_view.py). The page's CSP allows
-exactly these texts, by their SHA-256 (`Inline.source`): no other inline script or style runs.
+charts, app.css on every page, views.css on all but the runs page, whose first rows waited for the
+parse of those rules). Both are written into the page itself rather than linked. Why: on a first
+visit a linked file is a second round trip that starts only once the browser has parsed the page's
+head. On a loaded machine that came to 60-100 ms of a 200-400 ms first chart, idle in the middle of
+it. Inline, the script compiles while the server is still computing the page's first view
+(first_view.py). The page's CSP allows exactly these texts, by their SHA-256 (`Inline.source`): no
+other inline script or style runs.
 The icon is served at a content-hashed name (`favicon.3f1c9a0b2d4e.svg`) with `Cache-Control:
 immutable` for a year. Every file of static/ is also served under its own name (revalidated each
 time: `no-cache`), for scripts and tests that fetch one.
@@ -92,7 +92,7 @@ class Built:
 
 class Assets(StaticFiles):
     """static/ with fixed media types and the icon at a hashed name, plus each page's script and
-    style sheet, to be written into the pages.
+    style sheets, to be written into the pages.
 
     `pages` maps a page to its files (`PageFiles`)."""
 
